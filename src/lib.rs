@@ -1,0 +1,8 @@
+//! admission-proxy: a sidecar in front of legacy Kubernetes admission webhooks.
+//!
+//! Module dependencies point one way: `api`, `review` → `matching` → `config` → `dispatch`
+//! → `server` → `reload`, `demo`. `metrics`, `tls` and `example_backend` are leaves.
+
+pub mod api;
+pub mod matching;
+pub mod review;

@@ -1,0 +1,376 @@
+//! CEL `matchConditions` (KEP-3716; matching notes §8): compiled once at config load, evaluated
+//! against `object`, `oldObject` and `request`, converted to CEL values only when an expression
+//! references them. Depends on `review` and the `cel` crate.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use cel::objects::{Key, Map};
+use cel::{Context, Env, Program, Value};
+
+use crate::review::ParsedReview;
+
+/// Variables of the webhook CEL environment (matching notes §8). `authorizer` is declared there
+/// but has no implementation here; `namespaceObject` is always null for webhooks.
+const VARIABLES: [&str; 5] = ["object", "oldObject", "request", "namespaceObject", "authorizer"];
+
+/// Kubernetes CEL library functions that the `cel` crate does not implement (library-notes):
+/// an expression using one is refused at load instead of failing on every request.
+const UNSUPPORTED_FUNCTIONS: [&str; 27] = [
+    "isSorted", "sum", "find", "findAll", "url", "isURL", "getScheme", "getHost", "getHostname",
+    "getPort", "getEscapedPath", "getQuery", "quantity", "isQuantity", "ip", "isIP", "cidr", "isCIDR",
+    "sets.contains", "sets.equivalent", "sets.intersects", "format", "semver", "isSemver", "check",
+    "allowed", "resource",
+];
+
+/// Function namespaces an identifier may name (`optional.of(...)`).
+const NAMESPACES: [&str; 1] = ["optional"];
+
+/// Collects the identifiers an expression reads that no comprehension binds.
+///
+/// # Errors
+/// Two-variable comprehensions: the `cel` crate ignores the second variable (library-notes).
+fn free_variables(expr: &cel::common::ast::Expr, bound: &mut Vec<String>, out: &mut Vec<String>) -> Result<(), String> {
+    use cel::common::ast::{EntryExpr, Expr};
+    match expr {
+        Expr::Unspecified | Expr::Literal(_) => {}
+        Expr::Ident(name) => {
+            if !name.starts_with('@') && !bound.contains(name) && !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                free_variables(&target.expr, bound, out)?;
+            }
+            for arg in &call.args {
+                free_variables(&arg.expr, bound, out)?;
+            }
+        }
+        Expr::Select(select) => free_variables(&select.operand.expr, bound, out)?,
+        Expr::List(list) => {
+            for e in &list.elements {
+                free_variables(&e.expr, bound, out)?;
+            }
+        }
+        Expr::Map(cel::common::ast::MapExpr { entries }) | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => {
+            for entry in entries {
+                match &entry.expr {
+                    EntryExpr::StructField(f) => free_variables(&f.value.expr, bound, out)?,
+                    EntryExpr::MapEntry(m) => {
+                        free_variables(&m.key.expr, bound, out)?;
+                        free_variables(&m.value.expr, bound, out)?;
+                    }
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            if c.iter_var2.is_some() {
+                return Err("compilation failed: two-variable comprehensions are not supported by admission-proxy".to_string());
+            }
+            free_variables(&c.iter_range.expr, bound, out)?;
+            free_variables(&c.accu_init.expr, bound, out)?;
+            bound.push(c.iter_var.clone());
+            bound.push(c.accu_var.clone());
+            for e in [&c.loop_cond, &c.loop_step, &c.result] {
+                free_variables(&e.expr, bound, out)?;
+            }
+            bound.truncate(bound.len() - 2);
+        }
+    }
+    Ok(())
+}
+
+fn env() -> Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // The strings extension is part of the Kubernetes base environment; registering it on a
+        // fresh stdlib cannot clash.
+        let _ = env.add_extension(cel::extensions::strings);
+        Arc::new(env)
+    })
+    .clone()
+}
+
+/// One compiled `matchConditions` entry.
+#[derive(Debug)]
+pub struct MatchCondition {
+    pub name: String,
+    pub expression: String,
+    program: Program,
+}
+
+/// Which variables a webhook's conditions reference, so that only those are converted.
+#[derive(Clone, Copy, Debug, Default)]
+struct Uses {
+    object: bool,
+    old_object: bool,
+    request: bool,
+}
+
+/// The compiled `matchConditions` of one webhook, in list order.
+#[derive(Debug, Default)]
+pub struct MatchConditions {
+    conditions: Vec<MatchCondition>,
+    uses: Uses,
+}
+
+/// The result of evaluating all conditions (matcher.go `Match`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConditionsResult {
+    /// No condition was false and none errored: call the webhook.
+    Match,
+    /// The first condition that evaluated to false; the webhook is skipped whatever else errored.
+    NoMatch { condition: String },
+    /// No condition was false but some errored; failurePolicy decides. The message aggregates
+    /// the errors as `utilerrors.NewAggregate` does.
+    Error(String),
+}
+
+impl MatchCondition {
+    /// Compiles one expression.
+    ///
+    /// # Errors
+    /// A message for a syntax error, an undeclared variable, a Kubernetes CEL function this
+    /// build cannot evaluate, or an expression whose result is statically not a bool.
+    pub fn compile(name: &str, expression: &str) -> Result<Self, String> {
+        let program = env().compile(expression).map_err(|e| format!("compilation failed: {e}"))?;
+        let mut free = Vec::new();
+        free_variables(&program.expression().expr, &mut Vec::new(), &mut free)?;
+        for variable in &free {
+            if !VARIABLES.contains(&variable.as_str()) && !NAMESPACES.contains(&variable.as_str()) {
+                return Err(format!("compilation failed: undeclared reference to {variable:?}"));
+            }
+        }
+        let references = program.references();
+        if free.iter().any(|v| v == "authorizer") {
+            return Err("compilation failed: the `authorizer` variable (authorization checks) is not supported by admission-proxy".to_string());
+        }
+        for function in references.functions() {
+            if UNSUPPORTED_FUNCTIONS.contains(&function) {
+                return Err(format!("compilation failed: function {function:?} of the Kubernetes CEL libraries is not supported by admission-proxy"));
+            }
+        }
+        if let Some(kind) = static_non_bool(&program.expression().expr) {
+            return Err(format!("must evaluate to bool, but evaluates to {kind}"));
+        }
+        Ok(MatchCondition { name: name.to_string(), expression: expression.to_string(), program })
+    }
+}
+
+/// The static type of an expression when it is certainly not bool. Without a type checker in
+/// the `cel` crate, only literals and arithmetic are known; everything else is `dyn`, which
+/// kube-apiserver's checker accepts as well.
+fn static_non_bool(expr: &cel::common::ast::Expr) -> Option<&'static str> {
+    use cel::common::ast::{operators, Expr, LiteralValue};
+    match expr {
+        Expr::Literal(LiteralValue::Boolean(_)) => None,
+        Expr::Literal(LiteralValue::Int(_)) => Some("int"),
+        Expr::Literal(LiteralValue::UInt(_)) => Some("uint"),
+        Expr::Literal(LiteralValue::Double(_)) => Some("double"),
+        Expr::Literal(LiteralValue::String(_)) => Some("string"),
+        Expr::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
+        Expr::Literal(LiteralValue::Null) => Some("null"),
+        Expr::List(_) => Some("list"),
+        Expr::Map(_) => Some("map"),
+        Expr::Call(call) => match call.func_name.as_str() {
+            operators::ADD | operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO | operators::NEGATE => Some("a number"),
+            "size" | "int" | "uint" | "double" | "string" => Some("a non-bool value"),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl MatchConditions {
+    /// Wraps compiled conditions, noting which variables they need.
+    pub fn new(conditions: Vec<MatchCondition>) -> Self {
+        let mut uses = Uses::default();
+        for c in &conditions {
+            let r = c.program.references();
+            uses.object |= r.has_variable("object");
+            uses.old_object |= r.has_variable("oldObject");
+            uses.request |= r.has_variable("request");
+        }
+        MatchConditions { conditions, uses }
+    }
+
+    /// True when the webhook has no matchConditions.
+    pub fn is_empty(&self) -> bool {
+        self.conditions.is_empty()
+    }
+
+    /// The compiled conditions, in list order.
+    pub fn iter(&self) -> impl Iterator<Item = &MatchCondition> {
+        self.conditions.iter()
+    }
+
+    /// Evaluates every condition in order (no short-circuit between conditions, matching notes
+    /// §8), then: first `false` → [`ConditionsResult::NoMatch`]; else any error →
+    /// [`ConditionsResult::Error`]; else [`ConditionsResult::Match`].
+    ///
+    /// A non-bool result of a `dyn` expression counts as "not false", as in matcher.go, which
+    /// only compares results with `celtypes.False`.
+    pub fn evaluate(&self, review: &ParsedReview<'_>) -> ConditionsResult {
+        if self.conditions.is_empty() {
+            return ConditionsResult::Match;
+        }
+        let mut context = Context::with_env(env());
+        let request = &review.request;
+        if self.uses.object {
+            context.add_variable_from_value("object", raw_to_cel(request.object.map(|r| r.get())));
+        }
+        if self.uses.old_object {
+            context.add_variable_from_value("oldObject", raw_to_cel(request.old_object.map(|r| r.get())));
+        }
+        if self.uses.request {
+            context.add_variable_from_value("request", request_to_cel(review));
+        }
+        context.add_variable_from_value("namespaceObject", Value::Null);
+        let mut errors: Vec<String> = Vec::new();
+        for condition in &self.conditions {
+            match condition.program.execute(&context) {
+                Ok(Value::Bool(false)) => return ConditionsResult::NoMatch { condition: condition.name.clone() },
+                Ok(_) => {}
+                Err(e) => errors.push(format!("expression '{}' resulted in error: {e}", condition.expression)),
+            }
+        }
+        match errors.len() {
+            0 => ConditionsResult::Match,
+            1 => ConditionsResult::Error(errors.remove(0)),
+            _ => ConditionsResult::Error(format!("[{}]", errors.join(", "))),
+        }
+    }
+}
+
+/// Converts a raw JSON value (absent = null) into a CEL value.
+fn raw_to_cel(raw: Option<&str>) -> Value {
+    match raw.map(serde_json::from_str::<serde_json::Value>) {
+        Some(Ok(v)) => json_to_cel(&v),
+        _ => Value::Null,
+    }
+}
+
+/// JSON → CEL: integers become `int` (or `uint` beyond i64), other numbers `double`.
+pub fn json_to_cel(value: &serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::Int(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::UInt(u)
+            } else {
+                Value::Float(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
+        serde_json::Value::Array(a) => Value::List(Arc::new(a.iter().map(json_to_cel).collect())),
+        serde_json::Value::Object(o) => {
+            let map: HashMap<Key, Value> = o.iter().map(|(k, v)| (Key::String(Arc::new(k.clone())), json_to_cel(v))).collect();
+            Value::Map(Map { map: Arc::new(map) })
+        }
+    }
+}
+
+/// The `request` variable: the AdmissionRequest without uid, object and oldObject, with every
+/// field present (a typed Go struct in kube-apiserver, so `request.subResource == ""` holds
+/// when the JSON omits it).
+fn request_to_cel(review: &ParsedReview<'_>) -> Value {
+    let r = &review.request;
+    let user_info = r
+        .user_info
+        .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let field = |name: &str| user_info.get(name).cloned();
+    let request = serde_json::json!({
+        "kind": r.kind,
+        "resource": r.resource,
+        "subResource": r.sub_resource,
+        "requestKind": r.request_kind.clone().unwrap_or_default(),
+        "requestResource": r.request_resource.clone().unwrap_or_default(),
+        "requestSubResource": r.request_sub_resource.clone().unwrap_or_default(),
+        "name": r.name,
+        "namespace": r.namespace,
+        "operation": r.operation,
+        "userInfo": {
+            "username": field("username").unwrap_or_else(|| "".into()),
+            "uid": field("uid").unwrap_or_else(|| "".into()),
+            "groups": field("groups").unwrap_or_else(|| serde_json::json!([])),
+            "extra": field("extra").unwrap_or_else(|| serde_json::json!({})),
+        },
+        "dryRun": r.is_dry_run(),
+        "options": r.options.and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok()),
+    });
+    json_to_cel(&request)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POD: &str = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"ns","operation":"CREATE","userInfo":{"username":"jane","groups":["devs","system:authenticated"]},"object":{"metadata":{"name":"p","labels":{"app":"web"}},"spec":{"volumes":[{"name":"v","nfs":{"server":"s"}}]}},"oldObject":null,"dryRun":false,"options":null}}"#;
+
+    fn conditions(list: &[(&str, &str)]) -> MatchConditions {
+        MatchConditions::new(list.iter().map(|(n, e)| MatchCondition::compile(n, e).unwrap()).collect())
+    }
+
+    fn eval(list: &[(&str, &str)]) -> ConditionsResult {
+        conditions(list).evaluate(&ParsedReview::parse(POD.as_bytes()).unwrap())
+    }
+
+    /// KEP-3716 user stories: NFS volumes, excluding a group, excluding leases.
+    #[test]
+    fn kep_examples() {
+        assert_eq!(eval(&[("nfs", "object.spec.volumes.exists(v, has(v.nfs))")]), ConditionsResult::Match);
+        assert_eq!(
+            eval(&[("exclude-kubelet-requests", "!('system:nodes' in request.userInfo.groups)")]),
+            ConditionsResult::Match
+        );
+        assert_eq!(
+            eval(&[("only-devs", "'admins' in request.userInfo.groups")]),
+            ConditionsResult::NoMatch { condition: "only-devs".into() }
+        );
+        assert_eq!(
+            eval(&[("exclude-leases", "!(request.resource.group == 'coordination.k8s.io' && request.resource.resource == 'leases')")]),
+            ConditionsResult::Match
+        );
+    }
+
+    /// Matching notes §0.3: any false wins over errors; errors count only without a false.
+    #[test]
+    fn any_false_wins_and_errors_aggregate() {
+        let err = "object.spec.missing.field == 1";
+        assert_eq!(eval(&[("e", err), ("f", "false")]), ConditionsResult::NoMatch { condition: "f".into() });
+        let ConditionsResult::Error(msg) = eval(&[("e", err), ("t", "true")]) else { panic!() };
+        assert!(msg.starts_with("expression 'object.spec.missing.field == 1' resulted in error"), "{msg}");
+        let ConditionsResult::Error(msg) = eval(&[("e1", err), ("e2", err)]) else { panic!() };
+        assert!(msg.starts_with('[') && msg.ends_with(']'), "{msg}");
+    }
+
+    #[test]
+    fn request_fields_default_like_the_go_struct() {
+        assert_eq!(eval(&[("sub", "request.subResource == '' && request.name == '' && !request.dryRun")]), ConditionsResult::Match);
+        assert_eq!(eval(&[("null-old", "oldObject == null")]), ConditionsResult::Match);
+        assert_eq!(eval(&[("optional", "object.?metadata.?labels.?app.orValue('') == 'web'")]), ConditionsResult::Match);
+        assert_eq!(eval(&[("optional-ns", "optional.of(1).hasValue()")]), ConditionsResult::Match);
+    }
+
+    #[test]
+    fn compile_errors() {
+        for (expr, want) in [
+            ("object.", "compilation failed"),
+            ("params.x == 1", "undeclared reference"),
+            ("authorizer.path('/x').check('get').allowed()", "authorizer"),
+            ("'1.2.3.4'.isIP()", "isIP"),
+            ("1 + 2", "must evaluate to bool"),
+            ("[1].all(i, v, v > 0)", "compilation failed"),
+            ("'string'", "must evaluate to bool"),
+        ] {
+            let err = MatchCondition::compile("c", expr).unwrap_err();
+            assert!(err.contains(want), "{expr}: {err}");
+        }
+    }
+}

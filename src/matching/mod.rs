@@ -1,0 +1,198 @@
+//! Whether kube-apiserver would call a webhook for a request: `ShouldCallHook` of
+//! `apiserver/admission/plugin/webhook/generic/webhook.go` (matching notes §1).
+//! Depends on `api` and `review`; everything here is compiled at config load.
+
+pub mod conditions;
+pub mod namespaces;
+pub mod rules;
+pub mod selector;
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::api::FailurePolicy;
+use crate::review::{Operation, ParsedReview, Status};
+pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
+pub use namespaces::Namespaces;
+pub use rules::{Rule, RuleInput};
+pub use selector::LabelSelector;
+
+/// The selection part of one webhook, compiled.
+#[derive(Debug)]
+pub struct Matcher {
+    pub rules: Vec<Rule>,
+    pub namespace_selector: LabelSelector,
+    pub object_selector: LabelSelector,
+    pub match_conditions: MatchConditions,
+    /// Only consulted for matchCondition errors here (matching notes §0.1).
+    pub failure_policy: FailurePolicy,
+}
+
+/// Why a webhook is not called.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SkipReason {
+    /// The request's kind is an admission configuration kind (matching notes §7).
+    ExemptKind,
+    NamespaceSelector,
+    ObjectSelector,
+    NoRuleMatched,
+    /// A matchCondition evaluated to false; its name.
+    MatchCondition(String),
+    /// matchConditions errored and failurePolicy is Ignore; the aggregated error.
+    MatchConditionErrorIgnored(String),
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::ExemptKind => f.write_str("exempt admission configuration kind"),
+            SkipReason::NamespaceSelector => f.write_str("namespaceSelector does not match"),
+            SkipReason::ObjectSelector => f.write_str("objectSelector does not match"),
+            SkipReason::NoRuleMatched => f.write_str("no rule matches"),
+            SkipReason::MatchCondition(name) => write!(f, "matchCondition {name:?} is false"),
+            SkipReason::MatchConditionErrorIgnored(e) => write!(f, "matchConditions errored (failurePolicy Ignore): {e}"),
+        }
+    }
+}
+
+/// The outcome of matching one webhook against one request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MatchDecision {
+    Call,
+    Skip(SkipReason),
+    /// The request fails whatever failurePolicy says (namespace not found) or because
+    /// failurePolicy is Fail (matchCondition error). The status kube-apiserver would return.
+    Reject(Status),
+}
+
+/// Labels of `object` / `oldObject`, or why there are none.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ObjectLabels {
+    /// The object is null (oldObject on CREATE, object on DELETE).
+    Null,
+    /// No `metadata` member: `meta.Accessor` fails (e.g. `PodExecOptions`).
+    NoMetadata,
+    Labels(BTreeMap<String, String>),
+}
+
+impl ObjectLabels {
+    /// Reads `metadata.labels` from a raw JSON object; absent labels are the empty set.
+    pub fn of(raw: Option<&serde_json::value::RawValue>) -> Self {
+        #[derive(Deserialize)]
+        struct Obj {
+            metadata: Option<Meta>,
+        }
+        #[derive(Deserialize)]
+        struct Meta {
+            #[serde(default)]
+            labels: Option<BTreeMap<String, String>>,
+        }
+        let Some(raw) = raw else { return ObjectLabels::Null };
+        match serde_json::from_str::<Obj>(raw.get()) {
+            Ok(Obj { metadata: Some(meta) }) => ObjectLabels::Labels(meta.labels.unwrap_or_default()),
+            _ => ObjectLabels::NoMetadata,
+        }
+    }
+
+    /// `matchObject` of the object matcher: false for null objects and objects without metadata.
+    fn matches(&self, selector: &LabelSelector) -> bool {
+        match self {
+            ObjectLabels::Labels(labels) => selector.matches(labels),
+            ObjectLabels::Null | ObjectLabels::NoMetadata => false,
+        }
+    }
+}
+
+impl Matcher {
+    /// `ShouldCallHook` for one webhook, in kube-apiserver's order (matching notes §1 B):
+    /// namespaceSelector, objectSelector, rules, held-back selector errors, matchConditions.
+    /// matchPolicy Equivalent is matched exactly for now (README: not done yet).
+    pub fn decide(&self, review: &ParsedReview<'_>, namespaces: Option<&Namespaces>) -> MatchDecision {
+        let request = &review.request;
+        // Dispatch-level exemption, before any webhook is looked at (matching notes §1 A.1).
+        if rules::is_exempt_admission_configuration(request.effective_kind()) {
+            return MatchDecision::Skip(SkipReason::ExemptKind);
+        }
+        let (ns_matches, ns_error) = self.match_namespace_selector(review, namespaces);
+        if !ns_matches && ns_error.is_none() {
+            return MatchDecision::Skip(SkipReason::NamespaceSelector);
+        }
+        if !self.match_object_selector(review) {
+            return MatchDecision::Skip(SkipReason::ObjectSelector);
+        }
+        let input = RuleInput {
+            operation: review.operation,
+            resource: request.effective_resource(),
+            sub_resource: request.effective_sub_resource(),
+            namespace: &request.namespace,
+        };
+        if !self.rules.iter().any(|rule| rule.matches(&input)) {
+            // Held-back selector errors are dropped when no rule matches (matching notes §0.2).
+            return MatchDecision::Skip(SkipReason::NoRuleMatched);
+        }
+        if let Some(status) = ns_error {
+            return MatchDecision::Reject(status);
+        }
+        match self.match_conditions.evaluate(review) {
+            ConditionsResult::Match => MatchDecision::Call,
+            ConditionsResult::NoMatch { condition } => MatchDecision::Skip(SkipReason::MatchCondition(condition)),
+            ConditionsResult::Error(message) => match self.failure_policy {
+                FailurePolicy::Ignore => MatchDecision::Skip(SkipReason::MatchConditionErrorIgnored(message)),
+                FailurePolicy::Fail => MatchDecision::Reject(forbidden(review, &message)),
+            },
+        }
+    }
+
+    /// `MatchNamespaceSelector` (matching notes §3): `(matches, error held back)`.
+    fn match_namespace_selector(&self, review: &ParsedReview<'_>, namespaces: Option<&Namespaces>) -> (bool, Option<Status>) {
+        let request = &review.request;
+        let resource = &request.effective_resource().resource;
+        // Cluster-scoped objects other than Namespaces are never excluded; only the resource
+        // *name* is tested, not the group (matching notes §3).
+        if request.namespace.is_empty() && resource != "namespaces" {
+            return (true, None);
+        }
+        if self.namespace_selector.is_empty() {
+            return (true, None);
+        }
+        let own_labels = resource == "namespaces"
+            && request.effective_sub_resource().is_empty()
+            && matches!(review.operation, Operation::Create | Operation::Update);
+        if own_labels {
+            return match ObjectLabels::of(request.object) {
+                ObjectLabels::Labels(labels) => (self.namespace_selector.matches(&labels), None),
+                _ => (self.namespace_selector.matches(&BTreeMap::new()), None),
+            };
+        }
+        match namespaces.and_then(|n| n.labels(&request.namespace)) {
+            Some(labels) => (self.namespace_selector.matches(labels), None),
+            None => (
+                false,
+                Some(Status::failure(404, "NotFound", format!("namespaces {:?} not found", request.namespace))),
+            ),
+        }
+    }
+
+    /// `MatchObjectSelector` (matching notes §4): either object or oldObject matching is enough.
+    fn match_object_selector(&self, review: &ParsedReview<'_>) -> bool {
+        if self.object_selector.is_empty() {
+            return true;
+        }
+        let request = &review.request;
+        ObjectLabels::of(request.object).matches(&self.object_selector)
+            || ObjectLabels::of(request.old_object).matches(&self.object_selector)
+    }
+}
+
+/// The 403 kube-apiserver returns for a matchCondition error under Fail:
+/// `<resource>[.<group>] "<name>" is forbidden: <errors>` (matching notes §8).
+fn forbidden(review: &ParsedReview<'_>, message: &str) -> Status {
+    let resource = review.request.effective_resource();
+    let group_resource = if resource.group.is_empty() {
+        resource.resource.clone()
+    } else {
+        format!("{}.{}", resource.resource, resource.group)
+    };
+    Status::failure(403, "Forbidden", format!("{group_resource} {:?} is forbidden: {message}", review.request.name))
+}

@@ -1,0 +1,118 @@
+//! The namespace labels namespaceSelector needs: kube-apiserver reads them from its informer
+//! cache, the proxy from a `kubectl get namespaces -o yaml` file (matching notes §3).
+//! Depends on nothing else in this crate.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
+
+/// The label every Namespace carries, set by kube-apiserver (NamespaceDefaultLabelName, GA 1.22).
+pub const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Labels of the cluster's namespaces, by name.
+#[derive(Clone, Debug, Default)]
+pub struct Namespaces {
+    labels: HashMap<String, BTreeMap<String, String>>,
+}
+
+/// Why a namespaces file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespacesError {
+    #[error("document {doc}: {message}")]
+    Invalid { doc: usize, message: String },
+}
+
+#[derive(Deserialize)]
+struct Doc {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    items: Vec<Doc>,
+    #[serde(default)]
+    metadata: Meta,
+}
+
+#[derive(Default, Deserialize)]
+struct Meta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+impl Namespaces {
+    /// Parses YAML or JSON holding a `NamespaceList`/`List` (as `kubectl get namespaces -o yaml`
+    /// prints it) or `Namespace` documents, multi-document YAML included. Each namespace also
+    /// gets the automatic `kubernetes.io/metadata.name=<name>` label.
+    ///
+    /// # Errors
+    /// [`NamespacesError`] naming the document that is not YAML or holds something other than
+    /// Namespaces.
+    pub fn parse(text: &str) -> Result<Self, NamespacesError> {
+        let mut out = Namespaces::default();
+        for (doc, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            let value = serde_json::Value::deserialize(de).map_err(|e| NamespacesError::Invalid { doc, message: e.to_string() })?;
+            if value.is_null() {
+                continue;
+            }
+            let parsed: Doc = serde_json::from_value(value).map_err(|e| NamespacesError::Invalid { doc, message: e.to_string() })?;
+            let items = match parsed.kind.as_str() {
+                "Namespace" => vec![parsed],
+                "NamespaceList" | "List" => parsed.items,
+                other => {
+                    return Err(NamespacesError::Invalid { doc, message: format!("kind {other:?}: expected Namespace, NamespaceList or List") })
+                }
+            };
+            for item in items {
+                if item.kind != "Namespace" && !item.kind.is_empty() {
+                    return Err(NamespacesError::Invalid { doc, message: format!("list item of kind {:?}: expected Namespace", item.kind) });
+                }
+                out.insert(item.metadata.name, item.metadata.labels.unwrap_or_default());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds or replaces one namespace, adding the automatic name label.
+    pub fn insert(&mut self, name: String, mut labels: BTreeMap<String, String>) {
+        labels.entry(METADATA_NAME_LABEL.to_string()).or_insert_with(|| name.clone());
+        self.labels.insert(name, labels);
+    }
+
+    /// The labels of namespace `name`, `None` when it is not known.
+    pub fn labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.labels.get(name)
+    }
+
+    /// How many namespaces are known.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// True when no namespace is known.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_list_and_adds_name_label() {
+        let ns = Namespaces::parse(
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: a\n    labels: {env: prod}\n- kind: Namespace\n  metadata: {name: b}\n",
+        )
+        .unwrap();
+        assert_eq!(ns.labels("a").unwrap().get("env").map(String::as_str), Some("prod"));
+        assert_eq!(ns.labels("b").unwrap().get(METADATA_NAME_LABEL).map(String::as_str), Some("b"));
+        assert!(ns.labels("c").is_none());
+    }
+
+    #[test]
+    fn rejects_other_kinds() {
+        let err = Namespaces::parse("kind: Pod\nmetadata: {name: x}\n").unwrap_err();
+        assert!(err.to_string().contains("Pod"), "{err}");
+    }
+}

@@ -1,0 +1,197 @@
+//! Rule matching (`RuleWithOperations`), exactly as kube-apiserver's
+//! `apiserver/admission/plugin/webhook/predicates/rules/rules.go` (matching notes §2).
+//! Depends on `api` and `review`.
+
+use crate::api::RuleWithOperations;
+use crate::review::{GroupVersionKind, GroupVersionResource, Operation};
+
+/// `rules[].scope`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `*`: no restriction (the default).
+    Any,
+    Cluster,
+    Namespaced,
+}
+
+/// One compiled rule. All parts must match (logical AND); values compare exactly and
+/// case-sensitively, with `*` as the only wildcard.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    operations: Vec<String>,
+    api_groups: Vec<String>,
+    api_versions: Vec<String>,
+    /// Each entry split at the first `/` into (resource, subresource); no `/` means "".
+    resources: Vec<(String, String)>,
+    scope: Scope,
+}
+
+/// What a rule is matched against: the original request (dispatch notes §18: `requestResource`
+/// etc. when present).
+#[derive(Clone, Copy, Debug)]
+pub struct RuleInput<'r> {
+    pub operation: Operation,
+    pub resource: &'r GroupVersionResource,
+    pub sub_resource: &'r str,
+    pub namespace: &'r str,
+}
+
+impl Rule {
+    /// Compiles a validated rule. `scope` must already be defaulted (absent means `*`).
+    pub fn new(rule: &RuleWithOperations) -> Self {
+        let scope = match rule.scope.as_deref() {
+            Some("Cluster") => Scope::Cluster,
+            Some("Namespaced") => Scope::Namespaced,
+            _ => Scope::Any,
+        };
+        Rule {
+            operations: rule.operations.clone(),
+            api_groups: rule.api_groups.clone(),
+            api_versions: rule.api_versions.clone(),
+            resources: rule
+                .resources
+                .iter()
+                .map(|r| match r.split_once('/') {
+                    Some((res, sub)) => (res.to_string(), sub.to_string()),
+                    None => (r.clone(), String::new()),
+                })
+                .collect(),
+            scope,
+        }
+    }
+
+    /// `rules.Matcher.Matches`: scope, operation, group, version and resource all match.
+    pub fn matches(&self, input: &RuleInput<'_>) -> bool {
+        self.matches_scope(input)
+            && any_or_star(&self.operations, input.operation.as_str())
+            && any_or_star(&self.api_groups, &input.resource.group)
+            && any_or_star(&self.api_versions, &input.resource.version)
+            && self.matches_resource(&input.resource.resource, input.sub_resource)
+    }
+
+    /// `"r/*"` also matches `r` itself; `"*"` matches no subresource; `"*/*"` matches all
+    /// (matching notes §0.4).
+    fn matches_resource(&self, resource: &str, sub_resource: &str) -> bool {
+        self.resources.iter().any(|(res, sub)| {
+            (res == "*" || res == resource) && (sub == "*" || sub == sub_resource)
+        })
+    }
+
+    /// The Namespace resource (exact GVR `v1 namespaces`, any subresource) is always
+    /// cluster-scoped even though `request.namespace` carries its name (matching notes §0.5).
+    fn matches_scope(&self, input: &RuleInput<'_>) -> bool {
+        let is_namespace = input.resource.group.is_empty()
+            && input.resource.version == "v1"
+            && input.resource.resource == "namespaces";
+        match self.scope {
+            Scope::Any => true,
+            Scope::Namespaced => !is_namespace && !input.namespace.is_empty(),
+            Scope::Cluster => is_namespace || input.namespace.is_empty(),
+        }
+    }
+}
+
+fn any_or_star(list: &[String], value: &str) -> bool {
+    list.iter().any(|v| v == "*" || v == value)
+}
+
+/// `rules.IsExemptAdmissionConfigurationResource`: requests whose *kind* is one of the
+/// admission configuration kinds never reach API-registered webhooks (matching notes §7).
+pub fn is_exempt_admission_configuration(kind: &GroupVersionKind) -> bool {
+    kind.group == "admissionregistration.k8s.io"
+        && matches!(
+            kind.kind.as_str(),
+            "ValidatingWebhookConfiguration"
+                | "MutatingWebhookConfiguration"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding"
+                | "MutatingAdmissionPolicy"
+                | "MutatingAdmissionPolicyBinding"
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(ops: &[&str], groups: &[&str], versions: &[&str], resources: &[&str], scope: Option<&str>) -> Rule {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
+        Rule::new(&RuleWithOperations {
+            operations: s(ops),
+            api_groups: s(groups),
+            api_versions: s(versions),
+            resources: s(resources),
+            scope: scope.map(str::to_string),
+        })
+    }
+
+    fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
+        GroupVersionResource { group: group.into(), version: version.into(), resource: resource.into() }
+    }
+
+    /// The resources/subresources table of matching notes §2 (rules_test.go `TestResource`).
+    #[test]
+    fn resource_table() {
+        let cases = [
+            ("*", [true, false, false]),
+            ("pods", [true, false, false]),
+            ("pods/*", [true, true, false]),
+            ("pods/status", [false, true, false]),
+            ("*/status", [false, true, false]),
+            ("*/scale", [false, false, true]),
+            ("*/*", [true, true, true]),
+        ];
+        let pods = gvr("", "v1", "pods");
+        let deploy = gvr("apps", "v1", "deployments");
+        let requests = [(&pods, ""), (&pods, "status"), (&deploy, "scale")];
+        for (entry, expected) in cases {
+            let r = rule(&["*"], &["*"], &["*"], &[entry], None);
+            for ((res, sub), want) in requests.iter().zip(expected) {
+                let input = RuleInput { operation: Operation::Create, resource: res, sub_resource: sub, namespace: "ns" };
+                assert_eq!(r.matches(&input), want, "{entry} vs {}/{sub}", res.resource);
+            }
+        }
+    }
+
+    /// Scope (matching notes §2, §0.5): Namespaces are cluster-scoped, also their subresources.
+    #[test]
+    fn scope_namespace_special_cases() {
+        let ns = gvr("", "v1", "namespaces");
+        let pods = gvr("", "v1", "pods");
+        let nodes = gvr("", "v1", "nodes");
+        let namespaced = rule(&["*"], &["*"], &["*"], &["*/*"], Some("Namespaced"));
+        let cluster = rule(&["*"], &["*"], &["*"], &["*/*"], Some("Cluster"));
+        let input = |res, sub, namespace| RuleInput { operation: Operation::Update, resource: res, sub_resource: sub, namespace };
+        assert!(!namespaced.matches(&input(&ns, "", "foo")));
+        assert!(cluster.matches(&input(&ns, "", "foo")));
+        assert!(cluster.matches(&input(&ns, "finalize", "foo")));
+        assert!(namespaced.matches(&input(&pods, "", "foo")));
+        assert!(!cluster.matches(&input(&pods, "", "foo")));
+        assert!(cluster.matches(&input(&nodes, "", "")));
+        assert!(!namespaced.matches(&input(&nodes, "", "")));
+    }
+
+    /// Operations (rules_test.go `TestOperation`): `*` includes CONNECT; exact otherwise.
+    #[test]
+    fn operations_groups_versions() {
+        let pods = gvr("", "v1", "pods");
+        let input = |op| RuleInput { operation: op, resource: &pods, sub_resource: "", namespace: "ns" };
+        let star = rule(&["*"], &[""], &["v1"], &["pods"], None);
+        assert!(star.matches(&input(Operation::Connect)));
+        let create = rule(&["CREATE"], &[""], &["v1"], &["pods"], None);
+        assert!(create.matches(&input(Operation::Create)));
+        assert!(!create.matches(&input(Operation::Update)));
+        assert!(!rule(&["*"], &["apps"], &["v1"], &["pods"], None).matches(&input(Operation::Create)));
+        assert!(!rule(&["*"], &[""], &["v1beta1"], &["pods"], None).matches(&input(Operation::Create)));
+        assert!(!rule(&["*"], &[], &["*"], &["pods"], None).matches(&input(Operation::Create)), "an empty list matches nothing");
+    }
+
+    #[test]
+    fn exemptions() {
+        let kind = |g: &str, k: &str| GroupVersionKind { group: g.into(), version: "v1".into(), kind: k.into() };
+        assert!(is_exempt_admission_configuration(&kind("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")));
+        assert!(is_exempt_admission_configuration(&kind("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding")));
+        assert!(!is_exempt_admission_configuration(&kind("", "ValidatingWebhookConfiguration")));
+        assert!(!is_exempt_admission_configuration(&kind("admissionregistration.k8s.io", "Other")));
+    }
+}

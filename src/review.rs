@@ -1,0 +1,459 @@
+//! AdmissionReview envelopes (admission.k8s.io `v1` and `v1beta1`): parse a request body once,
+//! re-address it to another review version without re-serialising it, and encode answers.
+//!
+//! Depends on nothing else in this crate. Field names follow `k8s.io/api/admission/v1`
+//! verbatim; the two versions carry identical request fields (dispatch notes §3), so converting
+//! an envelope means changing `apiVersion` and nothing else.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// The API group of AdmissionReview.
+pub const ADMISSION_GROUP: &str = "admission.k8s.io";
+
+/// An AdmissionReview version kube-apiserver knows (dispatch notes §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReviewVersion {
+    /// `admission.k8s.io/v1`: responses are verified strictly (uid, apiVersion/kind, patchType).
+    V1,
+    /// `admission.k8s.io/v1beta1`: responses may omit uid, apiVersion and kind.
+    V1beta1,
+}
+
+impl ReviewVersion {
+    /// The full `apiVersion`, e.g. `admission.k8s.io/v1`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "admission.k8s.io/v1",
+            ReviewVersion::V1beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
+
+    /// The version alone, as written in `admissionReviewVersions` (`v1`, `v1beta1`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "v1",
+            ReviewVersion::V1beta1 => "v1beta1",
+        }
+    }
+
+    /// Parses an `admissionReviewVersions` entry; `None` for versions kube-apiserver does not know.
+    pub fn from_short(version: &str) -> Option<Self> {
+        match version {
+            "v1" => Some(ReviewVersion::V1),
+            "v1beta1" => Some(ReviewVersion::V1beta1),
+            _ => None,
+        }
+    }
+
+    /// Parses a full `apiVersion`; `None` unless it is one of the two AdmissionReview versions.
+    pub fn from_api_version(api_version: &str) -> Option<Self> {
+        match api_version {
+            "admission.k8s.io/v1" => Some(ReviewVersion::V1),
+            "admission.k8s.io/v1beta1" => Some(ReviewVersion::V1beta1),
+            _ => None,
+        }
+    }
+
+    /// The version kube-apiserver sends a webhook: the first entry of `admissionReviewVersions`
+    /// it knows, unknown entries skipped (dispatch notes §2, `CreateAdmissionObjects`).
+    /// `None` when no entry is known; calling such a webhook is a call failure.
+    pub fn negotiate<S: AsRef<str>>(admission_review_versions: &[S]) -> Option<Self> {
+        admission_review_versions
+            .iter()
+            .find_map(|v| Self::from_short(v.as_ref()))
+    }
+}
+
+impl std::fmt::Display for ReviewVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `metav1.GroupVersionKind` as AdmissionRequest carries it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+pub struct GroupVersionKind {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub kind: String,
+}
+
+/// `metav1.GroupVersionResource` as AdmissionRequest carries it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+pub struct GroupVersionResource {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub version: String,
+    #[serde(default)]
+    pub resource: String,
+}
+
+/// An admission operation (`request.operation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    /// Parses the wire form (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "CREATE" => Some(Operation::Create),
+            "UPDATE" => Some(Operation::Update),
+            "DELETE" => Some(Operation::Delete),
+            "CONNECT" => Some(Operation::Connect),
+            _ => None,
+        }
+    }
+
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// `request` of an AdmissionReview, borrowing the request body: `object`, `oldObject`,
+/// `userInfo` and `options` stay raw JSON so that nothing is parsed that no decision needs.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest<'a> {
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub kind: GroupVersionKind,
+    #[serde(default)]
+    pub resource: GroupVersionResource,
+    #[serde(default)]
+    pub sub_resource: String,
+    #[serde(default)]
+    pub request_kind: Option<GroupVersionKind>,
+    #[serde(default)]
+    pub request_resource: Option<GroupVersionResource>,
+    #[serde(default)]
+    pub request_sub_resource: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub operation: String,
+    #[serde(default, borrow)]
+    pub user_info: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub object: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+    #[serde(default, borrow)]
+    pub options: Option<&'a RawValue>,
+}
+
+impl AdmissionRequest<'_> {
+    /// The kind of the original request: `requestKind` when present, else `kind`
+    /// (dispatch notes §18 / matching notes §6: match against the original request).
+    pub fn effective_kind(&self) -> &GroupVersionKind {
+        self.request_kind.as_ref().unwrap_or(&self.kind)
+    }
+
+    /// The resource of the original request: `requestResource` when present, else `resource`.
+    pub fn effective_resource(&self) -> &GroupVersionResource {
+        self.request_resource.as_ref().unwrap_or(&self.resource)
+    }
+
+    /// The subresource of the original request. When `requestResource` is present an absent
+    /// `requestSubResource` means "" (it is `omitempty`); otherwise `subResource` is used.
+    pub fn effective_sub_resource(&self) -> &str {
+        if self.request_resource.is_some() {
+            self.request_sub_resource.as_deref().unwrap_or("")
+        } else {
+            &self.sub_resource
+        }
+    }
+
+    /// `request.dryRun`, false when absent.
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run.unwrap_or(false)
+    }
+}
+
+/// Why an incoming body is not an AdmissionReview request we can serve (answered with 400).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("malformed AdmissionReview: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("AdmissionReview has no apiVersion")]
+    MissingApiVersion,
+    #[error("unsupported AdmissionReview apiVersion {0:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1")]
+    UnsupportedApiVersion(String),
+    #[error("wrong kind {0:?}: expected AdmissionReview")]
+    WrongKind(String),
+    #[error("AdmissionReview has no request")]
+    MissingRequest,
+    #[error("AdmissionReview request has no uid")]
+    MissingUid,
+    #[error("AdmissionReview request has unknown operation {0:?}: expected CREATE, UPDATE, DELETE or CONNECT")]
+    UnknownOperation(String),
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "apiVersion", default, borrow)]
+    api_version: Option<&'a RawValue>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default, borrow)]
+    request: Option<&'a RawValue>,
+}
+
+/// An AdmissionReview request parsed once, borrowing the body it came from.
+#[derive(Debug)]
+pub struct ParsedReview<'a> {
+    /// The version the caller (kube-apiserver) used; the answer must use it too.
+    pub version: ReviewVersion,
+    pub request: AdmissionRequest<'a>,
+    pub operation: Operation,
+    body: &'a [u8],
+    api_version_span: Range<usize>,
+}
+
+impl<'a> ParsedReview<'a> {
+    /// Parses an AdmissionReview request body.
+    ///
+    /// # Errors
+    /// [`ReviewError`] for malformed JSON, a missing or unknown `apiVersion`, a `kind` other than
+    /// `AdmissionReview`, a missing `request` or `request.uid`, or an unknown operation.
+    pub fn parse(body: &'a [u8]) -> Result<Self, ReviewError> {
+        let envelope: Envelope<'a> = serde_json::from_slice(body)?;
+        let raw_version = envelope.api_version.ok_or(ReviewError::MissingApiVersion)?;
+        let api_version: String = serde_json::from_str(raw_version.get())?;
+        let version = ReviewVersion::from_api_version(&api_version)
+            .ok_or(ReviewError::UnsupportedApiVersion(api_version))?;
+        match envelope.kind.as_deref() {
+            Some("AdmissionReview") => {}
+            other => return Err(ReviewError::WrongKind(other.unwrap_or("").to_string())),
+        }
+        let raw_request = envelope.request.ok_or(ReviewError::MissingRequest)?;
+        if raw_request.get() == "null" {
+            return Err(ReviewError::MissingRequest);
+        }
+        let request: AdmissionRequest<'a> = serde_json::from_str(raw_request.get())?;
+        if request.uid.is_empty() {
+            return Err(ReviewError::MissingUid);
+        }
+        let operation = Operation::parse(&request.operation)
+            .ok_or_else(|| ReviewError::UnknownOperation(request.operation.clone()))?;
+        Ok(ParsedReview {
+            version,
+            request,
+            operation,
+            body,
+            api_version_span: span_in(body, raw_version.get()),
+        })
+    }
+
+    /// The body as `version` would carry it. For the caller's own version that is the body
+    /// as received (borrowed, byte for byte); otherwise only the `apiVersion` value is spliced.
+    pub fn body_as(&self, version: ReviewVersion) -> Cow<'a, [u8]> {
+        if version == self.version {
+            return Cow::Borrowed(self.body);
+        }
+        let replacement = format!("\"{}\"", version.api_version());
+        let mut out = Vec::with_capacity(self.body.len() + 8);
+        out.extend_from_slice(&self.body[..self.api_version_span.start]);
+        out.extend_from_slice(replacement.as_bytes());
+        out.extend_from_slice(&self.body[self.api_version_span.end..]);
+        Cow::Owned(out)
+    }
+
+    /// The body exactly as received.
+    pub fn body(&self) -> &'a [u8] {
+        self.body
+    }
+}
+
+/// Where `part` (a sub-slice of `whole`, as serde hands out borrowed RawValues) lies in `whole`.
+fn span_in(whole: &[u8], part: &str) -> Range<usize> {
+    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
+    start..start + part.len()
+}
+
+/// A `metav1.Status` as the proxy builds it for a denial or a failure.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Status {
+    pub status: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub reason: &'static str,
+    pub code: u16,
+}
+
+impl Status {
+    /// A `Failure` status with the given HTTP code, reason (`BadRequest`, `Forbidden`, ...) and message.
+    pub fn failure(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Status {
+            status: "Failure",
+            message: message.into(),
+            reason,
+            code,
+        }
+    }
+}
+
+/// The answer's `response`, as the proxy sends it to kube-apiserver.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionResponse {
+    pub uid: String,
+    pub allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub audit_annotations: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl AdmissionResponse {
+    /// `allowed: true` for `uid`.
+    pub fn allow(uid: &str) -> Self {
+        AdmissionResponse {
+            uid: uid.to_string(),
+            allowed: true,
+            ..Default::default()
+        }
+    }
+
+    /// `allowed: false` for `uid` with a proxy-built status.
+    pub fn deny(uid: &str, status: Status) -> Self {
+        AdmissionResponse {
+            uid: uid.to_string(),
+            allowed: false,
+            status: serde_json::to_value(status).ok(),
+            ..Default::default()
+        }
+    }
+
+    /// Encodes `{"kind":"AdmissionReview","apiVersion":...,"response":{...}}` in `version`.
+    pub fn encode(&self, version: ReviewVersion) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Answer<'r> {
+            kind: &'static str,
+            #[serde(rename = "apiVersion")]
+            api_version: &'static str,
+            response: &'r AdmissionResponse,
+        }
+        // Serialising plain strings, bools and maps cannot fail.
+        serde_json::to_vec(&Answer {
+            kind: "AdmissionReview",
+            api_version: version.api_version(),
+            response: self,
+        })
+        .unwrap_or_default()
+    }
+}
+
+/// The body of a non-2xx HTTP answer: a `metav1.Status` (`kind: Status`, `apiVersion: v1`).
+/// kube-apiserver reads its `message` into `failed calling webhook "N": failed to call webhook: <message>`
+/// (dispatch notes §5, §18.2).
+pub fn encode_status(status: &Status) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": status.status,
+        "message": status.message,
+        "reason": status.reason,
+        "code": status.code,
+    }))
+    .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const V1: &str = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u-1","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"requestKind":{"group":"","version":"v1","kind":"Pod"},"requestResource":{"group":"","version":"v1","resource":"pods"},"name":"p","namespace":"ns","operation":"CREATE","userInfo":{"username":"admin"},"object":{"kind":"Pod"},"oldObject":null,"dryRun":false,"options":null}}"#;
+
+    #[test]
+    fn parses_v1_request_and_keeps_raw_object() {
+        let parsed = ParsedReview::parse(V1.as_bytes()).unwrap();
+        assert_eq!(parsed.version, ReviewVersion::V1);
+        assert_eq!(parsed.request.uid, "u-1");
+        assert_eq!(parsed.operation, Operation::Create);
+        assert_eq!(parsed.request.object.unwrap().get(), r#"{"kind":"Pod"}"#);
+        assert!(parsed.request.old_object.is_none());
+        assert_eq!(parsed.request.effective_sub_resource(), "");
+    }
+
+    #[test]
+    fn same_version_body_is_borrowed_unchanged() {
+        let parsed = ParsedReview::parse(V1.as_bytes()).unwrap();
+        assert!(matches!(parsed.body_as(ReviewVersion::V1), Cow::Borrowed(b) if b == V1.as_bytes()));
+    }
+
+    #[test]
+    fn other_version_changes_only_api_version() {
+        let parsed = ParsedReview::parse(V1.as_bytes()).unwrap();
+        let converted = parsed.body_as(ReviewVersion::V1beta1);
+        let expected = V1.replace("admission.k8s.io/v1\"", "admission.k8s.io/v1beta1\"");
+        assert_eq!(std::str::from_utf8(&converted).unwrap(), expected);
+        let back = ParsedReview::parse(&converted).unwrap();
+        assert_eq!(back.version, ReviewVersion::V1beta1);
+        assert_eq!(back.body_as(ReviewVersion::V1).as_ref(), V1.as_bytes());
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_request() {
+        let cases: &[(&str, &str)] = &[
+            ("not json", "malformed"),
+            (r#"{"kind":"AdmissionReview","request":{"uid":"x"}}"#, "no apiVersion"),
+            (r#"{"apiVersion":"v1","kind":"AdmissionReview"}"#, "unsupported"),
+            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"Pod"}"#, "wrong kind"),
+            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, "no request"),
+            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}"#, "no uid"),
+            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"PATCH"}}"#, "unknown operation"),
+        ];
+        for (body, expected) in cases {
+            let err = ParsedReview::parse(body.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(expected), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn negotiation_takes_first_known_version() {
+        assert_eq!(ReviewVersion::negotiate(&["v2", "v1beta1", "v1"]), Some(ReviewVersion::V1beta1));
+        assert_eq!(ReviewVersion::negotiate(&["v1", "v1beta1"]), Some(ReviewVersion::V1));
+        assert_eq!(ReviewVersion::negotiate(&["v3"]), None);
+    }
+
+    #[test]
+    fn encodes_answer_in_callers_version() {
+        let answer = AdmissionResponse::allow("u\"1").encode(ReviewVersion::V1beta1);
+        assert_eq!(
+            std::str::from_utf8(&answer).unwrap(),
+            r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","response":{"uid":"u\"1","allowed":true}}"#
+        );
+    }
+}
