@@ -4,5 +4,6 @@
 //! → `server` → `reload`, `demo`. `metrics`, `tls` and `example_backend` are leaves.
 
 pub mod api;
+pub mod config;
 pub mod matching;
 pub mod review;

@@ -1,0 +1,211 @@
+//! Where a legacy webhook lives: `clientConfig` turned into a dialable target with its trust
+//! roots (dispatch notes §4). Depends on `api`.
+
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+
+use base64::Engine;
+
+use crate::api::WebhookClientConfig;
+
+/// A legacy webhook backend.
+#[derive(Clone, Debug)]
+pub struct Backend {
+    /// The URL without query, as it appears in error messages (`https://host:port/path`).
+    pub url: String,
+    /// `https` (true) or plain `http` (loopback only, a documented extension).
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// Request path; `path.Join` semantics: no trailing `/`, empty becomes `/`.
+    pub path: String,
+    /// Trust roots from `caBundle` (DER); `None` means the system roots.
+    pub ca_bundle: Option<Vec<Vec<u8>>>,
+    /// Distinguishes connection pools of backends with different trust roots.
+    pub ca_fingerprint: u64,
+}
+
+impl Backend {
+    /// Builds the target of a validated `clientConfig`.
+    ///
+    /// # Errors
+    /// `(field, message)` for a URL that is not `https` (or `http` to a loopback host), carries
+    /// user info, a query or a fragment; a service without name or namespace, a port outside
+    /// 1-65535, a path not starting with `/`; a `caBundle` that is not base64 PEM certificates.
+    pub fn from_client_config(cc: &WebhookClientConfig) -> Result<Self, (String, String)> {
+        let (ca_bundle, ca_fingerprint) = match cc.ca_bundle.as_deref().filter(|s| !s.is_empty()) {
+            Some(b64) => {
+                let certs = parse_ca_bundle(b64).map_err(|m| ("clientConfig.caBundle".to_string(), m))?;
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                certs.hash(&mut h);
+                (Some(certs), h.finish())
+            }
+            None => (None, 0),
+        };
+        match (&cc.url, &cc.service) {
+            (Some(_), Some(_)) | (None, None) => Err((
+                "clientConfig".to_string(),
+                "Required value: exactly one of url or service is required".to_string(),
+            )),
+            (Some(raw), None) => {
+                let field = "clientConfig.url".to_string();
+                let url = url::Url::parse(raw).map_err(|e| (field.clone(), format!("Invalid value: {raw:?}: {e}")))?;
+                let host = url.host_str().unwrap_or("").trim_start_matches('[').trim_end_matches(']').to_string();
+                if host.is_empty() {
+                    return Err((field, format!("Invalid value: {raw:?}: host must be specified")));
+                }
+                let tls = match url.scheme() {
+                    "https" => true,
+                    "http" if is_loopback(&host) => false,
+                    "http" => return Err((field, format!("Invalid value: {raw:?}: 'https' is required (plain 'http' is only accepted for loopback backends)"))),
+                    other => return Err((field, format!("Invalid value: {raw:?}: 'https' is required, got {other:?}"))),
+                };
+                if !url.username().is_empty() || url.password().is_some() {
+                    return Err((field, format!("Invalid value: {raw:?}: user information is not permitted in the URL")));
+                }
+                if url.fragment().is_some() {
+                    return Err((field, format!("Invalid value: {raw:?}: fragments are not permitted in the URL")));
+                }
+                if url.query().is_some() {
+                    return Err((field, format!("Invalid value: {raw:?}: query parameters are not permitted in the URL")));
+                }
+                let port = url.port_or_known_default().unwrap_or(443);
+                let path = join_path(url.path());
+                Ok(Backend {
+                    url: format!("{}://{}{}", url.scheme(), authority(&host, port), path),
+                    tls,
+                    host,
+                    port,
+                    path,
+                    ca_bundle,
+                    ca_fingerprint,
+                })
+            }
+            (None, Some(svc)) => {
+                if svc.name.is_empty() {
+                    return Err(("clientConfig.service.name".into(), "Required value: service name is required".into()));
+                }
+                if svc.namespace.is_empty() {
+                    return Err(("clientConfig.service.namespace".into(), "Required value: service namespace is required".into()));
+                }
+                let port = svc.port.unwrap_or(443);
+                if !(1..=65535).contains(&port) {
+                    return Err(("clientConfig.service.port".into(), format!("Invalid value: {port}: port is not valid: must be between 1 and 65535, inclusive")));
+                }
+                let raw_path = svc.path.as_deref().unwrap_or("");
+                if !raw_path.is_empty() && !raw_path.starts_with('/') {
+                    return Err(("clientConfig.service.path".into(), format!("Invalid value: {raw_path:?}: must start with a '/'")));
+                }
+                let host = format!("{}.{}.svc", svc.name, svc.namespace);
+                let path = join_path(raw_path);
+                Ok(Backend {
+                    url: format!("https://{host}:{port}{path}"),
+                    tls: true,
+                    host,
+                    port: port as u16,
+                    path,
+                    ca_bundle,
+                    ca_fingerprint,
+                })
+            }
+        }
+    }
+}
+
+fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Loopback hosts: 127.0.0.0/8, ::1 and `localhost`.
+pub fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Go's `path.Join(path)` for a single absolute path: trailing `/` dropped, empty becomes `/`.
+fn join_path(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        "/".to_string()
+    } else if trimmed.starts_with('/') {
+        trimmed.to_string()
+    } else {
+        format!("/{trimmed}")
+    }
+}
+
+/// Decodes a `caBundle` (base64 of PEM) into DER certificates, each checked to parse as X.509.
+fn parse_ca_bundle(b64: &str) -> Result<Vec<Vec<u8>>, String> {
+    let compact: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map_err(|e| format!("Invalid value: not base64: {e}"))?;
+    let mut reader = std::io::BufReader::new(pem.as_slice());
+    let mut certs = Vec::new();
+    for cert in rustls_pemfile::certs(&mut reader) {
+        let cert = cert.map_err(|e| format!("Invalid value: not PEM: {e}"))?;
+        x509_parser::parse_x509_certificate(cert.as_ref()).map_err(|e| format!("Invalid value: certificate {} does not parse: {e}", certs.len()))?;
+        certs.push(cert.as_ref().to_vec());
+    }
+    if certs.is_empty() {
+        return Err("Invalid value: no PEM certificate found".to_string());
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ServiceReference;
+
+    fn url(u: &str) -> Result<Backend, (String, String)> {
+        Backend::from_client_config(&WebhookClientConfig { url: Some(u.into()), ..Default::default() })
+    }
+
+    #[test]
+    fn urls() {
+        let b = url("https://127.0.0.1:9443/validate/").unwrap();
+        assert_eq!((b.host.as_str(), b.port, b.path.as_str(), b.tls), ("127.0.0.1", 9443, "/validate", true));
+        assert_eq!(url("https://hooks.example.com").unwrap().path, "/");
+        assert_eq!(url("https://hooks.example.com").unwrap().port, 443);
+        assert!(!url("http://localhost:8080/x").unwrap().tls);
+        assert!(url("http://10.0.0.1/x").unwrap_err().1.contains("https"));
+        assert!(url("https://u:p@h.example.com/").unwrap_err().1.contains("user information"));
+        assert!(url("https://h.example.com/?a=b").unwrap_err().1.contains("query"));
+        assert!(url("https://h.example.com/#f").unwrap_err().1.contains("fragment"));
+        assert_eq!(url("https://[::1]:8443/v").unwrap().url, "https://[::1]:8443/v");
+    }
+
+    #[test]
+    fn services() {
+        let svc = |port, path: Option<&str>| {
+            Backend::from_client_config(&WebhookClientConfig {
+                service: Some(ServiceReference { namespace: "ns".into(), name: "hook".into(), path: path.map(Into::into), port }),
+                ..Default::default()
+            })
+        };
+        assert_eq!(svc(None, Some("/v")).unwrap().url, "https://hook.ns.svc:443/v");
+        assert_eq!(svc(Some(8443), None).unwrap().url, "https://hook.ns.svc:8443/");
+        assert!(svc(Some(0), None).is_err());
+        assert!(svc(None, Some("v")).unwrap_err().0.ends_with("path"));
+        let both = Backend::from_client_config(&WebhookClientConfig {
+            url: Some("https://a.b.c/".into()),
+            service: Some(ServiceReference::default()),
+            ca_bundle: None,
+        });
+        assert!(both.unwrap_err().1.contains("exactly one"));
+    }
+
+    #[test]
+    fn bad_ca_bundles() {
+        let cc = |ca: &str| WebhookClientConfig { url: Some("https://a.b.c/".into()), ca_bundle: Some(ca.into()), ..Default::default() };
+        assert!(Backend::from_client_config(&cc("!!!")).unwrap_err().1.contains("base64"));
+        let not_pem = base64::engine::general_purpose::STANDARD.encode("hello");
+        assert!(Backend::from_client_config(&cc(&not_pem)).unwrap_err().1.contains("no PEM"));
+        let garbage = base64::engine::general_purpose::STANDARD.encode("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+        assert!(Backend::from_client_config(&cc(&garbage)).unwrap_err().1.contains("does not parse"));
+    }
+}

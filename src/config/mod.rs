@@ -1,0 +1,576 @@
+//! Webhook configuration from files: discovery, parsing (YAML multi-doc, JSON, `List`),
+//! per-version defaults (matching notes §9), validation as kube-apiserver does on create
+//! (matching notes §10), and compilation into a [`Snapshot`] the request path reads without
+//! locks. Depends on `api`, `review` and `matching`.
+
+pub mod backend;
+pub mod names;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::api::{self, FailurePolicy, MatchPolicy, SideEffects, WebhookType};
+use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
+use crate::review::ReviewVersion;
+pub use backend::Backend;
+
+/// One loaded, validated and compiled webhook: a route of the proxy.
+#[derive(Debug)]
+pub struct Webhook {
+    /// `webhooks[].name`: the route is `/webhooks/{name}`.
+    pub name: String,
+    /// `metadata.name` of the configuration it came from.
+    pub configuration: String,
+    pub webhook_type: WebhookType,
+    /// The file it was loaded from.
+    pub source: PathBuf,
+    pub matcher: Matcher,
+    pub failure_policy: FailurePolicy,
+    /// Equivalent is matched as Exact for now (README, "Not done yet").
+    pub match_policy: MatchPolicy,
+    pub side_effects: SideEffects,
+    /// `timeoutSeconds` (1-30 s).
+    pub timeout: Duration,
+    /// `admissionReviewVersions` as configured.
+    pub admission_review_versions: Vec<String>,
+    /// The negotiated version; `None` when no entry is known (each call is then a call failure).
+    pub review_version: Option<ReviewVersion>,
+    pub backend: Backend,
+}
+
+/// An immutable, compiled configuration. Swapped whole on reload.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub webhooks: HashMap<String, Arc<Webhook>>,
+    /// Files read, in load order.
+    pub files: Vec<PathBuf>,
+    /// Problems that did not stop loading (e.g. `sideEffects: Unknown`).
+    pub warnings: Vec<Problem>,
+}
+
+impl Snapshot {
+    /// The webhook served at `/webhooks/{name}`.
+    pub fn webhook(&self, name: &str) -> Option<&Arc<Webhook>> {
+        self.webhooks.get(name)
+    }
+}
+
+/// Where a problem is and what it is: `file[#doc]: Kind "config": webhook "name": field: message`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub file: PathBuf,
+    /// 0-based document index in a multi-document file.
+    pub document: Option<usize>,
+    pub kind: Option<String>,
+    pub configuration: Option<String>,
+    pub webhook: Option<String>,
+    /// Field path, Kubernetes style: `webhooks[0].rules[1].operations[0]`.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(doc) = self.document {
+            write!(f, " (document {doc})")?;
+        }
+        if let Some(kind) = &self.kind {
+            write!(f, ": {kind}")?;
+        }
+        if let Some(c) = &self.configuration {
+            write!(f, " {c:?}")?;
+        }
+        if let Some(w) = &self.webhook {
+            write!(f, ": webhook {w:?}")?;
+        }
+        if !self.field.is_empty() {
+            write!(f, ": {}", self.field)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Why a configuration cannot be used; the last good one keeps serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{} problem(s) in the webhook configuration:\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Problem>),
+}
+
+/// The files a config path stands for: the file itself, or every `*.yaml`, `*.yml`, `*.json`
+/// directly in the directory, hidden names (ConfigMap `..data` internals) left out, sorted.
+///
+/// # Errors
+/// [`ConfigError::Io`] when the path or directory cannot be read.
+pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let io = |source| ConfigError::Io { path: path.to_path_buf(), source };
+    if !path.is_dir() {
+        std::fs::metadata(path).map_err(io)?;
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(io)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !name.starts_with('.') && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) && p.is_file()
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Reads every file of `path` and builds a snapshot.
+///
+/// # Errors
+/// [`ConfigError::Io`] for unreadable paths; [`ConfigError::Invalid`] with every problem found
+/// (not only the first) when anything does not parse or validate.
+pub fn load(path: &Path) -> Result<Snapshot, ConfigError> {
+    let files = config_files(path)?;
+    let mut contents = Vec::with_capacity(files.len());
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Io { path: file.clone(), source })?;
+        contents.push((file.clone(), text));
+    }
+    load_contents(&contents)
+}
+
+/// Builds a snapshot from `(file name, contents)` pairs; see [`load`].
+///
+/// # Errors
+/// [`ConfigError::Invalid`] listing every problem.
+pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigError> {
+    let mut errors = Vec::new();
+    let mut snapshot = Snapshot::default();
+    let mut routes: HashMap<String, (PathBuf, String)> = HashMap::new();
+    for (file, text) in files {
+        snapshot.files.push(file.clone());
+        let is_json = file.extension().is_some_and(|e| e == "json");
+        for (doc_index, doc) in documents(text, is_json).into_iter().enumerate() {
+            let document = (!is_json).then_some(doc_index);
+            let base = Problem { file: file.clone(), document, kind: None, configuration: None, webhook: None, field: String::new(), message: String::new() };
+            let value = match doc {
+                Ok(serde_json::Value::Null) => continue,
+                Ok(v) => v,
+                Err(message) => {
+                    errors.push(Problem { message, ..base });
+                    continue;
+                }
+            };
+            for (prefix, item) in configuration_items(value, &base, &mut errors) {
+                let Some(webhooks) = compile_configuration(item, &prefix, &base, &mut errors, &mut snapshot.warnings) else { continue };
+                for webhook in webhooks {
+                    if let Some((other_file, other_config)) = routes.get(&webhook.name) {
+                        errors.push(Problem {
+                            kind: Some(kind_name(webhook.webhook_type).into()),
+                            configuration: Some(webhook.configuration.clone()),
+                            webhook: Some(webhook.name.clone()),
+                            field: "webhooks[].name".into(),
+                            message: format!(
+                                "Duplicate value: webhook names are routes and must be unique across all files (also in {} configuration {other_config:?})",
+                                other_file.display()
+                            ),
+                            ..base.clone()
+                        });
+                        continue;
+                    }
+                    routes.insert(webhook.name.clone(), (file.clone(), webhook.configuration.clone()));
+                    snapshot.webhooks.insert(webhook.name.clone(), Arc::new(webhook));
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(snapshot)
+    } else {
+        Err(ConfigError::Invalid(errors))
+    }
+}
+
+/// Splits a file into documents as JSON values (YAML: every `---` document).
+fn documents(text: &str, is_json: bool) -> Vec<Result<serde_json::Value, String>> {
+    if is_json {
+        return vec![serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))];
+    }
+    let mut docs = Vec::new();
+    for de in serde_yaml_ng::Deserializer::from_str(text) {
+        let doc = serde_json::Value::deserialize(de).map_err(|e| format!("invalid YAML: {e}"));
+        let failed = doc.is_err();
+        docs.push(doc);
+        // After a syntax error the document iterator keeps yielding the same error forever.
+        if failed {
+            break;
+        }
+    }
+    docs
+}
+
+fn kind_name(t: WebhookType) -> &'static str {
+    match t {
+        WebhookType::Validating => "ValidatingWebhookConfiguration",
+        WebhookType::Mutating => "MutatingWebhookConfiguration",
+    }
+}
+
+/// Unwraps `List`s: returns `(field prefix, configuration value)` pairs.
+fn configuration_items(value: serde_json::Value, base: &Problem, errors: &mut Vec<Problem>) -> Vec<(String, serde_json::Value)> {
+    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
+    match kind.as_str() {
+        "List" | "ValidatingWebhookConfigurationList" | "MutatingWebhookConfigurationList" => {
+            let items = match value.get("items") {
+                Some(serde_json::Value::Array(items)) => items.clone(),
+                None | Some(serde_json::Value::Null) => Vec::new(),
+                Some(_) => {
+                    errors.push(Problem { kind: Some(kind), field: "items".into(), message: "Invalid value: must be a list".into(), ..base.clone() });
+                    return Vec::new();
+                }
+            };
+            items.into_iter().enumerate().map(|(i, item)| (format!("items[{i}]."), item)).collect()
+        }
+        _ => vec![(String::new(), value)],
+    }
+}
+
+/// Parses, defaults, validates and compiles one configuration object.
+fn compile_configuration(
+    value: serde_json::Value,
+    prefix: &str,
+    base: &Problem,
+    errors: &mut Vec<Problem>,
+    warnings: &mut Vec<Problem>,
+) -> Option<Vec<Webhook>> {
+    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
+    let name = value.pointer("/metadata/name").and_then(|n| n.as_str()).map(str::to_string);
+    let base = Problem { kind: Some(kind.clone()), configuration: name.clone(), ..base.clone() };
+    let problem = |field: String, message: String| Problem { field, message, ..base.clone() };
+    let webhook_type = match kind.as_str() {
+        "ValidatingWebhookConfiguration" => WebhookType::Validating,
+        "MutatingWebhookConfiguration" => WebhookType::Mutating,
+        other => {
+            errors.push(problem(format!("{prefix}kind"), format!("Unsupported value: {other:?}: expected ValidatingWebhookConfiguration, MutatingWebhookConfiguration or a List of them")));
+            return None;
+        }
+    };
+    let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let v1beta1 = match api_version.as_str() {
+        "admissionregistration.k8s.io/v1" => false,
+        "admissionregistration.k8s.io/v1beta1" => true,
+        other => {
+            errors.push(problem(format!("{prefix}apiVersion"), format!("Unsupported value: {other:?}: expected admissionregistration.k8s.io/v1 or admissionregistration.k8s.io/v1beta1")));
+            return None;
+        }
+    };
+    let config: api::WebhookConfiguration = match serde_path_to_error::deserialize(value.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            let path = e.path().to_string();
+            let webhook = webhook_name_at(&value, &path);
+            errors.push(Problem { webhook, ..problem(format!("{prefix}{path}"), e.into_inner().to_string()) });
+            return None;
+        }
+    };
+    let before = errors.len();
+    if !names::is_dns1123_subdomain(&config.metadata.name) {
+        errors.push(problem(format!("{prefix}metadata.name"), format!("Invalid value: {:?}: a configuration name must be a DNS-1123 subdomain", config.metadata.name)));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for (i, hook) in config.webhooks.iter().enumerate() {
+        let at = |field: &str| format!("{prefix}webhooks[{i}]{}{field}", if field.is_empty() { "" } else { "." });
+        let mut push = |field: &str, message: String| {
+            errors.push(Problem { webhook: Some(hook.name.clone()), ..problem(at(field), message) })
+        };
+        if webhook_type == WebhookType::Validating && hook.reinvocation_policy.is_some() {
+            push("reinvocationPolicy", "unknown field `reinvocationPolicy`: it exists only on MutatingWebhook".into());
+        }
+        if !seen.insert(hook.name.clone()) {
+            push("name", format!("Duplicate value: {:?}", hook.name));
+        }
+        match compile_webhook(hook, v1beta1, webhook_type) {
+            Ok((webhook, hook_warnings)) => {
+                for (field, message) in hook_warnings {
+                    warnings.push(Problem { webhook: Some(hook.name.clone()), ..problem(at(&field), message) });
+                }
+                out.push(Webhook { configuration: config.metadata.name.clone(), source: base.file.clone(), ..webhook });
+            }
+            Err(problems) => {
+                for (field, message) in problems {
+                    push(&field, message);
+                }
+            }
+        }
+    }
+    (errors.len() == before).then_some(out)
+}
+
+/// The name of the webhook a serde path like `webhooks[2].rules[0]` points into.
+fn webhook_name_at(value: &serde_json::Value, path: &str) -> Option<String> {
+    let rest = path.strip_prefix("webhooks[")?;
+    let index: usize = rest.split(']').next()?.parse().ok()?;
+    value.get("webhooks")?.get(index)?.get("name")?.as_str().map(str::to_string)
+}
+
+type FieldProblems = Vec<(String, String)>;
+
+/// Defaults (matching notes §9), validates (§10) and compiles one webhook.
+/// Returns the webhook and its warnings, or every `(field, message)` problem found.
+fn compile_webhook(hook: &api::Webhook, v1beta1: bool, webhook_type: WebhookType) -> Result<(Webhook, FieldProblems), FieldProblems> {
+    let mut problems: FieldProblems = Vec::new();
+    let mut warnings: FieldProblems = Vec::new();
+    let mut bad = |field: &str, message: String| problems.push((field.to_string(), message));
+
+    if hook.name.is_empty() {
+        bad("name", "Required value".into());
+    } else if !names::is_fully_qualified_name(&hook.name) {
+        bad("name", format!("Invalid value: {:?}: should be a domain with at least three segments separated by dots", hook.name));
+    }
+
+    let failure_policy = match hook.failure_policy.as_deref() {
+        None if v1beta1 => FailurePolicy::Ignore,
+        None => FailurePolicy::Fail,
+        Some("Ignore") => FailurePolicy::Ignore,
+        Some("Fail") => FailurePolicy::Fail,
+        Some(other) => {
+            bad("failurePolicy", format!("Unsupported value: {other:?}: supported values: \"Fail\", \"Ignore\""));
+            FailurePolicy::Fail
+        }
+    };
+    let match_policy = match hook.match_policy.as_deref() {
+        None if v1beta1 => MatchPolicy::Exact,
+        None => MatchPolicy::Equivalent,
+        Some("Exact") => MatchPolicy::Exact,
+        Some("Equivalent") => MatchPolicy::Equivalent,
+        Some(other) => {
+            bad("matchPolicy", format!("Unsupported value: {other:?}: supported values: \"Equivalent\", \"Exact\""));
+            MatchPolicy::Exact
+        }
+    };
+    let side_effects = match hook.side_effects.as_deref() {
+        None if v1beta1 => SideEffects::Unknown,
+        None => {
+            bad("sideEffects", "Required value: must specify one of None, NoneOnDryRun".into());
+            SideEffects::Unknown
+        }
+        Some("None") => SideEffects::None,
+        Some("NoneOnDryRun") => SideEffects::NoneOnDryRun,
+        Some(legacy @ ("Some" | "Unknown")) => SideEffects::from_legacy(legacy),
+        Some(other) => {
+            bad("sideEffects", format!("Unsupported value: {other:?}: supported values: \"None\", \"NoneOnDryRun\""));
+            SideEffects::Unknown
+        }
+    };
+    if matches!(side_effects, SideEffects::Some | SideEffects::Unknown) {
+        warnings.push((
+            "sideEffects".into(),
+            format!("{side_effects:?} is only accepted from configurations stored before v1; dry-run requests matching this webhook are rejected (\"does not support dry run\")"),
+        ));
+    }
+    let timeout_seconds = hook.timeout_seconds.unwrap_or(if v1beta1 { 30 } else { 10 });
+    if !(1..=30).contains(&timeout_seconds) {
+        bad("timeoutSeconds", format!("Invalid value: {timeout_seconds}: the timeout value must be between 1 and 30 seconds"));
+    }
+    let admission_review_versions = match &hook.admission_review_versions {
+        Some(v) => v.clone(),
+        None if v1beta1 => vec!["v1beta1".to_string()],
+        None => {
+            bad("admissionReviewVersions", "Required value: must specify one of v1, v1beta1".into());
+            Vec::new()
+        }
+    };
+    let mut versions_seen = HashSet::new();
+    for (i, v) in admission_review_versions.iter().enumerate() {
+        if !names::is_dns1035_label(v) {
+            bad(&format!("admissionReviewVersions[{i}]"), format!("Invalid value: {v:?}: a DNS-1035 label is required"));
+        }
+        if !versions_seen.insert(v) {
+            bad(&format!("admissionReviewVersions[{i}]"), format!("Duplicate value: {v:?}"));
+        }
+    }
+    let review_version = ReviewVersion::negotiate(&admission_review_versions);
+    if hook.admission_review_versions.is_some() && review_version.is_none() {
+        bad("admissionReviewVersions", "Unsupported value: must include at least one of v1, v1beta1".into());
+    }
+    if let Some(p) = hook.reinvocation_policy.as_deref() {
+        if !matches!(p, "Never" | "IfNeeded") {
+            bad("reinvocationPolicy", format!("Unsupported value: {p:?}: supported values: \"IfNeeded\", \"Never\""));
+        }
+    }
+    for (i, rule) in hook.rules.iter().enumerate() {
+        validate_rule(rule, &format!("rules[{i}]"), &mut bad);
+    }
+    let mut selectors = [LabelSelector::default(), LabelSelector::default()];
+    for (slot, (field, selector)) in selectors.iter_mut().zip([("namespaceSelector", &hook.namespace_selector), ("objectSelector", &hook.object_selector)]) {
+        validate_selector_names(selector.as_ref(), field, &mut bad);
+        match LabelSelector::compile(selector.as_ref()) {
+            Ok(s) => *slot = s,
+            Err(e) => bad(&format!("{field}.matchExpressions"), e),
+        }
+    }
+    let [namespace_selector, object_selector] = selectors;
+    if hook.match_conditions.len() > 64 {
+        bad("matchConditions", format!("Too many: {}: must have at most 64 items", hook.match_conditions.len()));
+    }
+    let mut conditions = Vec::new();
+    let mut condition_names = HashSet::new();
+    for (i, mc) in hook.match_conditions.iter().enumerate() {
+        if mc.name.is_empty() {
+            bad(&format!("matchConditions[{i}].name"), "Required value".into());
+        } else if !names::is_qualified_name(&mc.name) {
+            bad(&format!("matchConditions[{i}].name"), format!("Invalid value: {:?}: must be a qualified name", mc.name));
+        } else if !condition_names.insert(mc.name.clone()) {
+            bad(&format!("matchConditions[{i}].name"), format!("Duplicate value: {:?}", mc.name));
+        }
+        if mc.expression.trim().is_empty() {
+            bad(&format!("matchConditions[{i}].expression"), "Required value".into());
+            continue;
+        }
+        match MatchCondition::compile(&mc.name, &mc.expression) {
+            Ok(c) => conditions.push(c),
+            Err(e) => bad(&format!("matchConditions[{i}].expression"), format!("Invalid value: {:?}: {e}", mc.expression)),
+        }
+    }
+    let backend = match hook.client_config.as_ref() {
+        None => {
+            bad("clientConfig", "Required value".into());
+            None
+        }
+        Some(cc) => match Backend::from_client_config(cc) {
+            Ok(b) => Some(b),
+            Err((field, message)) => {
+                bad(&field, message);
+                None
+            }
+        },
+    };
+    match backend {
+        Some(backend) if problems.is_empty() => Ok((
+            Webhook {
+                name: hook.name.clone(),
+                configuration: String::new(),
+                webhook_type,
+                source: PathBuf::new(),
+                matcher: Matcher {
+                    rules: hook.rules.iter().map(Rule::new).collect(),
+                    namespace_selector,
+                    object_selector,
+                    match_conditions: MatchConditions::new(conditions),
+                    failure_policy,
+                },
+                failure_policy,
+                match_policy,
+                side_effects,
+                timeout: Duration::from_secs(timeout_seconds as u64),
+                admission_review_versions,
+                review_version,
+                backend,
+            },
+            warnings,
+        )),
+        _ => Err(problems),
+    }
+}
+
+/// Rule validation of `validation.go` (matching notes §10).
+fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(&str, String)) {
+    let star_alone = |list: &[String], field: &str, bad: &mut dyn FnMut(&str, String)| {
+        if list.is_empty() {
+            bad(&format!("{at}.{field}"), "Required value".into());
+        } else if list.len() > 1 && list.iter().any(|v| v == "*") {
+            bad(&format!("{at}.{field}"), "Invalid value: if '*' is present, must not specify other values".into());
+        }
+    };
+    star_alone(&rule.operations, "operations", bad);
+    for (i, op) in rule.operations.iter().enumerate() {
+        if !matches!(op.as_str(), "*" | "CREATE" | "UPDATE" | "DELETE" | "CONNECT") {
+            bad(&format!("{at}.operations[{i}]"), format!("Unsupported value: {op:?}: supported values: \"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\""));
+        }
+    }
+    star_alone(&rule.api_groups, "apiGroups", bad);
+    star_alone(&rule.api_versions, "apiVersions", bad);
+    for (i, v) in rule.api_versions.iter().enumerate() {
+        if v.is_empty() {
+            bad(&format!("{at}.apiVersions[{i}]"), "Required value".into());
+        }
+    }
+    if rule.resources.is_empty() {
+        bad(&format!("{at}.resources"), "Required value".into());
+    }
+    let mut wildcard_sub: HashSet<&str> = HashSet::new();
+    let mut wildcard_res: HashSet<&str> = HashSet::new();
+    let (mut double, mut single, mut plain) = (false, false, false);
+    for (i, entry) in rule.resources.iter().enumerate() {
+        if entry.is_empty() {
+            bad(&format!("{at}.resources[{i}]"), "Required value".into());
+            continue;
+        }
+        double |= entry == "*/*";
+        single |= entry == "*";
+        let Some((res, sub)) = entry.split_once('/') else {
+            // Upstream overwrites this flag per entry instead of accumulating it (quirk, §10).
+            plain = entry != "*";
+            continue;
+        };
+        if wildcard_sub.contains(res) {
+            bad(&format!("{at}.resources[{i}]"), format!("Invalid value: {entry:?}: if '{res}/*' is present, must not specify {entry}"));
+        }
+        if wildcard_res.contains(sub) {
+            bad(&format!("{at}.resources[{i}]"), format!("Invalid value: {entry:?}: if '*/{sub}' is present, must not specify {entry}"));
+        }
+        if sub == "*" {
+            wildcard_sub.insert(res);
+        }
+        if res == "*" {
+            wildcard_res.insert(sub);
+        }
+    }
+    if rule.resources.len() > 1 && double {
+        bad(&format!("{at}.resources"), "Invalid value: if '*/*' is present, must not specify other resources".into());
+    }
+    if single && plain {
+        bad(&format!("{at}.resources"), "Invalid value: if '*' is present, must not specify other resources without subresources".into());
+    }
+    if let Some(scope) = rule.scope.as_deref() {
+        if !matches!(scope, "*" | "Cluster" | "Namespaced") {
+            bad(&format!("{at}.scope"), format!("Unsupported value: {scope:?}: supported values: \"*\", \"Cluster\", \"Namespaced\""));
+        }
+    }
+}
+
+/// Label keys must be qualified names and values label values.
+fn validate_selector_names(selector: Option<&api::LabelSelector>, field: &str, bad: &mut impl FnMut(&str, String)) {
+    let Some(selector) = selector else { return };
+    for (k, v) in selector.match_labels.iter().flatten() {
+        if !names::is_qualified_name(k) {
+            bad(&format!("{field}.matchLabels"), format!("Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.'"));
+        }
+        if !names::is_label_value(v) {
+            bad(&format!("{field}.matchLabels"), format!("Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'"));
+        }
+    }
+    for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
+        if !names::is_qualified_name(&req.key) {
+            bad(&format!("{field}.matchExpressions[{i}].key"), format!("Invalid value: {:?}: must be a qualified name", req.key));
+        }
+    }
+}
+
+impl SideEffects {
+    fn from_legacy(s: &str) -> Self {
+        if s == "Some" {
+            SideEffects::Some
+        } else {
+            SideEffects::Unknown
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

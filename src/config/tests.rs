@@ -1,0 +1,148 @@
+//! Config loading tests: defaults per API version (matching notes §9), validation (§10), and
+//! error locations.
+
+use super::*;
+
+fn load_one(name: &str, text: &str) -> Result<Snapshot, ConfigError> {
+    load_contents(&[(PathBuf::from(name), text.to_string())])
+}
+
+fn problems(name: &str, text: &str) -> Vec<String> {
+    match load_one(name, text) {
+        Err(ConfigError::Invalid(p)) => p.iter().map(|p| p.to_string()).collect(),
+        other => panic!("expected problems, got {other:?}"),
+    }
+}
+
+const V1: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: policy}
+webhooks:
+- name: pods.policy.example.com
+  clientConfig: {url: "https://127.0.0.1:9443/validate"}
+  rules: [{operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [pods]}]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"#;
+
+#[test]
+fn v1_defaults() {
+    let snap = load_one("v1.yaml", V1).unwrap();
+    let w = snap.webhook("pods.policy.example.com").unwrap();
+    assert_eq!(w.failure_policy, FailurePolicy::Fail);
+    assert_eq!(w.match_policy, MatchPolicy::Equivalent);
+    assert_eq!(w.timeout, Duration::from_secs(10));
+    assert_eq!(w.review_version, Some(ReviewVersion::V1));
+    assert_eq!(w.configuration, "policy");
+    assert!(w.matcher.namespace_selector.is_empty() && w.matcher.object_selector.is_empty());
+}
+
+#[test]
+fn v1beta1_defaults() {
+    let text = r#"
+apiVersion: admissionregistration.k8s.io/v1beta1
+kind: MutatingWebhookConfiguration
+metadata: {name: legacy}
+webhooks:
+- name: legacy.hooks.example.com
+  clientConfig: {service: {name: hook, namespace: system}}
+  rules: [{operations: ["*"], apiGroups: ["*"], apiVersions: ["*"], resources: ["*/*"]}]
+"#;
+    let snap = load_one("beta.yaml", text).unwrap();
+    let w = snap.webhook("legacy.hooks.example.com").unwrap();
+    assert_eq!(w.failure_policy, FailurePolicy::Ignore);
+    assert_eq!(w.match_policy, MatchPolicy::Exact);
+    assert_eq!(w.timeout, Duration::from_secs(30));
+    assert_eq!(w.side_effects, SideEffects::Unknown);
+    assert_eq!(w.review_version, Some(ReviewVersion::V1beta1));
+    assert_eq!(w.backend.url, "https://hook.system.svc:443/");
+    assert_eq!(snap.warnings.len(), 1, "sideEffects Unknown loads with a warning");
+}
+
+#[test]
+fn v1_export_of_legacy_side_effects_loads_with_warning() {
+    let snap = load_one("v1.yaml", &V1.replace("sideEffects: None", "sideEffects: Unknown")).unwrap();
+    assert!(snap.warnings[0].to_string().contains("dry-run"), "{}", snap.warnings[0]);
+}
+
+#[test]
+fn v1_requires_side_effects_and_review_versions() {
+    let p = problems("v1.yaml", &V1.replace("  sideEffects: None\n", "").replace("  admissionReviewVersions: [v1]\n", ""));
+    assert!(p.iter().any(|p| p.contains("webhooks[0].sideEffects: Required value")), "{p:?}");
+    assert!(p.iter().any(|p| p.contains("webhooks[0].admissionReviewVersions: Required value")), "{p:?}");
+}
+
+#[test]
+fn problems_name_file_configuration_webhook_and_field() {
+    let p = problems("dir/v1.yaml", &V1.replace("[CREATE]", "[PATCH]"));
+    assert_eq!(
+        p,
+        vec![r#"dir/v1.yaml (document 0): ValidatingWebhookConfiguration "policy": webhook "pods.policy.example.com": webhooks[0].rules[0].operations[0]: Unsupported value: "PATCH": supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE""#]
+    );
+}
+
+#[test]
+fn unknown_fields_are_errors() {
+    let p = problems("v1.yaml", &V1.replace("sideEffects: None", "sideEffects: None\n  namespaceSelecter: {}"));
+    assert!(p[0].contains("webhook \"pods.policy.example.com\"") && p[0].contains("unknown field `namespaceSelecter`"), "{p:?}");
+    let p = problems("v1.yaml", &V1.replace("sideEffects: None", "sideEffects: None\n  reinvocationPolicy: Never"));
+    assert!(p[0].contains("reinvocationPolicy"), "{p:?}");
+}
+
+#[test]
+fn validation_table() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("name: pods.policy.example.com", "name: pods", "should be a domain with at least three segments"),
+        ("sideEffects: None", "sideEffects: Maybe", "Unsupported value: \"Maybe\""),
+        ("[v1]\n", "[v1, v1]\n", "Duplicate value"),
+        ("[v1]\n", "[v3]\n", "must include at least one of v1, v1beta1"),
+        ("sideEffects: None", "sideEffects: None\n  timeoutSeconds: 31", "between 1 and 30"),
+        ("sideEffects: None", "sideEffects: None\n  failurePolicy: Never", "supported values: \"Fail\", \"Ignore\""),
+        ("sideEffects: None", "sideEffects: None\n  matchPolicy: Loose", "Unsupported value: \"Loose\""),
+        ("[CREATE]", "[\"*\", CREATE]", "if '*' is present"),
+        ("resources: [pods]", "resources: [\"*/*\", pods]", "if '*/*' is present"),
+        ("resources: [pods]", "resources: [\"pods/*\", pods/status]", "if 'pods/*' is present"),
+        ("resources: [pods]", "resources: [\"*\", pods]", "if '*' is present, must not specify other resources without subresources"),
+        ("resources: [pods]", "resources: [pods], scope: Global", "Unsupported value: \"Global\""),
+        ("apiGroups: [\"\"]", "apiGroups: []", "apiGroups: Required value"),
+        ("https://127.0.0.1:9443/validate", "http://10.1.2.3/validate", "'https' is required"),
+        ("sideEffects: None", "sideEffects: None\n  objectSelector: {matchExpressions: [{key: a, operator: In}]}", "objectSelector.matchExpressions: values: Required value"),
+        ("sideEffects: None", "sideEffects: None\n  namespaceSelector: {matchLabels: {\"bad key!\": x}}", "namespaceSelector.matchLabels"),
+        ("sideEffects: None", "sideEffects: None\n  matchConditions: [{name: c, expression: 'object.'}]", "matchConditions[0].expression"),
+        ("sideEffects: None", "sideEffects: None\n  matchConditions: [{name: c, expression: '1'}]", "must evaluate to bool"),
+        ("sideEffects: None", "sideEffects: None\n  matchConditions: [{name: c, expression: 'true'}, {name: c, expression: 'true'}]", "matchConditions[1].name: Duplicate"),
+        ("name: policy", "name: Policy_1", "metadata.name"),
+    ];
+    for (from, to, expected) in cases {
+        let text = V1.replacen(from, to, 1);
+        assert_ne!(text, V1, "case {to} did not change the document");
+        let p = problems("v1.yaml", &text);
+        assert!(p.iter().any(|p| p.contains(expected)), "{to}: expected {expected:?} in {p:?}");
+    }
+    let ok = V1.replace("resources: [pods]", "resources: [pods, \"*\"]");
+    assert!(load_one("v1.yaml", &ok).is_ok(), "the overwritten-flag quirk lets [pods, *] pass");
+}
+
+#[test]
+fn lists_multi_documents_and_json() {
+    let list = format!("apiVersion: v1\nkind: List\nitems:\n{}", V1.trim_start().lines().map(|l| format!("  {l}\n")).collect::<String>().replacen("  apiVersion", "- apiVersion", 1));
+    assert!(load_one("list.yaml", &list).unwrap().webhook("pods.policy.example.com").is_some());
+    let two = format!("{V1}---\n{}", V1.replace("pods.policy", "svc.policy").replace("name: policy", "name: policy2"));
+    assert_eq!(load_one("two.yaml", &two).unwrap().webhooks.len(), 2);
+    let json: serde_json::Value = serde_yaml_ng::from_str(V1).unwrap();
+    assert!(load_one("one.json", &json.to_string()).is_ok());
+}
+
+#[test]
+fn webhook_names_are_unique_across_files() {
+    let err = load_contents(&[("a.yaml".into(), V1.to_string()), ("b.yaml".into(), V1.replace("name: policy", "name: other"))]).unwrap_err();
+    assert!(err.to_string().contains("unique across all files"), "{err}");
+}
+
+#[test]
+fn wrong_kinds_and_bad_yaml() {
+    assert!(problems("x.yaml", "apiVersion: v1\nkind: ConfigMap\n")[0].contains("kind: Unsupported value: \"ConfigMap\""));
+    assert!(problems("x.yaml", "a: [")[0].contains("invalid YAML"));
+    assert!(problems("x.yaml", &V1.replace("admissionregistration.k8s.io/v1", "admissionregistration.k8s.io/v2"))[0].contains("apiVersion"));
+}
