@@ -5,5 +5,7 @@
 
 pub mod api;
 pub mod config;
+pub mod dispatch;
 pub mod matching;
+pub mod metrics;
 pub mod review;

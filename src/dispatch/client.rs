@@ -1,0 +1,206 @@
+//! HTTP/1.1 POSTs over pingora's pooled upstream connector, with TLS verified against a
+//! webhook's `caBundle` (system roots when absent). Used for legacy backends, and by `demo`
+//! and the tests to talk to the proxy. Depends on `config::Backend`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use pingora::connectors::http::Connector;
+use pingora::http::RequestHeader;
+use pingora::protocols::http::client::HttpSession;
+use pingora::upstreams::peer::HttpPeer;
+use pingora::utils::tls::WrappedX509;
+
+use crate::config::Backend;
+
+/// How long an idle pooled connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(60);
+
+/// A transport-level failure, classified once (connect / TLS / other I/O or protocol).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum TransportError {
+    #[error("{0}")]
+    Connect(String),
+    #[error("{0}")]
+    Tls(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+/// A complete HTTP answer.
+#[derive(Clone, Debug)]
+pub struct HttpReply {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+/// Where to POST: a resolved peer plus the Host header.
+#[derive(Clone)]
+pub struct Target {
+    host: String,
+    port: u16,
+    tls: bool,
+    roots: Option<Arc<[WrappedX509]>>,
+    group_key: u64,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Target({}:{}, tls={})", self.host, self.port, self.tls)
+    }
+}
+
+impl Target {
+    /// The target of a backend; its `caBundle` certificates were checked to parse at load.
+    pub fn new(backend: &Backend) -> Self {
+        let roots = backend.ca_bundle.as_ref().map(|certs| {
+            let wrapped: Vec<WrappedX509> = certs
+                .iter()
+                .filter_map(|der| {
+                    WrappedX509::try_new(der.clone(), |raw| x509_parser::parse_x509_certificate(raw).map(|(_, c)| c)).ok()
+                })
+                .collect();
+            Arc::from(wrapped)
+        });
+        Target { host: backend.host.clone(), port: backend.port, tls: backend.tls, roots, group_key: backend.ca_fingerprint }
+    }
+
+    async fn peer(&self) -> Result<HttpPeer, TransportError> {
+        let addr: SocketAddr = match self.host.parse::<std::net::IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, self.port),
+            Err(_) => tokio::net::lookup_host((self.host.as_str(), self.port))
+                .await
+                .map_err(|e| TransportError::Connect(format!("dial tcp: lookup {}: {e}", self.host)))?
+                .next()
+                .ok_or_else(|| TransportError::Connect(format!("dial tcp: lookup {}: no such host", self.host)))?,
+        };
+        let mut peer = HttpPeer::new(addr, self.tls, if self.tls { self.host.clone() } else { String::new() });
+        peer.options.ca = self.roots.clone();
+        peer.group_key = self.group_key;
+        Ok(peer)
+    }
+
+    fn host_header(&self) -> String {
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        match (self.tls, self.port) {
+            (true, 443) | (false, 80) => host,
+            _ => format!("{host}:{}", self.port),
+        }
+    }
+}
+
+/// A pooled HTTP/1.1 client. Cheap to share; one per process.
+pub struct HttpClient {
+    connector: Connector,
+}
+
+impl Default for HttpClient {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HttpClient {
+    /// A client with an empty pool. System trust roots are loaded once here.
+    pub fn new() -> Self {
+        HttpClient { connector: Connector::new(None) }
+    }
+
+    /// POSTs `body` to `path_and_query` with `Content-Type: application/json`, the headers
+    /// kube-apiserver sends, and `extra_headers`. A pooled connection that turns out dead is
+    /// retried once on a fresh one; nothing else is retried (POSTs are not, dispatch notes §4).
+    ///
+    /// # Errors
+    /// [`TransportError`] for connect, TLS and I/O or protocol failures. No timeout is applied
+    /// here: callers bound the whole exchange.
+    pub async fn post(&self, target: &Target, path_and_query: &str, body: &[u8], extra_headers: &[(&str, &str)]) -> Result<HttpReply, TransportError> {
+        let peer = target.peer().await?;
+        for attempt in 0..2 {
+            let (session, reused) = self.connector.get_http_session(&peer).await.map_err(|e| classify(&e))?;
+            let HttpSession::H1(mut h1) = session else {
+                return Err(TransportError::Io("unexpected HTTP/2 session".into()));
+            };
+            match exchange(&mut h1, target, path_and_query, body, extra_headers).await {
+                Ok(reply) => {
+                    if h1.will_keepalive() {
+                        self.connector.release_http_session(HttpSession::H1(h1), &peer, Some(POOL_IDLE)).await;
+                    }
+                    return Ok(reply);
+                }
+                Err((e, nothing_received)) if reused && nothing_received && attempt == 0 => {
+                    tracing::debug!(error = %e, "pooled connection was dead; retrying on a new one");
+                    continue;
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+        Err(TransportError::Io("EOF".into()))
+    }
+}
+
+/// One request/response on an H1 session. The flag tells whether the failure came before any
+/// response byte (a stale pooled connection).
+async fn exchange(
+    h1: &mut pingora::protocols::http::v1::client::HttpSession,
+    target: &Target,
+    path_and_query: &str,
+    body: &[u8],
+    extra_headers: &[(&str, &str)],
+) -> Result<HttpReply, (TransportError, bool)> {
+    let early = |e: Box<pingora::Error>| (classify(&e), true);
+    let mut req = RequestHeader::build("POST", path_and_query.as_bytes(), Some(8)).map_err(early)?;
+    let len = body.len().to_string();
+    for (name, value) in [
+        ("Host", target.host_header().as_str()),
+        ("User-Agent", "kube-apiserver-admission"),
+        ("Content-Length", len.as_str()),
+        ("Accept", "application/json, */*"),
+        ("Content-Type", "application/json"),
+    ]
+    .into_iter()
+    .chain(extra_headers.iter().copied())
+    {
+        req.insert_header(name.to_string(), value).map_err(early)?;
+    }
+    h1.write_request_header(Box::new(req)).await.map_err(early)?;
+    h1.write_body(body).await.map_err(early)?;
+    h1.finish_body().await.map_err(early)?;
+    h1.read_response().await.map_err(early)?;
+    let late = |e: Box<pingora::Error>| (classify(&e), false);
+    let header = h1.resp_header().ok_or_else(|| (TransportError::Io("no response header".into()), false))?;
+    let status = header.status.as_u16();
+    let headers: Vec<(String, String)> = header
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
+    let content_type = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.clone());
+    let mut out = Vec::new();
+    while let Some(chunk) = h1.read_body_bytes().await.map_err(late)? {
+        out.extend_from_slice(&chunk);
+    }
+    Ok(HttpReply { status, content_type, headers, body: Bytes::from(out) })
+}
+
+/// Maps pingora's error types onto connect / TLS / I/O, with Go-like texts where they are known.
+fn classify(e: &pingora::Error) -> TransportError {
+    use pingora::ErrorType::*;
+    let io = e.root_cause().downcast_ref::<std::io::Error>();
+    let text = match io {
+        Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_string(),
+        Some(io) => io.to_string(),
+        None => e.to_string(),
+    };
+    match e.etype() {
+        TLSWantX509Lookup | TLSHandshakeFailure | TLSHandshakeTimedout | InvalidCert | HandshakeError => TransportError::Tls(format!("tls: {text}")),
+        ConnectTimedout | ConnectRefused | ConnectNoRoute | ConnectError | BindError | SocketError | ConnectProxyFailure => {
+            TransportError::Connect(format!("dial tcp: {text}"))
+        }
+        ConnectionClosed => TransportError::Io("EOF".into()),
+        _ => TransportError::Io(text),
+    }
+}

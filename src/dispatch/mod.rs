@@ -1,0 +1,302 @@
+//! From "this webhook matched" to the answer for kube-apiserver: dry-run vs sideEffects,
+//! AdmissionReview version negotiation, the deadline, the backend call, verification, and
+//! failurePolicy (dispatch notes §2-§10, §18). Every failure is classified once as a
+//! [`CallFailure`], which drives the answer, the log line and the metrics.
+//! Depends on `config`, `matching`, `review` and `metrics`.
+
+pub mod client;
+pub mod verify;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::api::FailurePolicy;
+use crate::config::Webhook;
+use crate::matching::{MatchDecision, Namespaces};
+use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
+pub use client::{HttpClient, HttpReply, Target, TransportError};
+pub use verify::VerifiedResponse;
+
+/// Why a call to a backend failed. Exactly the failures kube-apiserver submits to
+/// failurePolicy (`ErrCallingWebhook`, dispatch notes §9).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CallFailure {
+    /// `admissionReviewVersions` lists no version kube-apiserver knows.
+    #[error("could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)")]
+    NoKnownReviewVersion,
+    #[error("failed to call webhook: Post {url:?}: {detail}")]
+    Transport { url: String, class: &'static str, detail: String },
+    #[error("failed to call webhook: Post {url:?}: context deadline exceeded")]
+    Timeout { url: String },
+    /// A non-2xx answer; `code` only reaches metrics (dispatch notes §0.2).
+    #[error("failed to call webhook: {message}")]
+    Status { code: u16, message: String },
+    #[error("failed to call webhook: {0}")]
+    Undecodable(String),
+    #[error("received invalid webhook response: {0}")]
+    Invalid(String),
+    #[error("unsupported patch type {0:?}")]
+    UnsupportedPatchType(String),
+    #[error("received undecodable patch in webhook response: {0}")]
+    UndecodablePatch(String),
+}
+
+impl CallFailure {
+    /// The error class for logs and metrics: `connect`, `tls`, `transport`, `timeout`,
+    /// `status`, `bad_answer`, `no_review_version`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            CallFailure::NoKnownReviewVersion => "no_review_version",
+            CallFailure::Transport { class, .. } => class,
+            CallFailure::Timeout { .. } => "timeout",
+            CallFailure::Status { .. } => "status",
+            CallFailure::Undecodable(_) | CallFailure::Invalid(_) | CallFailure::UnsupportedPatchType(_) | CallFailure::UndecodablePatch(_) => {
+                "bad_answer"
+            }
+        }
+    }
+
+    /// What the proxy puts in the message of its HTTP 500 Status so that kube-apiserver prints
+    /// `failed calling webhook "N": failed to call webhook: <this>` (dispatch notes §18.2):
+    /// the reason without its `failed to call webhook: ` prefix.
+    pub fn status_message(&self) -> String {
+        let reason = self.to_string();
+        match reason.strip_prefix("failed to call webhook: ") {
+            Some(rest) => rest.to_string(),
+            None => reason,
+        }
+    }
+}
+
+/// What happened to one admission, for logs and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Not sent to the backend: kube-apiserver would not have called it.
+    Skipped,
+    Allowed,
+    Denied,
+    FailedOpen,
+    FailedClosed,
+    /// Dry-run request to a webhook whose sideEffects is Unknown or Some.
+    RejectedDryRun,
+    /// Rejected before calling (namespace not found, matchCondition error under Fail).
+    Rejected,
+}
+
+impl Decision {
+    /// The log/metric spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Skipped => "skipped",
+            Decision::Allowed => "allowed",
+            Decision::Denied => "denied",
+            Decision::FailedOpen => "failed-open",
+            Decision::FailedClosed => "failed-closed",
+            Decision::RejectedDryRun => "rejected-dry-run",
+            Decision::Rejected => "rejected",
+        }
+    }
+}
+
+/// The proxy's answer: HTTP status and body for kube-apiserver, plus what to log.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// 200, or 500 when failing closed.
+    pub http_status: u16,
+    pub body: Vec<u8>,
+    pub decision: Decision,
+    /// Why: skip reason, failure, or empty.
+    pub detail: String,
+    /// The AdmissionReview version used with the backend, when it was called.
+    pub backend_version: Option<crate::review::ReviewVersion>,
+    pub failure: Option<CallFailure>,
+}
+
+/// Calls backends. One per process; holds the connection pool.
+pub struct Dispatcher {
+    client: HttpClient,
+    /// Subtracted from kube-apiserver's `?timeout=` so the proxy answers in time.
+    timeout_margin: Duration,
+}
+
+/// The backend deadline: `min(timeoutSeconds, caller's ?timeout - margin - time already spent)`
+/// (dispatch notes §4, §18.4). `None` caller timeout means no caller bound.
+pub fn backend_budget(webhook_timeout: Duration, caller_timeout: Option<Duration>, margin: Duration, elapsed: Duration) -> Duration {
+    match caller_timeout {
+        Some(t) => webhook_timeout.min(t.saturating_sub(margin).saturating_sub(elapsed)),
+        None => webhook_timeout,
+    }
+}
+
+/// The `?timeout=` sent on: the budget rounded up to whole seconds (dispatch notes §0.13).
+pub fn timeout_param(budget: Duration) -> u64 {
+    let secs = budget.as_secs() + u64::from(budget.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// Parses a Go duration as kube-apiserver writes `?timeout=` (`10s`, `1m0s`, `500ms`).
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    (total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
+}
+
+impl Dispatcher {
+    /// A dispatcher answering `timeout_margin` before kube-apiserver's deadline.
+    pub fn new(timeout_margin: Duration) -> Self {
+        Dispatcher { client: HttpClient::new(), timeout_margin }
+    }
+
+    /// The whole decision for one request to one webhook: match (as `ShouldCallHook`), then
+    /// dry-run check, call, verify, and failurePolicy. `caller_timeout` is kube-apiserver's
+    /// `?timeout=`; `received` when the request arrived.
+    pub async fn admit(&self, webhook: &Webhook, review: &ParsedReview<'_>, namespaces: Option<&Namespaces>, caller_timeout: Option<Duration>, received: Instant) -> Answer {
+        let uid = &review.request.uid;
+        match webhook.matcher.decide(review, namespaces) {
+            MatchDecision::Skip(reason) => {
+                return answer(review, AdmissionResponse::allow(uid), Decision::Skipped, reason.to_string());
+            }
+            MatchDecision::Reject(status) => {
+                let detail = status.message.clone();
+                return answer(review, AdmissionResponse::deny(uid, status), Decision::Rejected, detail);
+            }
+            MatchDecision::Call => {}
+        }
+        // Dry run: Unknown/Some is a 400 that failurePolicy does not cover (dispatch notes §10).
+        if review.request.is_dry_run() && !webhook.side_effects.supports_dry_run() {
+            let status = Status::failure(400, "BadRequest", format!("admission webhook {:?} does not support dry run", webhook.name));
+            let detail = status.message.clone();
+            return answer(review, AdmissionResponse::deny(uid, status), Decision::RejectedDryRun, detail);
+        }
+        let Some(version) = webhook.review_version else {
+            return self.fail(webhook, review, CallFailure::NoKnownReviewVersion, None);
+        };
+        let budget = backend_budget(webhook.timeout, caller_timeout, self.timeout_margin, received.elapsed());
+        let path = format!("{}?timeout={}s", webhook.backend.path, timeout_param(budget));
+        let url = format!("{}?timeout={}s", webhook.backend.url, timeout_param(budget));
+        let body = review.body_as(version);
+        let target = Target::new(&webhook.backend);
+        let call = self.client.post(&target, &path, &body, &[]);
+        let reply = match tokio::time::timeout(budget, call).await {
+            Err(_) => return self.fail(webhook, review, CallFailure::Timeout { url }, Some(version)),
+            Ok(Err(e)) => {
+                let class = match e {
+                    TransportError::Connect(_) => "connect",
+                    TransportError::Tls(_) => "tls",
+                    TransportError::Io(_) => "transport",
+                };
+                return self.fail(webhook, review, CallFailure::Transport { url, class, detail: e.to_string() }, Some(version));
+            }
+            Ok(Ok(reply)) => reply,
+        };
+        match verify::verify(&reply, version, uid, webhook.webhook_type) {
+            Err(failure) => self.fail(webhook, review, failure, Some(version)),
+            Ok(verified) => {
+                let allowed = verified.allowed;
+                let mut response = AdmissionResponse {
+                    uid: uid.clone(),
+                    allowed,
+                    status: verified.status,
+                    patch_type: verified.patch.as_ref().map(|_| "JSONPatch".to_string()),
+                    patch: verified.patch,
+                    audit_annotations: verified.audit_annotations,
+                    warnings: verified.warnings,
+                };
+                if !allowed && response.status.is_none() {
+                    response.status = Some(serde_json::json!({}));
+                }
+                let decision = if allowed { Decision::Allowed } else { Decision::Denied };
+                let mut a = answer(review, response, decision, String::new());
+                a.backend_version = Some(version);
+                a
+            }
+        }
+    }
+
+    /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation;
+    /// Fail answers HTTP 500 with a Status and no Retry-After (dispatch notes §18.2, §18.3).
+    fn fail(&self, webhook: &Webhook, review: &ParsedReview<'_>, failure: CallFailure, version: Option<crate::review::ReviewVersion>) -> Answer {
+        crate::metrics::call_failure(&webhook.name, failure.class());
+        let mut a = match webhook.failure_policy {
+            FailurePolicy::Ignore => {
+                let mut response = AdmissionResponse::allow(&review.request.uid);
+                response.warnings.push(format!("failed calling webhook {:?}: {failure}; failurePolicy is Ignore, request admitted", webhook.name));
+                response.audit_annotations = BTreeMap::from([("failed-open".to_string(), webhook.name.clone())]);
+                answer(review, response, Decision::FailedOpen, failure.to_string())
+            }
+            FailurePolicy::Fail => Answer {
+                http_status: 500,
+                body: encode_status(&Status::failure(500, "InternalError", failure.status_message())),
+                decision: Decision::FailedClosed,
+                detail: failure.to_string(),
+                backend_version: None,
+                failure: None,
+            },
+        };
+        a.backend_version = version;
+        a.failure = Some(failure);
+        a
+    }
+}
+
+fn answer(review: &ParsedReview<'_>, response: AdmissionResponse, decision: Decision, detail: String) -> Answer {
+    Answer { http_status: 200, body: response.encode(review.version), decision, detail, backend_version: None, failure: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dispatch notes §8/§18.4: min(timeoutSeconds, caller time left - margin), rounded up.
+    #[test]
+    fn deadline() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        assert_eq!(backend_budget(s(20), Some(s(10)), ms(0), ms(0)), s(10), "timeout_test.go: 20 s webhook under a 10 s request");
+        assert_eq!(backend_budget(s(5), Some(s(10)), ms(250), ms(0)), s(5));
+        assert_eq!(backend_budget(s(10), Some(s(10)), ms(250), ms(1000)), ms(8750));
+        assert_eq!(backend_budget(s(10), None, ms(250), ms(1000)), s(10));
+        assert_eq!(backend_budget(s(10), Some(s(1)), ms(250), s(2)), ms(0));
+        assert_eq!(timeout_param(ms(8750)), 9);
+        assert_eq!(timeout_param(s(5)), 5);
+        assert_eq!(timeout_param(ms(1)), 1);
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_go_duration("1m0s"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_go_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_go_duration("ten"), None);
+        assert_eq!(parse_go_duration(""), None);
+    }
+
+    #[test]
+    fn failure_messages() {
+        let f = CallFailure::Timeout { url: "https://127.0.0.1:1/x?timeout=5s".into() };
+        assert_eq!(f.to_string(), r#"failed to call webhook: Post "https://127.0.0.1:1/x?timeout=5s": context deadline exceeded"#);
+        assert_eq!(f.status_message(), r#"Post "https://127.0.0.1:1/x?timeout=5s": context deadline exceeded"#);
+        assert_eq!(CallFailure::Invalid("webhook response was absent".into()).status_message(), "received invalid webhook response: webhook response was absent");
+    }
+}

@@ -1,0 +1,41 @@
+//! Prometheus metrics of the proxy, named after kube-apiserver's admission webhook metrics
+//! where they mean the same thing (dispatch notes §15). Depends on nothing else in this crate.
+
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Buckets of kube-apiserver's `apiserver_admission_webhook_admission_duration_seconds`.
+const BUCKETS: [f64; 8] = [0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0];
+
+/// Installs the global recorder; `None` if one is already installed (e.g. a second server in
+/// one test process).
+pub fn install() -> Option<PrometheusHandle> {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("duration_seconds".into()), &BUCKETS)
+        .ok()?
+        .install_recorder()
+        .ok()
+}
+
+/// One admission answered: `admission_proxy_admission_total{webhook,type,operation,decision}`
+/// and `admission_proxy_admission_duration_seconds{webhook,type,decision}` (seconds).
+pub fn admission(webhook: &str, webhook_type: &'static str, operation: &'static str, decision: &'static str, latency: Duration) {
+    metrics::counter!("admission_proxy_admission_total", "webhook" => webhook.to_string(), "type" => webhook_type, "operation" => operation, "decision" => decision).increment(1);
+    metrics::histogram!("admission_proxy_admission_duration_seconds", "webhook" => webhook.to_string(), "type" => webhook_type, "decision" => decision).record(latency.as_secs_f64());
+}
+
+/// A backend call failed: `admission_proxy_webhook_call_failures_total{webhook,class}`.
+pub fn call_failure(webhook: &str, class: &'static str) {
+    metrics::counter!("admission_proxy_webhook_call_failures_total", "webhook" => webhook.to_string(), "class" => class).increment(1);
+}
+
+/// A request rejected before any webhook: `admission_proxy_bad_requests_total{reason}`.
+pub fn bad_request(reason: &'static str) {
+    metrics::counter!("admission_proxy_bad_requests_total", "reason" => reason).increment(1);
+}
+
+/// A configuration reload: `admission_proxy_config_reloads_total{result}` (`ok`/`error`).
+pub fn reload(result: &'static str) {
+    metrics::counter!("admission_proxy_config_reloads_total", "result" => result).increment(1);
+}
