@@ -6,6 +6,9 @@
 pub mod api;
 pub mod config;
 pub mod dispatch;
+pub mod example_backend;
 pub mod matching;
 pub mod metrics;
 pub mod review;
+pub mod server;
+pub mod tls;
