@@ -62,9 +62,18 @@ pub struct ExampleBackend {
 ///
 /// # Errors
 /// The bind error.
-pub fn start(listen: SocketAddr, tls: Option<Arc<CertResolver>>) -> std::io::Result<(ServerHandle, Arc<Recorder>)> {
+pub fn start(
+    listen: SocketAddr,
+    tls: Option<Arc<CertResolver>>,
+) -> std::io::Result<(ServerHandle, Arc<Recorder>)> {
     let recorder = Arc::new(Recorder::default());
-    let handle = serve(listen, tls, ExampleBackend { recorder: recorder.clone() })?;
+    let handle = serve(
+        listen,
+        tls,
+        ExampleBackend {
+            recorder: recorder.clone(),
+        },
+    )?;
     Ok((handle, recorder))
 }
 
@@ -78,17 +87,27 @@ fn json_reply(status: u16, body: Vec<u8>, content_type: &str) -> Response<Vec<u8
 }
 
 fn review(api_version: &Value, response: Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({"apiVersion": api_version, "kind": "AdmissionReview", "response": response})).unwrap_or_default()
+    serde_json::to_vec(
+        &json!({"apiVersion": api_version, "kind": "AdmissionReview", "response": response}),
+    )
+    .unwrap_or_default()
 }
 
 fn has_labels(obj: Option<&Value>) -> bool {
-    obj.and_then(|o| o.pointer("/metadata/labels")).and_then(Value::as_object).is_some_and(|l| !l.is_empty())
+    obj.and_then(|o| o.pointer("/metadata/labels"))
+        .and_then(Value::as_object)
+        .is_some_and(|l| !l.is_empty())
 }
 
 #[async_trait]
 impl ServeHttp for ExampleBackend {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
-        let path_and_query = session.req_header().uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_default();
+        let path_and_query = session
+            .req_header()
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
         let mut body = Vec::new();
         while let Ok(Some(chunk)) = session.read_request_body().await {
             body.extend_from_slice(&chunk);
@@ -99,20 +118,26 @@ impl ServeHttp for ExampleBackend {
         }
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let api_version = request.get("apiVersion").cloned().unwrap_or(Value::Null);
-        let uid = request.pointer("/request/uid").cloned().unwrap_or(Value::Null);
+        let uid = request
+            .pointer("/request/uid")
+            .cloned()
+            .unwrap_or(Value::Null);
         let path = path_and_query.split('?').next().unwrap_or("").to_string();
         let mut behaviour = path.as_str();
         if let Some(rest) = behaviour.strip_prefix("/only/") {
             let (version, rest) = rest.split_once('/').unwrap_or((rest, ""));
             if api_version.as_str() != Some(&format!("admission.k8s.io/{version}")) {
-                let msg = format!("this webhook only understands admission.k8s.io/{version}, got {api_version}");
+                let msg = format!(
+                    "this webhook only understands admission.k8s.io/{version}, got {api_version}"
+                );
                 return json_reply(400, serde_json::to_vec(&json!({"kind":"Status","apiVersion":"v1","status":"Failure","message":msg,"code":400})).unwrap_or_default(), "application/json");
             }
             behaviour = &path[path.len() - rest.len() - 1..];
         }
         let allow = json!({"uid": uid, "allowed": true});
         let deny = |message: &str, code: Option<u16>| {
-            let mut status = json!({"status": "Failure", "message": message, "reason": "Forbidden"});
+            let mut status =
+                json!({"status": "Failure", "message": message, "reason": "Forbidden"});
             if let Some(code) = code {
                 status["code"] = json!(code);
             }
@@ -121,16 +146,37 @@ impl ServeHttp for ExampleBackend {
         let segments: Vec<&str> = behaviour.trim_start_matches('/').split('/').collect();
         match segments.as_slice() {
             ["allow"] => json_reply(200, review(&api_version, allow), "application/json"),
-            ["deny"] => json_reply(200, review(&api_version, deny("denied by the example backend", Some(403))), "application/json"),
-            ["deny-nocode"] => json_reply(200, review(&api_version, deny("denied without a code", None)), "application/json"),
+            ["deny"] => json_reply(
+                200,
+                review(
+                    &api_version,
+                    deny("denied by the example backend", Some(403)),
+                ),
+                "application/json",
+            ),
+            ["deny-nocode"] => json_reply(
+                200,
+                review(&api_version, deny("denied without a code", None)),
+                "application/json",
+            ),
             ["require-labels"] => {
                 let req = request.get("request");
-                let labelled = has_labels(req.and_then(|r| r.get("object"))) || has_labels(req.and_then(|r| r.get("oldObject")));
-                let response = if labelled { allow } else { deny("objects must carry labels (require-labels policy)", Some(403)) };
+                let labelled = has_labels(req.and_then(|r| r.get("object")))
+                    || has_labels(req.and_then(|r| r.get("oldObject")));
+                let response = if labelled {
+                    allow
+                } else {
+                    deny(
+                        "objects must carry labels (require-labels policy)",
+                        Some(403),
+                    )
+                };
                 json_reply(200, review(&api_version, response), "application/json")
             }
             ["patch"] => {
-                let has_labels_map = request.pointer("/request/object/metadata/labels").is_some_and(Value::is_object);
+                let has_labels_map = request
+                    .pointer("/request/object/metadata/labels")
+                    .is_some_and(Value::is_object);
                 let ops = if has_labels_map {
                     json!([{"op": "add", "path": "/metadata/labels/example.com~1mutated", "value": "true"}])
                 } else {
@@ -147,19 +193,38 @@ impl ServeHttp for ExampleBackend {
                 tokio::time::sleep(Duration::from_millis(ms.parse().unwrap_or(1000))).await;
                 json_reply(200, review(&api_version, allow), "application/json")
             }
-            ["garbage"] => json_reply(200, b"<html>this is not an AdmissionReview</html>".to_vec(), "text/html"),
+            ["garbage"] => json_reply(
+                200,
+                b"<html>this is not an AdmissionReview</html>".to_vec(),
+                "text/html",
+            ),
             ["empty"] => json_reply(200, Vec::new(), "application/json"),
             ["yaml"] => {
                 let text = format!("apiVersion: {}\nkind: AdmissionReview\nresponse:\n  uid: {}\n  allowed: true\n", api_version.as_str().unwrap_or(""), uid);
                 json_reply(200, text.into_bytes(), "application/yaml")
             }
-            ["wrong-uid"] => json_reply(200, review(&api_version, json!({"uid": "not-the-uid", "allowed": false})), "application/json"),
+            ["wrong-uid"] => json_reply(
+                200,
+                review(
+                    &api_version,
+                    json!({"uid": "not-the-uid", "allowed": false}),
+                ),
+                "application/json",
+            ),
             ["status", code] => {
                 let code: u16 = code.parse().unwrap_or(500);
                 let body = json!({"kind":"Status","apiVersion":"v1","status":"Failure","message":format!("example backend answered {code}"),"code":code});
-                json_reply(code, serde_json::to_vec(&body).unwrap_or_default(), "application/json")
+                json_reply(
+                    code,
+                    serde_json::to_vec(&body).unwrap_or_default(),
+                    "application/json",
+                )
             }
-            _ => json_reply(404, b"unknown example backend behaviour".to_vec(), "text/plain"),
+            _ => json_reply(
+                404,
+                b"unknown example backend behaviour".to_vec(),
+                "text/plain",
+            ),
         }
     }
 }

@@ -5,10 +5,12 @@
 
 pub mod api;
 pub mod config;
+pub mod demo;
 pub mod dispatch;
 pub mod example_backend;
 pub mod matching;
 pub mod metrics;
+pub mod reload;
 pub mod review;
 pub mod server;
 pub mod tls;

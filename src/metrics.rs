@@ -20,7 +20,13 @@ pub fn install() -> Option<PrometheusHandle> {
 
 /// One admission answered: `admission_proxy_admission_total{webhook,type,operation,decision}`
 /// and `admission_proxy_admission_duration_seconds{webhook,type,decision}` (seconds).
-pub fn admission(webhook: &str, webhook_type: &'static str, operation: &'static str, decision: &'static str, latency: Duration) {
+pub fn admission(
+    webhook: &str,
+    webhook_type: &'static str,
+    operation: &'static str,
+    decision: &'static str,
+    latency: Duration,
+) {
     metrics::counter!("admission_proxy_admission_total", "webhook" => webhook.to_string(), "type" => webhook_type, "operation" => operation, "decision" => decision).increment(1);
     metrics::histogram!("admission_proxy_admission_duration_seconds", "webhook" => webhook.to_string(), "type" => webhook_type, "decision" => decision).record(latency.as_secs_f64());
 }

@@ -410,7 +410,9 @@ mod tests {
     #[test]
     fn same_version_body_is_borrowed_unchanged() {
         let parsed = ParsedReview::parse(V1.as_bytes()).unwrap();
-        assert!(matches!(parsed.body_as(ReviewVersion::V1), Cow::Borrowed(b) if b == V1.as_bytes()));
+        assert!(
+            matches!(parsed.body_as(ReviewVersion::V1), Cow::Borrowed(b) if b == V1.as_bytes())
+        );
     }
 
     #[test]
@@ -428,23 +430,49 @@ mod tests {
     fn rejects_what_is_not_a_request() {
         let cases: &[(&str, &str)] = &[
             ("not json", "malformed"),
-            (r#"{"kind":"AdmissionReview","request":{"uid":"x"}}"#, "no apiVersion"),
-            (r#"{"apiVersion":"v1","kind":"AdmissionReview"}"#, "unsupported"),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"Pod"}"#, "wrong kind"),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, "no request"),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}"#, "no uid"),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"PATCH"}}"#, "unknown operation"),
+            (
+                r#"{"kind":"AdmissionReview","request":{"uid":"x"}}"#,
+                "no apiVersion",
+            ),
+            (
+                r#"{"apiVersion":"v1","kind":"AdmissionReview"}"#,
+                "unsupported",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"Pod"}"#,
+                "wrong kind",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+                "no request",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}"#,
+                "no uid",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"PATCH"}}"#,
+                "unknown operation",
+            ),
         ];
         for (body, expected) in cases {
-            let err = ParsedReview::parse(body.as_bytes()).unwrap_err().to_string();
+            let err = ParsedReview::parse(body.as_bytes())
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(expected), "{body}: {err}");
         }
     }
 
     #[test]
     fn negotiation_takes_first_known_version() {
-        assert_eq!(ReviewVersion::negotiate(&["v2", "v1beta1", "v1"]), Some(ReviewVersion::V1beta1));
-        assert_eq!(ReviewVersion::negotiate(&["v1", "v1beta1"]), Some(ReviewVersion::V1));
+        assert_eq!(
+            ReviewVersion::negotiate(&["v2", "v1beta1", "v1"]),
+            Some(ReviewVersion::V1beta1)
+        );
+        assert_eq!(
+            ReviewVersion::negotiate(&["v1", "v1beta1"]),
+            Some(ReviewVersion::V1)
+        );
         assert_eq!(ReviewVersion::negotiate(&["v3"]), None);
     }
 

@@ -29,6 +29,10 @@ use crate::tls::CertResolver;
 /// Default request body limit: kube-apiserver's own 3 MiB (dispatch notes §4).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// Response header naming the proxy's decision (`skipped`, `allowed`, `denied`, `failed-open`,
+/// `failed-closed`, `rejected-dry-run`, `rejected`); kube-apiserver ignores it, people debugging don't.
+pub const DECISION_HEADER: &str = "x-admission-proxy-decision";
+
 /// What the request path reads; swapped (never locked) on reload.
 pub struct State {
     pub config: ArcSwap<Snapshot>,
@@ -42,7 +46,12 @@ pub struct State {
 
 impl State {
     /// State serving `config`.
-    pub fn new(config: Snapshot, namespaces: Option<Namespaces>, dispatcher: Dispatcher, max_body_bytes: usize) -> Self {
+    pub fn new(
+        config: Snapshot,
+        namespaces: Option<Namespaces>,
+        dispatcher: Dispatcher,
+        max_body_bytes: usize,
+    ) -> Self {
         State {
             config: ArcSwap::from_pointee(config),
             namespaces: ArcSwapOption::new(namespaces.map(Arc::new)),
@@ -68,7 +77,11 @@ fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
 }
 
 fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Vec<u8>> {
-    reply(code, "application/json", encode_status(&Status::failure(code, reason, message)))
+    reply(
+        code,
+        "application/json",
+        encode_status(&Status::failure(code, reason, message)),
+    )
 }
 
 #[async_trait]
@@ -82,7 +95,9 @@ impl ServeHttp for AdmissionApp {
         let path = header.uri.path().to_string();
         let query = header.uri.query().unwrap_or("").to_string();
         match (method.as_str(), path.as_str()) {
-            ("GET", "/healthz" | "/readyz" | "/livez") => return reply(200, "text/plain", b"ok".to_vec()),
+            ("GET", "/healthz" | "/readyz" | "/livez") => {
+                return reply(200, "text/plain", b"ok".to_vec())
+            }
             ("GET", "/metrics") => {
                 return match &self.state.metrics {
                     Some(h) => reply(200, "text/plain; version=0.0.4", h.render().into_bytes()),
@@ -91,19 +106,33 @@ impl ServeHttp for AdmissionApp {
             }
             _ => {}
         }
-        let Some(name) = path.strip_prefix("/webhooks/").filter(|n| !n.is_empty() && !n.contains('/')) else {
+        let Some(name) = path
+            .strip_prefix("/webhooks/")
+            .filter(|n| !n.is_empty() && !n.contains('/'))
+        else {
             session.set_keepalive(None);
             return status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{webhook name}}"));
         };
         if method != "POST" {
-            return status_reply(405, "MethodNotAllowed", format!("{method} is not allowed: send AdmissionReviews with POST"));
+            return status_reply(
+                405,
+                "MethodNotAllowed",
+                format!("{method} is not allowed: send AdmissionReviews with POST"),
+            );
         }
         let body = match read_body(session, self.state.max_body_bytes).await {
             Ok(body) => body,
             Err(BodyError::TooLarge) => {
                 crate::metrics::bad_request("too_large");
                 session.set_keepalive(None);
-                return status_reply(413, "RequestEntityTooLarge", format!("request body is larger than {} bytes", self.state.max_body_bytes));
+                return status_reply(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!(
+                        "request body is larger than {} bytes",
+                        self.state.max_body_bytes
+                    ),
+                );
             }
             Err(BodyError::Read(e)) => {
                 session.set_keepalive(None);
@@ -123,9 +152,22 @@ impl ServeHttp for AdmissionApp {
             crate::metrics::bad_request("unknown_webhook");
             return status_reply(404, "NotFound", format!("no webhook {name:?} is configured (routes are /webhooks/{{name}} for the webhook names in the config)"));
         };
-        let caller_timeout = query.split('&').find_map(|kv| kv.strip_prefix("timeout=")).and_then(parse_go_duration);
+        let caller_timeout = query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("timeout="))
+            .and_then(parse_go_duration);
         let namespaces = self.state.namespaces.load();
-        let answer = self.state.dispatcher.admit(webhook, &review, namespaces.as_deref(), caller_timeout, received).await;
+        let answer = self
+            .state
+            .dispatcher
+            .admit(
+                webhook,
+                &review,
+                namespaces.as_deref(),
+                caller_timeout,
+                received,
+            )
+            .await;
         let latency = received.elapsed();
         let request = &review.request;
         let resource = request.effective_resource();
@@ -142,8 +184,18 @@ impl ServeHttp for AdmissionApp {
             "admission"
         );
         tracing::trace!(uid = %request.uid, body = %String::from_utf8_lossy(review.body()), "admission request body");
-        crate::metrics::admission(&webhook.name, webhook.webhook_type.as_str(), review.operation.as_str(), answer.decision.as_str(), latency);
-        reply(answer.http_status, "application/json", answer.body)
+        crate::metrics::admission(
+            &webhook.name,
+            webhook.webhook_type.as_str(),
+            review.operation.as_str(),
+            answer.decision.as_str(),
+            latency,
+        );
+        let mut response = reply(answer.http_status, "application/json", answer.body);
+        if let Ok(v) = http::HeaderValue::from_str(answer.decision.as_str()) {
+            response.headers_mut().insert(DECISION_HEADER, v);
+        }
+        response
     }
 }
 
@@ -161,7 +213,11 @@ async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Vec<u8>,
         return Err(BodyError::TooLarge);
     }
     let mut body = Vec::with_capacity(declared.unwrap_or(0));
-    while let Some(chunk) = session.read_request_body().await.map_err(|e| BodyError::Read(e.to_string()))? {
+    while let Some(chunk) = session
+        .read_request_body()
+        .await
+        .map_err(|e| BodyError::Read(e.to_string()))?
+    {
         if body.len() + chunk.len() > limit {
             return Err(BodyError::TooLarge);
         }
@@ -190,7 +246,11 @@ impl ServerHandle {
 ///
 /// # Errors
 /// The bind error, e.g. address in use.
-pub fn serve<A: ServeHttp + Send + Sync + 'static>(listen: SocketAddr, tls: Option<Arc<CertResolver>>, app: A) -> std::io::Result<ServerHandle> {
+pub fn serve<A: ServeHttp + Send + Sync + 'static>(
+    listen: SocketAddr,
+    tls: Option<Arc<CertResolver>>,
+    app: A,
+) -> std::io::Result<ServerHandle> {
     // Bind here rather than in pingora so that port 0 can be reported; pingora adopts the
     // socket through its listen-fd table.
     let listener = TcpListener::bind(listen)?;
@@ -202,7 +262,8 @@ pub fn serve<A: ServeHttp + Send + Sync + 'static>(listen: SocketAddr, tls: Opti
     let mut service = Service::new(format!("admission-proxy {addr}"), app);
     match tls {
         Some(resolver) => {
-            let mut settings = TlsSettings::intermediate("", "").map_err(|e| std::io::Error::other(e.to_string()))?;
+            let mut settings = TlsSettings::intermediate("", "")
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
             settings.set_cert_resolver(resolver);
             service.add_tls_with_settings(&addr, None, settings);
         }
@@ -213,13 +274,21 @@ pub fn serve<A: ServeHttp + Send + Sync + 'static>(listen: SocketAddr, tls: Opti
     let task = tokio::spawn(async move {
         service.start_service(Some(fds), rx, 1).await;
     });
-    Ok(ServerHandle { local_addr, shutdown: tx, task })
+    Ok(ServerHandle {
+        local_addr,
+        shutdown: tx,
+        task,
+    })
 }
 
 /// Serves the admission app on `listen` with `tls`.
 ///
 /// # Errors
 /// See [`serve`].
-pub fn serve_admission(listen: SocketAddr, tls: Arc<CertResolver>, state: Arc<State>) -> std::io::Result<ServerHandle> {
+pub fn serve_admission(
+    listen: SocketAddr,
+    tls: Arc<CertResolver>,
+    state: Arc<State>,
+) -> std::io::Result<ServerHandle> {
     serve(listen, Some(tls), AdmissionApp { state })
 }

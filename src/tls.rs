@@ -13,7 +13,10 @@ use rustls::sign::CertifiedKey;
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Invalid(String),
 }
@@ -33,7 +36,9 @@ impl ResolvesServerCert for CertResolver {
 impl CertResolver {
     /// A resolver serving `key`.
     pub fn new(key: CertifiedKey) -> Self {
-        CertResolver { current: ArcSwap::from_pointee(key) }
+        CertResolver {
+            current: ArcSwap::from_pointee(key),
+        }
     }
 
     /// Replaces the served pair; handshakes already under way keep the old one.
@@ -51,12 +56,15 @@ pub fn certified_key_from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Certifi
         .collect::<Result<_, _>>()
         .map_err(|e| TlsError::Invalid(format!("certificate PEM: {e}")))?;
     if certs.is_empty() {
-        return Err(TlsError::Invalid("no certificate in the certificate file".into()));
+        return Err(TlsError::Invalid(
+            "no certificate in the certificate file".into(),
+        ));
     }
     let key = rustls_pemfile::private_key(&mut &key_pem[..])
         .map_err(|e| TlsError::Invalid(format!("private key PEM: {e}")))?
         .ok_or_else(|| TlsError::Invalid("no private key in the key file".into()))?;
-    let signing = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| TlsError::Invalid(format!("private key: {e}")))?;
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key)
+        .map_err(|e| TlsError::Invalid(format!("private key: {e}")))?;
     Ok(CertifiedKey::new(certs, signing))
 }
 
@@ -65,7 +73,12 @@ pub fn certified_key_from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Certifi
 /// # Errors
 /// [`TlsError`] for unreadable files or invalid PEM.
 pub fn load_certified_key(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsError> {
-    let read = |p: &Path| std::fs::read(p).map_err(|source| TlsError::Io { path: p.display().to_string(), source });
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|source| TlsError::Io {
+            path: p.display().to_string(),
+            source,
+        })
+    };
     certified_key_from_pem(&read(cert_file)?, &read(key_file)?)
 }
 
@@ -88,14 +101,22 @@ impl TestPki {
         let err = |e: rcgen::Error| TlsError::Invalid(e.to_string());
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "admission-proxy test CA");
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "admission-proxy test CA");
         let ca_key = rcgen::KeyPair::generate().map_err(err)?;
         let ca = ca_params.self_signed(&ca_key).map_err(err)?;
-        let params = rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).map_err(err)?;
+        let params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .map_err(err)?;
         let key = rcgen::KeyPair::generate().map_err(err)?;
         let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
         let cert = params.signed_by(&key, &issuer).map_err(err)?;
-        Ok(TestPki { ca_pem: ca.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        Ok(TestPki {
+            ca_pem: ca.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
     }
 
     /// The server pair as a rustls certified key.

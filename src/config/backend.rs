@@ -35,7 +35,8 @@ impl Backend {
     pub fn from_client_config(cc: &WebhookClientConfig) -> Result<Self, (String, String)> {
         let (ca_bundle, ca_fingerprint) = match cc.ca_bundle.as_deref().filter(|s| !s.is_empty()) {
             Some(b64) => {
-                let certs = parse_ca_bundle(b64).map_err(|m| ("clientConfig.caBundle".to_string(), m))?;
+                let certs =
+                    parse_ca_bundle(b64).map_err(|m| ("clientConfig.caBundle".to_string(), m))?;
                 let mut h = std::collections::hash_map::DefaultHasher::new();
                 certs.hash(&mut h);
                 (Some(certs), h.finish())
@@ -49,10 +50,19 @@ impl Backend {
             )),
             (Some(raw), None) => {
                 let field = "clientConfig.url".to_string();
-                let url = url::Url::parse(raw).map_err(|e| (field.clone(), format!("Invalid value: {raw:?}: {e}")))?;
-                let host = url.host_str().unwrap_or("").trim_start_matches('[').trim_end_matches(']').to_string();
+                let url = url::Url::parse(raw)
+                    .map_err(|e| (field.clone(), format!("Invalid value: {raw:?}: {e}")))?;
+                let host = url
+                    .host_str()
+                    .unwrap_or("")
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string();
                 if host.is_empty() {
-                    return Err((field, format!("Invalid value: {raw:?}: host must be specified")));
+                    return Err((
+                        field,
+                        format!("Invalid value: {raw:?}: host must be specified"),
+                    ));
                 }
                 let tls = match url.scheme() {
                     "https" => true,
@@ -61,13 +71,26 @@ impl Backend {
                     other => return Err((field, format!("Invalid value: {raw:?}: 'https' is required, got {other:?}"))),
                 };
                 if !url.username().is_empty() || url.password().is_some() {
-                    return Err((field, format!("Invalid value: {raw:?}: user information is not permitted in the URL")));
+                    return Err((
+                        field,
+                        format!(
+                            "Invalid value: {raw:?}: user information is not permitted in the URL"
+                        ),
+                    ));
                 }
                 if url.fragment().is_some() {
-                    return Err((field, format!("Invalid value: {raw:?}: fragments are not permitted in the URL")));
+                    return Err((
+                        field,
+                        format!("Invalid value: {raw:?}: fragments are not permitted in the URL"),
+                    ));
                 }
                 if url.query().is_some() {
-                    return Err((field, format!("Invalid value: {raw:?}: query parameters are not permitted in the URL")));
+                    return Err((
+                        field,
+                        format!(
+                            "Invalid value: {raw:?}: query parameters are not permitted in the URL"
+                        ),
+                    ));
                 }
                 let port = url.port_or_known_default().unwrap_or(443);
                 let path = join_path(url.path());
@@ -83,10 +106,16 @@ impl Backend {
             }
             (None, Some(svc)) => {
                 if svc.name.is_empty() {
-                    return Err(("clientConfig.service.name".into(), "Required value: service name is required".into()));
+                    return Err((
+                        "clientConfig.service.name".into(),
+                        "Required value: service name is required".into(),
+                    ));
                 }
                 if svc.namespace.is_empty() {
-                    return Err(("clientConfig.service.namespace".into(), "Required value: service namespace is required".into()));
+                    return Err((
+                        "clientConfig.service.namespace".into(),
+                        "Required value: service namespace is required".into(),
+                    ));
                 }
                 let port = svc.port.unwrap_or(443);
                 if !(1..=65535).contains(&port) {
@@ -94,7 +123,10 @@ impl Backend {
                 }
                 let raw_path = svc.path.as_deref().unwrap_or("");
                 if !raw_path.is_empty() && !raw_path.starts_with('/') {
-                    return Err(("clientConfig.service.path".into(), format!("Invalid value: {raw_path:?}: must start with a '/'")));
+                    return Err((
+                        "clientConfig.service.path".into(),
+                        format!("Invalid value: {raw_path:?}: must start with a '/'"),
+                    ));
                 }
                 let host = format!("{}.{}.svc", svc.name, svc.namespace);
                 let path = join_path(raw_path);
@@ -147,7 +179,12 @@ fn parse_ca_bundle(b64: &str) -> Result<Vec<Vec<u8>>, String> {
     let mut certs = Vec::new();
     for cert in rustls_pemfile::certs(&mut reader) {
         let cert = cert.map_err(|e| format!("Invalid value: not PEM: {e}"))?;
-        x509_parser::parse_x509_certificate(cert.as_ref()).map_err(|e| format!("Invalid value: certificate {} does not parse: {e}", certs.len()))?;
+        x509_parser::parse_x509_certificate(cert.as_ref()).map_err(|e| {
+            format!(
+                "Invalid value: certificate {} does not parse: {e}",
+                certs.len()
+            )
+        })?;
         certs.push(cert.as_ref().to_vec());
     }
     if certs.is_empty() {
@@ -162,33 +199,62 @@ mod tests {
     use crate::api::ServiceReference;
 
     fn url(u: &str) -> Result<Backend, (String, String)> {
-        Backend::from_client_config(&WebhookClientConfig { url: Some(u.into()), ..Default::default() })
+        Backend::from_client_config(&WebhookClientConfig {
+            url: Some(u.into()),
+            ..Default::default()
+        })
     }
 
     #[test]
     fn urls() {
         let b = url("https://127.0.0.1:9443/validate/").unwrap();
-        assert_eq!((b.host.as_str(), b.port, b.path.as_str(), b.tls), ("127.0.0.1", 9443, "/validate", true));
+        assert_eq!(
+            (b.host.as_str(), b.port, b.path.as_str(), b.tls),
+            ("127.0.0.1", 9443, "/validate", true)
+        );
         assert_eq!(url("https://hooks.example.com").unwrap().path, "/");
         assert_eq!(url("https://hooks.example.com").unwrap().port, 443);
         assert!(!url("http://localhost:8080/x").unwrap().tls);
         assert!(url("http://10.0.0.1/x").unwrap_err().1.contains("https"));
-        assert!(url("https://u:p@h.example.com/").unwrap_err().1.contains("user information"));
-        assert!(url("https://h.example.com/?a=b").unwrap_err().1.contains("query"));
-        assert!(url("https://h.example.com/#f").unwrap_err().1.contains("fragment"));
-        assert_eq!(url("https://[::1]:8443/v").unwrap().url, "https://[::1]:8443/v");
+        assert!(url("https://u:p@h.example.com/")
+            .unwrap_err()
+            .1
+            .contains("user information"));
+        assert!(url("https://h.example.com/?a=b")
+            .unwrap_err()
+            .1
+            .contains("query"));
+        assert!(url("https://h.example.com/#f")
+            .unwrap_err()
+            .1
+            .contains("fragment"));
+        assert_eq!(
+            url("https://[::1]:8443/v").unwrap().url,
+            "https://[::1]:8443/v"
+        );
     }
 
     #[test]
     fn services() {
         let svc = |port, path: Option<&str>| {
             Backend::from_client_config(&WebhookClientConfig {
-                service: Some(ServiceReference { namespace: "ns".into(), name: "hook".into(), path: path.map(Into::into), port }),
+                service: Some(ServiceReference {
+                    namespace: "ns".into(),
+                    name: "hook".into(),
+                    path: path.map(Into::into),
+                    port,
+                }),
                 ..Default::default()
             })
         };
-        assert_eq!(svc(None, Some("/v")).unwrap().url, "https://hook.ns.svc:443/v");
-        assert_eq!(svc(Some(8443), None).unwrap().url, "https://hook.ns.svc:8443/");
+        assert_eq!(
+            svc(None, Some("/v")).unwrap().url,
+            "https://hook.ns.svc:443/v"
+        );
+        assert_eq!(
+            svc(Some(8443), None).unwrap().url,
+            "https://hook.ns.svc:8443/"
+        );
         assert!(svc(Some(0), None).is_err());
         assert!(svc(None, Some("v")).unwrap_err().0.ends_with("path"));
         let both = Backend::from_client_config(&WebhookClientConfig {
@@ -201,11 +267,25 @@ mod tests {
 
     #[test]
     fn bad_ca_bundles() {
-        let cc = |ca: &str| WebhookClientConfig { url: Some("https://a.b.c/".into()), ca_bundle: Some(ca.into()), ..Default::default() };
-        assert!(Backend::from_client_config(&cc("!!!")).unwrap_err().1.contains("base64"));
+        let cc = |ca: &str| WebhookClientConfig {
+            url: Some("https://a.b.c/".into()),
+            ca_bundle: Some(ca.into()),
+            ..Default::default()
+        };
+        assert!(Backend::from_client_config(&cc("!!!"))
+            .unwrap_err()
+            .1
+            .contains("base64"));
         let not_pem = base64::engine::general_purpose::STANDARD.encode("hello");
-        assert!(Backend::from_client_config(&cc(&not_pem)).unwrap_err().1.contains("no PEM"));
-        let garbage = base64::engine::general_purpose::STANDARD.encode("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
-        assert!(Backend::from_client_config(&cc(&garbage)).unwrap_err().1.contains("does not parse"));
+        assert!(Backend::from_client_config(&cc(&not_pem))
+            .unwrap_err()
+            .1
+            .contains("no PEM"));
+        let garbage = base64::engine::general_purpose::STANDARD
+            .encode("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+        assert!(Backend::from_client_config(&cc(&garbage))
+            .unwrap_err()
+            .1
+            .contains("does not parse"));
     }
 }

@@ -100,7 +100,10 @@ impl fmt::Display for Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{} problem(s) in the webhook configuration:\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<Problem>),
 }
@@ -111,7 +114,10 @@ pub enum ConfigError {
 /// # Errors
 /// [`ConfigError::Io`] when the path or directory cannot be read.
 pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
-    let io = |source| ConfigError::Io { path: path.to_path_buf(), source };
+    let io = |source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if !path.is_dir() {
         std::fs::metadata(path).map_err(io)?;
         return Ok(vec![path.to_path_buf()]);
@@ -121,7 +127,12 @@ pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            !name.starts_with('.') && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) && p.is_file()
+            !name.starts_with('.')
+                && matches!(
+                    p.extension().and_then(|e| e.to_str()),
+                    Some("yaml" | "yml" | "json")
+                )
+                && p.is_file()
         })
         .collect();
     files.sort();
@@ -137,7 +148,10 @@ pub fn load(path: &Path) -> Result<Snapshot, ConfigError> {
     let files = config_files(path)?;
     let mut contents = Vec::with_capacity(files.len());
     for file in &files {
-        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Io { path: file.clone(), source })?;
+        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Io {
+            path: file.clone(),
+            source,
+        })?;
         contents.push((file.clone(), text));
     }
     load_contents(&contents)
@@ -156,7 +170,15 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
         let is_json = file.extension().is_some_and(|e| e == "json");
         for (doc_index, doc) in documents(text, is_json).into_iter().enumerate() {
             let document = (!is_json).then_some(doc_index);
-            let base = Problem { file: file.clone(), document, kind: None, configuration: None, webhook: None, field: String::new(), message: String::new() };
+            let base = Problem {
+                file: file.clone(),
+                document,
+                kind: None,
+                configuration: None,
+                webhook: None,
+                field: String::new(),
+                message: String::new(),
+            };
             let value = match doc {
                 Ok(serde_json::Value::Null) => continue,
                 Ok(v) => v,
@@ -166,7 +188,15 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                 }
             };
             for (prefix, item) in configuration_items(value, &base, &mut errors) {
-                let Some(webhooks) = compile_configuration(item, &prefix, &base, &mut errors, &mut snapshot.warnings) else { continue };
+                let Some(webhooks) = compile_configuration(
+                    item,
+                    &prefix,
+                    &base,
+                    &mut errors,
+                    &mut snapshot.warnings,
+                ) else {
+                    continue;
+                };
                 for webhook in webhooks {
                     if let Some((other_file, other_config)) = routes.get(&webhook.name) {
                         errors.push(Problem {
@@ -182,8 +212,13 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                         });
                         continue;
                     }
-                    routes.insert(webhook.name.clone(), (file.clone(), webhook.configuration.clone()));
-                    snapshot.webhooks.insert(webhook.name.clone(), Arc::new(webhook));
+                    routes.insert(
+                        webhook.name.clone(),
+                        (file.clone(), webhook.configuration.clone()),
+                    );
+                    snapshot
+                        .webhooks
+                        .insert(webhook.name.clone(), Arc::new(webhook));
                 }
             }
         }
@@ -221,19 +256,36 @@ fn kind_name(t: WebhookType) -> &'static str {
 }
 
 /// Unwraps `List`s: returns `(field prefix, configuration value)` pairs.
-fn configuration_items(value: serde_json::Value, base: &Problem, errors: &mut Vec<Problem>) -> Vec<(String, serde_json::Value)> {
-    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
+fn configuration_items(
+    value: serde_json::Value,
+    base: &Problem,
+    errors: &mut Vec<Problem>,
+) -> Vec<(String, serde_json::Value)> {
+    let kind = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("")
+        .to_string();
     match kind.as_str() {
         "List" | "ValidatingWebhookConfigurationList" | "MutatingWebhookConfigurationList" => {
             let items = match value.get("items") {
                 Some(serde_json::Value::Array(items)) => items.clone(),
                 None | Some(serde_json::Value::Null) => Vec::new(),
                 Some(_) => {
-                    errors.push(Problem { kind: Some(kind), field: "items".into(), message: "Invalid value: must be a list".into(), ..base.clone() });
+                    errors.push(Problem {
+                        kind: Some(kind),
+                        field: "items".into(),
+                        message: "Invalid value: must be a list".into(),
+                        ..base.clone()
+                    });
                     return Vec::new();
                 }
             };
-            items.into_iter().enumerate().map(|(i, item)| (format!("items[{i}]."), item)).collect()
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| (format!("items[{i}]."), item))
+                .collect()
         }
         _ => vec![(String::new(), value)],
     }
@@ -247,10 +299,25 @@ fn compile_configuration(
     errors: &mut Vec<Problem>,
     warnings: &mut Vec<Problem>,
 ) -> Option<Vec<Webhook>> {
-    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
-    let name = value.pointer("/metadata/name").and_then(|n| n.as_str()).map(str::to_string);
-    let base = Problem { kind: Some(kind.clone()), configuration: name.clone(), ..base.clone() };
-    let problem = |field: String, message: String| Problem { field, message, ..base.clone() };
+    let kind = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("")
+        .to_string();
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(|n| n.as_str())
+        .map(str::to_string);
+    let base = Problem {
+        kind: Some(kind.clone()),
+        configuration: name.clone(),
+        ..base.clone()
+    };
+    let problem = |field: String, message: String| Problem {
+        field,
+        message,
+        ..base.clone()
+    };
     let webhook_type = match kind.as_str() {
         "ValidatingWebhookConfiguration" => WebhookType::Validating,
         "MutatingWebhookConfiguration" => WebhookType::Mutating,
@@ -259,7 +326,11 @@ fn compile_configuration(
             return None;
         }
     };
-    let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let api_version = value
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_string();
     let v1beta1 = match api_version.as_str() {
         "admissionregistration.k8s.io/v1" => false,
         "admissionregistration.k8s.io/v1beta1" => true,
@@ -273,23 +344,43 @@ fn compile_configuration(
         Err(e) => {
             let path = e.path().to_string();
             let webhook = webhook_name_at(&value, &path);
-            errors.push(Problem { webhook, ..problem(format!("{prefix}{path}"), e.into_inner().to_string()) });
+            errors.push(Problem {
+                webhook,
+                ..problem(format!("{prefix}{path}"), e.into_inner().to_string())
+            });
             return None;
         }
     };
     let before = errors.len();
     if !names::is_dns1123_subdomain(&config.metadata.name) {
-        errors.push(problem(format!("{prefix}metadata.name"), format!("Invalid value: {:?}: a configuration name must be a DNS-1123 subdomain", config.metadata.name)));
+        errors.push(problem(
+            format!("{prefix}metadata.name"),
+            format!(
+                "Invalid value: {:?}: a configuration name must be a DNS-1123 subdomain",
+                config.metadata.name
+            ),
+        ));
     }
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for (i, hook) in config.webhooks.iter().enumerate() {
-        let at = |field: &str| format!("{prefix}webhooks[{i}]{}{field}", if field.is_empty() { "" } else { "." });
+        let at = |field: &str| {
+            format!(
+                "{prefix}webhooks[{i}]{}{field}",
+                if field.is_empty() { "" } else { "." }
+            )
+        };
         let mut push = |field: &str, message: String| {
-            errors.push(Problem { webhook: Some(hook.name.clone()), ..problem(at(field), message) })
+            errors.push(Problem {
+                webhook: Some(hook.name.clone()),
+                ..problem(at(field), message)
+            })
         };
         if webhook_type == WebhookType::Validating && hook.reinvocation_policy.is_some() {
-            push("reinvocationPolicy", "unknown field `reinvocationPolicy`: it exists only on MutatingWebhook".into());
+            push(
+                "reinvocationPolicy",
+                "unknown field `reinvocationPolicy`: it exists only on MutatingWebhook".into(),
+            );
         }
         if !seen.insert(hook.name.clone()) {
             push("name", format!("Duplicate value: {:?}", hook.name));
@@ -297,9 +388,16 @@ fn compile_configuration(
         match compile_webhook(hook, v1beta1, webhook_type) {
             Ok((webhook, hook_warnings)) => {
                 for (field, message) in hook_warnings {
-                    warnings.push(Problem { webhook: Some(hook.name.clone()), ..problem(at(&field), message) });
+                    warnings.push(Problem {
+                        webhook: Some(hook.name.clone()),
+                        ..problem(at(&field), message)
+                    });
                 }
-                out.push(Webhook { configuration: config.metadata.name.clone(), source: base.file.clone(), ..webhook });
+                out.push(Webhook {
+                    configuration: config.metadata.name.clone(),
+                    source: base.file.clone(),
+                    ..webhook
+                });
             }
             Err(problems) => {
                 for (field, message) in problems {
@@ -315,14 +413,23 @@ fn compile_configuration(
 fn webhook_name_at(value: &serde_json::Value, path: &str) -> Option<String> {
     let rest = path.strip_prefix("webhooks[")?;
     let index: usize = rest.split(']').next()?.parse().ok()?;
-    value.get("webhooks")?.get(index)?.get("name")?.as_str().map(str::to_string)
+    value
+        .get("webhooks")?
+        .get(index)?
+        .get("name")?
+        .as_str()
+        .map(str::to_string)
 }
 
 type FieldProblems = Vec<(String, String)>;
 
 /// Defaults (matching notes §9), validates (§10) and compiles one webhook.
 /// Returns the webhook and its warnings, or every `(field, message)` problem found.
-fn compile_webhook(hook: &api::Webhook, v1beta1: bool, webhook_type: WebhookType) -> Result<(Webhook, FieldProblems), FieldProblems> {
+fn compile_webhook(
+    hook: &api::Webhook,
+    v1beta1: bool,
+    webhook_type: WebhookType,
+) -> Result<(Webhook, FieldProblems), FieldProblems> {
     let mut problems: FieldProblems = Vec::new();
     let mut warnings: FieldProblems = Vec::new();
     let mut bad = |field: &str, message: String| problems.push((field.to_string(), message));
@@ -339,7 +446,10 @@ fn compile_webhook(hook: &api::Webhook, v1beta1: bool, webhook_type: WebhookType
         Some("Ignore") => FailurePolicy::Ignore,
         Some("Fail") => FailurePolicy::Fail,
         Some(other) => {
-            bad("failurePolicy", format!("Unsupported value: {other:?}: supported values: \"Fail\", \"Ignore\""));
+            bad(
+                "failurePolicy",
+                format!("Unsupported value: {other:?}: supported values: \"Fail\", \"Ignore\""),
+            );
             FailurePolicy::Fail
         }
     };
@@ -349,21 +459,34 @@ fn compile_webhook(hook: &api::Webhook, v1beta1: bool, webhook_type: WebhookType
         Some("Exact") => MatchPolicy::Exact,
         Some("Equivalent") => MatchPolicy::Equivalent,
         Some(other) => {
-            bad("matchPolicy", format!("Unsupported value: {other:?}: supported values: \"Equivalent\", \"Exact\""));
+            bad(
+                "matchPolicy",
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"Equivalent\", \"Exact\""
+                ),
+            );
             MatchPolicy::Exact
         }
     };
     let side_effects = match hook.side_effects.as_deref() {
         None if v1beta1 => SideEffects::Unknown,
         None => {
-            bad("sideEffects", "Required value: must specify one of None, NoneOnDryRun".into());
+            bad(
+                "sideEffects",
+                "Required value: must specify one of None, NoneOnDryRun".into(),
+            );
             SideEffects::Unknown
         }
         Some("None") => SideEffects::None,
         Some("NoneOnDryRun") => SideEffects::NoneOnDryRun,
         Some(legacy @ ("Some" | "Unknown")) => SideEffects::from_legacy(legacy),
         Some(other) => {
-            bad("sideEffects", format!("Unsupported value: {other:?}: supported values: \"None\", \"NoneOnDryRun\""));
+            bad(
+                "sideEffects",
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"None\", \"NoneOnDryRun\""
+                ),
+            );
             SideEffects::Unknown
         }
     };
@@ -373,7 +496,9 @@ fn compile_webhook(hook: &api::Webhook, v1beta1: bool, webhook_type: WebhookType
             format!("{side_effects:?} is only accepted from configurations stored before v1; dry-run requests matching this webhook are rejected (\"does not support dry run\")"),
         ));
     }
-    let timeout_seconds = hook.timeout_seconds.unwrap_or(if v1beta1 { 30 } else { 10 });
+    let timeout_seconds = hook
+        .timeout_seconds
+        .unwrap_or(if v1beta1 { 30 } else { 10 });
     if !(1..=30).contains(&timeout_seconds) {
         bad("timeoutSeconds", format!("Invalid value: {timeout_seconds}: the timeout value must be between 1 and 30 seconds"));
     }
@@ -381,33 +506,51 @@ fn compile_webhook(hook: &api::Webhook, v1beta1: bool, webhook_type: WebhookType
         Some(v) => v.clone(),
         None if v1beta1 => vec!["v1beta1".to_string()],
         None => {
-            bad("admissionReviewVersions", "Required value: must specify one of v1, v1beta1".into());
+            bad(
+                "admissionReviewVersions",
+                "Required value: must specify one of v1, v1beta1".into(),
+            );
             Vec::new()
         }
     };
     let mut versions_seen = HashSet::new();
     for (i, v) in admission_review_versions.iter().enumerate() {
         if !names::is_dns1035_label(v) {
-            bad(&format!("admissionReviewVersions[{i}]"), format!("Invalid value: {v:?}: a DNS-1035 label is required"));
+            bad(
+                &format!("admissionReviewVersions[{i}]"),
+                format!("Invalid value: {v:?}: a DNS-1035 label is required"),
+            );
         }
         if !versions_seen.insert(v) {
-            bad(&format!("admissionReviewVersions[{i}]"), format!("Duplicate value: {v:?}"));
+            bad(
+                &format!("admissionReviewVersions[{i}]"),
+                format!("Duplicate value: {v:?}"),
+            );
         }
     }
     let review_version = ReviewVersion::negotiate(&admission_review_versions);
     if hook.admission_review_versions.is_some() && review_version.is_none() {
-        bad("admissionReviewVersions", "Unsupported value: must include at least one of v1, v1beta1".into());
+        bad(
+            "admissionReviewVersions",
+            "Unsupported value: must include at least one of v1, v1beta1".into(),
+        );
     }
     if let Some(p) = hook.reinvocation_policy.as_deref() {
         if !matches!(p, "Never" | "IfNeeded") {
-            bad("reinvocationPolicy", format!("Unsupported value: {p:?}: supported values: \"IfNeeded\", \"Never\""));
+            bad(
+                "reinvocationPolicy",
+                format!("Unsupported value: {p:?}: supported values: \"IfNeeded\", \"Never\""),
+            );
         }
     }
     for (i, rule) in hook.rules.iter().enumerate() {
         validate_rule(rule, &format!("rules[{i}]"), &mut bad);
     }
     let mut selectors = [LabelSelector::default(), LabelSelector::default()];
-    for (slot, (field, selector)) in selectors.iter_mut().zip([("namespaceSelector", &hook.namespace_selector), ("objectSelector", &hook.object_selector)]) {
+    for (slot, (field, selector)) in selectors.iter_mut().zip([
+        ("namespaceSelector", &hook.namespace_selector),
+        ("objectSelector", &hook.object_selector),
+    ]) {
         validate_selector_names(selector.as_ref(), field, &mut bad);
         match LabelSelector::compile(selector.as_ref()) {
             Ok(s) => *slot = s,
@@ -416,25 +559,46 @@ fn compile_webhook(hook: &api::Webhook, v1beta1: bool, webhook_type: WebhookType
     }
     let [namespace_selector, object_selector] = selectors;
     if hook.match_conditions.len() > 64 {
-        bad("matchConditions", format!("Too many: {}: must have at most 64 items", hook.match_conditions.len()));
+        bad(
+            "matchConditions",
+            format!(
+                "Too many: {}: must have at most 64 items",
+                hook.match_conditions.len()
+            ),
+        );
     }
     let mut conditions = Vec::new();
     let mut condition_names = HashSet::new();
     for (i, mc) in hook.match_conditions.iter().enumerate() {
         if mc.name.is_empty() {
-            bad(&format!("matchConditions[{i}].name"), "Required value".into());
+            bad(
+                &format!("matchConditions[{i}].name"),
+                "Required value".into(),
+            );
         } else if !names::is_qualified_name(&mc.name) {
-            bad(&format!("matchConditions[{i}].name"), format!("Invalid value: {:?}: must be a qualified name", mc.name));
+            bad(
+                &format!("matchConditions[{i}].name"),
+                format!("Invalid value: {:?}: must be a qualified name", mc.name),
+            );
         } else if !condition_names.insert(mc.name.clone()) {
-            bad(&format!("matchConditions[{i}].name"), format!("Duplicate value: {:?}", mc.name));
+            bad(
+                &format!("matchConditions[{i}].name"),
+                format!("Duplicate value: {:?}", mc.name),
+            );
         }
         if mc.expression.trim().is_empty() {
-            bad(&format!("matchConditions[{i}].expression"), "Required value".into());
+            bad(
+                &format!("matchConditions[{i}].expression"),
+                "Required value".into(),
+            );
             continue;
         }
         match MatchCondition::compile(&mc.name, &mc.expression) {
             Ok(c) => conditions.push(c),
-            Err(e) => bad(&format!("matchConditions[{i}].expression"), format!("Invalid value: {:?}: {e}", mc.expression)),
+            Err(e) => bad(
+                &format!("matchConditions[{i}].expression"),
+                format!("Invalid value: {:?}: {e}", mc.expression),
+            ),
         }
     }
     let backend = match hook.client_config.as_ref() {
@@ -484,12 +648,18 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
         if list.is_empty() {
             bad(&format!("{at}.{field}"), "Required value".into());
         } else if list.len() > 1 && list.iter().any(|v| v == "*") {
-            bad(&format!("{at}.{field}"), "Invalid value: if '*' is present, must not specify other values".into());
+            bad(
+                &format!("{at}.{field}"),
+                "Invalid value: if '*' is present, must not specify other values".into(),
+            );
         }
     };
     star_alone(&rule.operations, "operations", bad);
     for (i, op) in rule.operations.iter().enumerate() {
-        if !matches!(op.as_str(), "*" | "CREATE" | "UPDATE" | "DELETE" | "CONNECT") {
+        if !matches!(
+            op.as_str(),
+            "*" | "CREATE" | "UPDATE" | "DELETE" | "CONNECT"
+        ) {
             bad(&format!("{at}.operations[{i}]"), format!("Unsupported value: {op:?}: supported values: \"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\""));
         }
     }
@@ -519,10 +689,20 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
             continue;
         };
         if wildcard_sub.contains(res) {
-            bad(&format!("{at}.resources[{i}]"), format!("Invalid value: {entry:?}: if '{res}/*' is present, must not specify {entry}"));
+            bad(
+                &format!("{at}.resources[{i}]"),
+                format!(
+                    "Invalid value: {entry:?}: if '{res}/*' is present, must not specify {entry}"
+                ),
+            );
         }
         if wildcard_res.contains(sub) {
-            bad(&format!("{at}.resources[{i}]"), format!("Invalid value: {entry:?}: if '*/{sub}' is present, must not specify {entry}"));
+            bad(
+                &format!("{at}.resources[{i}]"),
+                format!(
+                    "Invalid value: {entry:?}: if '*/{sub}' is present, must not specify {entry}"
+                ),
+            );
         }
         if sub == "*" {
             wildcard_sub.insert(res);
@@ -532,7 +712,10 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
         }
     }
     if rule.resources.len() > 1 && double {
-        bad(&format!("{at}.resources"), "Invalid value: if '*/*' is present, must not specify other resources".into());
+        bad(
+            &format!("{at}.resources"),
+            "Invalid value: if '*/*' is present, must not specify other resources".into(),
+        );
     }
     if single && plain {
         bad(&format!("{at}.resources"), "Invalid value: if '*' is present, must not specify other resources without subresources".into());
@@ -545,7 +728,11 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
 }
 
 /// Label keys must be qualified names and values label values.
-fn validate_selector_names(selector: Option<&api::LabelSelector>, field: &str, bad: &mut impl FnMut(&str, String)) {
+fn validate_selector_names(
+    selector: Option<&api::LabelSelector>,
+    field: &str,
+    bad: &mut impl FnMut(&str, String),
+) {
     let Some(selector) = selector else { return };
     for (k, v) in selector.match_labels.iter().flatten() {
         if !names::is_qualified_name(k) {
@@ -557,7 +744,10 @@ fn validate_selector_names(selector: Option<&api::LabelSelector>, field: &str, b
     }
     for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
         if !names::is_qualified_name(&req.key) {
-            bad(&format!("{field}.matchExpressions[{i}].key"), format!("Invalid value: {:?}: must be a qualified name", req.key));
+            bad(
+                &format!("{field}.matchExpressions[{i}].key"),
+                format!("Invalid value: {:?}: must be a qualified name", req.key),
+            );
         }
     }
 }

@@ -16,12 +16,14 @@ pub fn is_dns1123_label(s: &str) -> bool {
 
 /// DNS-1123 subdomain: at most 253 characters, dot-separated DNS-1123 labels.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(|part| {
-        !part.is_empty()
-            && part.chars().all(|c| is_alnum_lower(c) || c == '-')
-            && part.starts_with(is_alnum_lower)
-            && part.ends_with(is_alnum_lower)
-    })
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part.chars().all(|c| is_alnum_lower(c) || c == '-')
+                && part.starts_with(is_alnum_lower)
+                && part.ends_with(is_alnum_lower)
+        })
 }
 
 /// DNS-1035 label: at most 63 characters of `[a-z]([-a-z0-9]*[a-z0-9])?`.
@@ -65,10 +67,15 @@ mod tests {
     fn formats() {
         assert!(is_fully_qualified_name("policy.example.com"));
         assert!(!is_fully_qualified_name("example.com"), "two segments");
-        assert!(!is_fully_qualified_name("disallow"), "the upstream unit tests' names fail (dispatch notes §0.17)");
+        assert!(
+            !is_fully_qualified_name("disallow"),
+            "the upstream unit tests' names fail (dispatch notes §0.17)"
+        );
         assert!(!is_fully_qualified_name("Policy.example.com"));
         assert!(is_dns1035_label("v1beta1") && !is_dns1035_label("1v"));
-        assert!(is_qualified_name("kubernetes.io/metadata.name") && is_qualified_name("exclude_leases"));
+        assert!(
+            is_qualified_name("kubernetes.io/metadata.name") && is_qualified_name("exclude_leases")
+        );
         assert!(!is_qualified_name("-x") && !is_qualified_name("a/b/c"));
         assert!(is_label_value("") && is_label_value("prod") && !is_label_value("no spaces"));
     }

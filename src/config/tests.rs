@@ -57,20 +57,44 @@ webhooks:
     assert_eq!(w.side_effects, SideEffects::Unknown);
     assert_eq!(w.review_version, Some(ReviewVersion::V1beta1));
     assert_eq!(w.backend.url, "https://hook.system.svc:443/");
-    assert_eq!(snap.warnings.len(), 1, "sideEffects Unknown loads with a warning");
+    assert_eq!(
+        snap.warnings.len(),
+        1,
+        "sideEffects Unknown loads with a warning"
+    );
 }
 
 #[test]
 fn v1_export_of_legacy_side_effects_loads_with_warning() {
-    let snap = load_one("v1.yaml", &V1.replace("sideEffects: None", "sideEffects: Unknown")).unwrap();
-    assert!(snap.warnings[0].to_string().contains("dry-run"), "{}", snap.warnings[0]);
+    let snap = load_one(
+        "v1.yaml",
+        &V1.replace("sideEffects: None", "sideEffects: Unknown"),
+    )
+    .unwrap();
+    assert!(
+        snap.warnings[0].to_string().contains("dry-run"),
+        "{}",
+        snap.warnings[0]
+    );
 }
 
 #[test]
 fn v1_requires_side_effects_and_review_versions() {
-    let p = problems("v1.yaml", &V1.replace("  sideEffects: None\n", "").replace("  admissionReviewVersions: [v1]\n", ""));
-    assert!(p.iter().any(|p| p.contains("webhooks[0].sideEffects: Required value")), "{p:?}");
-    assert!(p.iter().any(|p| p.contains("webhooks[0].admissionReviewVersions: Required value")), "{p:?}");
+    let p = problems(
+        "v1.yaml",
+        &V1.replace("  sideEffects: None\n", "")
+            .replace("  admissionReviewVersions: [v1]\n", ""),
+    );
+    assert!(
+        p.iter()
+            .any(|p| p.contains("webhooks[0].sideEffects: Required value")),
+        "{p:?}"
+    );
+    assert!(
+        p.iter()
+            .any(|p| p.contains("webhooks[0].admissionReviewVersions: Required value")),
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -78,15 +102,33 @@ fn problems_name_file_configuration_webhook_and_field() {
     let p = problems("dir/v1.yaml", &V1.replace("[CREATE]", "[PATCH]"));
     assert_eq!(
         p,
-        vec![r#"dir/v1.yaml (document 0): ValidatingWebhookConfiguration "policy": webhook "pods.policy.example.com": webhooks[0].rules[0].operations[0]: Unsupported value: "PATCH": supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE""#]
+        vec![
+            r#"dir/v1.yaml (document 0): ValidatingWebhookConfiguration "policy": webhook "pods.policy.example.com": webhooks[0].rules[0].operations[0]: Unsupported value: "PATCH": supported values: "*", "CONNECT", "CREATE", "DELETE", "UPDATE""#
+        ]
     );
 }
 
 #[test]
 fn unknown_fields_are_errors() {
-    let p = problems("v1.yaml", &V1.replace("sideEffects: None", "sideEffects: None\n  namespaceSelecter: {}"));
-    assert!(p[0].contains("webhook \"pods.policy.example.com\"") && p[0].contains("unknown field `namespaceSelecter`"), "{p:?}");
-    let p = problems("v1.yaml", &V1.replace("sideEffects: None", "sideEffects: None\n  reinvocationPolicy: Never"));
+    let p = problems(
+        "v1.yaml",
+        &V1.replace(
+            "sideEffects: None",
+            "sideEffects: None\n  namespaceSelecter: {}",
+        ),
+    );
+    assert!(
+        p[0].contains("webhook \"pods.policy.example.com\"")
+            && p[0].contains("unknown field `namespaceSelecter`"),
+        "{p:?}"
+    );
+    let p = problems(
+        "v1.yaml",
+        &V1.replace(
+            "sideEffects: None",
+            "sideEffects: None\n  reinvocationPolicy: Never",
+        ),
+    );
     assert!(p[0].contains("reinvocationPolicy"), "{p:?}");
 }
 
@@ -118,17 +160,37 @@ fn validation_table() {
         let text = V1.replacen(from, to, 1);
         assert_ne!(text, V1, "case {to} did not change the document");
         let p = problems("v1.yaml", &text);
-        assert!(p.iter().any(|p| p.contains(expected)), "{to}: expected {expected:?} in {p:?}");
+        assert!(
+            p.iter().any(|p| p.contains(expected)),
+            "{to}: expected {expected:?} in {p:?}"
+        );
     }
     let ok = V1.replace("resources: [pods]", "resources: [pods, \"*\"]");
-    assert!(load_one("v1.yaml", &ok).is_ok(), "the overwritten-flag quirk lets [pods, *] pass");
+    assert!(
+        load_one("v1.yaml", &ok).is_ok(),
+        "the overwritten-flag quirk lets [pods, *] pass"
+    );
 }
 
 #[test]
 fn lists_multi_documents_and_json() {
-    let list = format!("apiVersion: v1\nkind: List\nitems:\n{}", V1.trim_start().lines().map(|l| format!("  {l}\n")).collect::<String>().replacen("  apiVersion", "- apiVersion", 1));
-    assert!(load_one("list.yaml", &list).unwrap().webhook("pods.policy.example.com").is_some());
-    let two = format!("{V1}---\n{}", V1.replace("pods.policy", "svc.policy").replace("name: policy", "name: policy2"));
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n{}",
+        V1.trim_start()
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect::<String>()
+            .replacen("  apiVersion", "- apiVersion", 1)
+    );
+    assert!(load_one("list.yaml", &list)
+        .unwrap()
+        .webhook("pods.policy.example.com")
+        .is_some());
+    let two = format!(
+        "{V1}---\n{}",
+        V1.replace("pods.policy", "svc.policy")
+            .replace("name: policy", "name: policy2")
+    );
     assert_eq!(load_one("two.yaml", &two).unwrap().webhooks.len(), 2);
     let json: serde_json::Value = serde_yaml_ng::from_str(V1).unwrap();
     assert!(load_one("one.json", &json.to_string()).is_ok());
@@ -136,13 +198,25 @@ fn lists_multi_documents_and_json() {
 
 #[test]
 fn webhook_names_are_unique_across_files() {
-    let err = load_contents(&[("a.yaml".into(), V1.to_string()), ("b.yaml".into(), V1.replace("name: policy", "name: other"))]).unwrap_err();
+    let err = load_contents(&[
+        ("a.yaml".into(), V1.to_string()),
+        ("b.yaml".into(), V1.replace("name: policy", "name: other")),
+    ])
+    .unwrap_err();
     assert!(err.to_string().contains("unique across all files"), "{err}");
 }
 
 #[test]
 fn wrong_kinds_and_bad_yaml() {
-    assert!(problems("x.yaml", "apiVersion: v1\nkind: ConfigMap\n")[0].contains("kind: Unsupported value: \"ConfigMap\""));
+    assert!(problems("x.yaml", "apiVersion: v1\nkind: ConfigMap\n")[0]
+        .contains("kind: Unsupported value: \"ConfigMap\""));
     assert!(problems("x.yaml", "a: [")[0].contains("invalid YAML"));
-    assert!(problems("x.yaml", &V1.replace("admissionregistration.k8s.io/v1", "admissionregistration.k8s.io/v2"))[0].contains("apiVersion"));
+    assert!(problems(
+        "x.yaml",
+        &V1.replace(
+            "admissionregistration.k8s.io/v1",
+            "admissionregistration.k8s.io/v2"
+        )
+    )[0]
+    .contains("apiVersion"));
 }

@@ -61,12 +61,21 @@ impl Target {
             let wrapped: Vec<WrappedX509> = certs
                 .iter()
                 .filter_map(|der| {
-                    WrappedX509::try_new(der.clone(), |raw| x509_parser::parse_x509_certificate(raw).map(|(_, c)| c)).ok()
+                    WrappedX509::try_new(der.clone(), |raw| {
+                        x509_parser::parse_x509_certificate(raw).map(|(_, c)| c)
+                    })
+                    .ok()
                 })
                 .collect();
             Arc::from(wrapped)
         });
-        Target { host: backend.host.clone(), port: backend.port, tls: backend.tls, roots, group_key: backend.ca_fingerprint }
+        Target {
+            host: backend.host.clone(),
+            port: backend.port,
+            tls: backend.tls,
+            roots,
+            group_key: backend.ca_fingerprint,
+        }
     }
 
     async fn peer(&self) -> Result<HttpPeer, TransportError> {
@@ -74,18 +83,34 @@ impl Target {
             Ok(ip) => SocketAddr::new(ip, self.port),
             Err(_) => tokio::net::lookup_host((self.host.as_str(), self.port))
                 .await
-                .map_err(|e| TransportError::Connect(format!("dial tcp: lookup {}: {e}", self.host)))?
+                .map_err(|e| {
+                    TransportError::Connect(format!("dial tcp: lookup {}: {e}", self.host))
+                })?
                 .next()
-                .ok_or_else(|| TransportError::Connect(format!("dial tcp: lookup {}: no such host", self.host)))?,
+                .ok_or_else(|| {
+                    TransportError::Connect(format!("dial tcp: lookup {}: no such host", self.host))
+                })?,
         };
-        let mut peer = HttpPeer::new(addr, self.tls, if self.tls { self.host.clone() } else { String::new() });
+        let mut peer = HttpPeer::new(
+            addr,
+            self.tls,
+            if self.tls {
+                self.host.clone()
+            } else {
+                String::new()
+            },
+        );
         peer.options.ca = self.roots.clone();
         peer.group_key = self.group_key;
         Ok(peer)
     }
 
     fn host_header(&self) -> String {
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
         match (self.tls, self.port) {
             (true, 443) | (false, 80) => host,
             _ => format!("{host}:{}", self.port),
@@ -107,7 +132,9 @@ impl Default for HttpClient {
 impl HttpClient {
     /// A client with an empty pool. System trust roots are loaded once here.
     pub fn new() -> Self {
-        HttpClient { connector: Connector::new(None) }
+        HttpClient {
+            connector: Connector::new(None),
+        }
     }
 
     /// POSTs `body` to `path_and_query` with `Content-Type: application/json`, the headers
@@ -117,17 +144,30 @@ impl HttpClient {
     /// # Errors
     /// [`TransportError`] for connect, TLS and I/O or protocol failures. No timeout is applied
     /// here: callers bound the whole exchange.
-    pub async fn post(&self, target: &Target, path_and_query: &str, body: &[u8], extra_headers: &[(&str, &str)]) -> Result<HttpReply, TransportError> {
+    pub async fn post(
+        &self,
+        target: &Target,
+        path_and_query: &str,
+        body: &[u8],
+        extra_headers: &[(&str, &str)],
+    ) -> Result<HttpReply, TransportError> {
         let peer = target.peer().await?;
         for attempt in 0..2 {
-            let (session, reused) = self.connector.get_http_session(&peer).await.map_err(|e| classify(&e))?;
+            let (session, reused) = self
+                .connector
+                .get_http_session(&peer)
+                .await
+                .map_err(|e| classify(&e, target))?;
             let HttpSession::H1(mut h1) = session else {
                 return Err(TransportError::Io("unexpected HTTP/2 session".into()));
             };
             match exchange(&mut h1, target, path_and_query, body, extra_headers).await {
                 Ok(reply) => {
+                    h1.respect_keepalive();
                     if h1.will_keepalive() {
-                        self.connector.release_http_session(HttpSession::H1(h1), &peer, Some(POOL_IDLE)).await;
+                        self.connector
+                            .release_http_session(HttpSession::H1(h1), &peer, Some(POOL_IDLE))
+                            .await;
                     }
                     return Ok(reply);
                 }
@@ -151,8 +191,9 @@ async fn exchange(
     body: &[u8],
     extra_headers: &[(&str, &str)],
 ) -> Result<HttpReply, (TransportError, bool)> {
-    let early = |e: Box<pingora::Error>| (classify(&e), true);
-    let mut req = RequestHeader::build("POST", path_and_query.as_bytes(), Some(8)).map_err(early)?;
+    let early = |e: Box<pingora::Error>| (classify(&e, target), true);
+    let mut req =
+        RequestHeader::build("POST", path_and_query.as_bytes(), Some(8)).map_err(early)?;
     let len = body.len().to_string();
     for (name, value) in [
         ("Host", target.host_header().as_str()),
@@ -166,41 +207,77 @@ async fn exchange(
     {
         req.insert_header(name.to_string(), value).map_err(early)?;
     }
-    h1.write_request_header(Box::new(req)).await.map_err(early)?;
+    h1.write_request_header(Box::new(req))
+        .await
+        .map_err(early)?;
     h1.write_body(body).await.map_err(early)?;
     h1.finish_body().await.map_err(early)?;
     h1.read_response().await.map_err(early)?;
-    let late = |e: Box<pingora::Error>| (classify(&e), false);
-    let header = h1.resp_header().ok_or_else(|| (TransportError::Io("no response header".into()), false))?;
+    let late = |e: Box<pingora::Error>| (classify(&e, target), false);
+    let header = h1
+        .resp_header()
+        .ok_or_else(|| (TransportError::Io("no response header".into()), false))?;
     let status = header.status.as_u16();
     let headers: Vec<(String, String)> = header
         .headers
         .iter()
-        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect();
-    let content_type = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.clone());
+    let content_type = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.clone());
     let mut out = Vec::new();
     while let Some(chunk) = h1.read_body_bytes().await.map_err(late)? {
         out.extend_from_slice(&chunk);
     }
-    Ok(HttpReply { status, content_type, headers, body: Bytes::from(out) })
+    Ok(HttpReply {
+        status,
+        content_type,
+        headers,
+        body: Bytes::from(out),
+    })
 }
 
-/// Maps pingora's error types onto connect / TLS / I/O, with Go-like texts where they are known.
-fn classify(e: &pingora::Error) -> TransportError {
+/// Maps pingora's error types onto connect / TLS / I/O, with Go's texts where they are known
+/// (`dial tcp ADDR: connect: connection refused`, `EOF`).
+fn classify(e: &pingora::Error, addr: &dyn std::fmt::Display) -> TransportError {
     use pingora::ErrorType::*;
-    let io = e.root_cause().downcast_ref::<std::io::Error>();
-    let text = match io {
-        Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_string(),
-        Some(io) => io.to_string(),
-        None => e.to_string(),
-    };
+    // The innermost cause carries the useful words (an io::Error or a rustls error).
+    let mut cause: &(dyn std::error::Error + 'static) = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    let cause = cause.to_string();
     match e.etype() {
-        TLSWantX509Lookup | TLSHandshakeFailure | TLSHandshakeTimedout | InvalidCert | HandshakeError => TransportError::Tls(format!("tls: {text}")),
-        ConnectTimedout | ConnectRefused | ConnectNoRoute | ConnectError | BindError | SocketError | ConnectProxyFailure => {
-            TransportError::Connect(format!("dial tcp: {text}"))
+        ConnectRefused => {
+            TransportError::Connect(format!("dial tcp {addr}: connect: connection refused"))
         }
+        ConnectTimedout => TransportError::Connect(format!("dial tcp {addr}: i/o timeout")),
+        ConnectNoRoute => {
+            TransportError::Connect(format!("dial tcp {addr}: connect: no route to host"))
+        }
+        ConnectError | BindError | SocketError | ConnectProxyFailure => {
+            TransportError::Connect(format!("dial tcp {addr}: {cause}"))
+        }
+        TLSWantX509Lookup | TLSHandshakeFailure | TLSHandshakeTimedout | InvalidCert
+        | HandshakeError => TransportError::Tls(format!("tls: {cause}")),
         ConnectionClosed => TransportError::Io("EOF".into()),
-        _ => TransportError::Io(text),
+        _ => TransportError::Io(cause),
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
     }
 }

@@ -25,7 +25,11 @@ pub enum CallFailure {
     #[error("could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)")]
     NoKnownReviewVersion,
     #[error("failed to call webhook: Post {url:?}: {detail}")]
-    Transport { url: String, class: &'static str, detail: String },
+    Transport {
+        url: String,
+        class: &'static str,
+        detail: String,
+    },
     #[error("failed to call webhook: Post {url:?}: context deadline exceeded")]
     Timeout { url: String },
     /// A non-2xx answer; `code` only reaches metrics (dispatch notes §0.2).
@@ -50,9 +54,10 @@ impl CallFailure {
             CallFailure::Transport { class, .. } => class,
             CallFailure::Timeout { .. } => "timeout",
             CallFailure::Status { .. } => "status",
-            CallFailure::Undecodable(_) | CallFailure::Invalid(_) | CallFailure::UnsupportedPatchType(_) | CallFailure::UndecodablePatch(_) => {
-                "bad_answer"
-            }
+            CallFailure::Undecodable(_)
+            | CallFailure::Invalid(_)
+            | CallFailure::UnsupportedPatchType(_)
+            | CallFailure::UndecodablePatch(_) => "bad_answer",
         }
     }
 
@@ -121,7 +126,12 @@ pub struct Dispatcher {
 
 /// The backend deadline: `min(timeoutSeconds, caller's ?timeout - margin - time already spent)`
 /// (dispatch notes §4, §18.4). `None` caller timeout means no caller bound.
-pub fn backend_budget(webhook_timeout: Duration, caller_timeout: Option<Duration>, margin: Duration, elapsed: Duration) -> Duration {
+pub fn backend_budget(
+    webhook_timeout: Duration,
+    caller_timeout: Option<Duration>,
+    margin: Duration,
+    elapsed: Duration,
+) -> Duration {
     match caller_timeout {
         Some(t) => webhook_timeout.min(t.saturating_sub(margin).saturating_sub(elapsed)),
         None => webhook_timeout,
@@ -142,10 +152,14 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
         return None;
     }
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         let value: f64 = rest[..num_len].parse().ok()?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "h" => 3600.0,
             "m" => 60.0,
@@ -164,48 +178,100 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
 impl Dispatcher {
     /// A dispatcher answering `timeout_margin` before kube-apiserver's deadline.
     pub fn new(timeout_margin: Duration) -> Self {
-        Dispatcher { client: HttpClient::new(), timeout_margin }
+        Dispatcher {
+            client: HttpClient::new(),
+            timeout_margin,
+        }
     }
 
     /// The whole decision for one request to one webhook: match (as `ShouldCallHook`), then
     /// dry-run check, call, verify, and failurePolicy. `caller_timeout` is kube-apiserver's
     /// `?timeout=`; `received` when the request arrived.
-    pub async fn admit(&self, webhook: &Webhook, review: &ParsedReview<'_>, namespaces: Option<&Namespaces>, caller_timeout: Option<Duration>, received: Instant) -> Answer {
+    pub async fn admit(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        caller_timeout: Option<Duration>,
+        received: Instant,
+    ) -> Answer {
         let uid = &review.request.uid;
         match webhook.matcher.decide(review, namespaces) {
             MatchDecision::Skip(reason) => {
-                return answer(review, AdmissionResponse::allow(uid), Decision::Skipped, reason.to_string());
+                return answer(
+                    review,
+                    AdmissionResponse::allow(uid),
+                    Decision::Skipped,
+                    reason.to_string(),
+                );
             }
             MatchDecision::Reject(status) => {
                 let detail = status.message.clone();
-                return answer(review, AdmissionResponse::deny(uid, status), Decision::Rejected, detail);
+                return answer(
+                    review,
+                    AdmissionResponse::deny(uid, status),
+                    Decision::Rejected,
+                    detail,
+                );
             }
             MatchDecision::Call => {}
         }
         // Dry run: Unknown/Some is a 400 that failurePolicy does not cover (dispatch notes §10).
         if review.request.is_dry_run() && !webhook.side_effects.supports_dry_run() {
-            let status = Status::failure(400, "BadRequest", format!("admission webhook {:?} does not support dry run", webhook.name));
+            let status = Status::failure(
+                400,
+                "BadRequest",
+                format!(
+                    "admission webhook {:?} does not support dry run",
+                    webhook.name
+                ),
+            );
             let detail = status.message.clone();
-            return answer(review, AdmissionResponse::deny(uid, status), Decision::RejectedDryRun, detail);
+            return answer(
+                review,
+                AdmissionResponse::deny(uid, status),
+                Decision::RejectedDryRun,
+                detail,
+            );
         }
         let Some(version) = webhook.review_version else {
             return self.fail(webhook, review, CallFailure::NoKnownReviewVersion, None);
         };
-        let budget = backend_budget(webhook.timeout, caller_timeout, self.timeout_margin, received.elapsed());
-        let path = format!("{}?timeout={}s", webhook.backend.path, timeout_param(budget));
+        let budget = backend_budget(
+            webhook.timeout,
+            caller_timeout,
+            self.timeout_margin,
+            received.elapsed(),
+        );
+        let path = format!(
+            "{}?timeout={}s",
+            webhook.backend.path,
+            timeout_param(budget)
+        );
         let url = format!("{}?timeout={}s", webhook.backend.url, timeout_param(budget));
         let body = review.body_as(version);
         let target = Target::new(&webhook.backend);
         let call = self.client.post(&target, &path, &body, &[]);
         let reply = match tokio::time::timeout(budget, call).await {
-            Err(_) => return self.fail(webhook, review, CallFailure::Timeout { url }, Some(version)),
+            Err(_) => {
+                return self.fail(webhook, review, CallFailure::Timeout { url }, Some(version))
+            }
             Ok(Err(e)) => {
                 let class = match e {
                     TransportError::Connect(_) => "connect",
                     TransportError::Tls(_) => "tls",
                     TransportError::Io(_) => "transport",
                 };
-                return self.fail(webhook, review, CallFailure::Transport { url, class, detail: e.to_string() }, Some(version));
+                return self.fail(
+                    webhook,
+                    review,
+                    CallFailure::Transport {
+                        url,
+                        class,
+                        detail: e.to_string(),
+                    },
+                    Some(version),
+                );
             }
             Ok(Ok(reply)) => reply,
         };
@@ -225,7 +291,11 @@ impl Dispatcher {
                 if !allowed && response.status.is_none() {
                     response.status = Some(serde_json::json!({}));
                 }
-                let decision = if allowed { Decision::Allowed } else { Decision::Denied };
+                let decision = if allowed {
+                    Decision::Allowed
+                } else {
+                    Decision::Denied
+                };
                 let mut a = answer(review, response, decision, String::new());
                 a.backend_version = Some(version);
                 a
@@ -235,18 +305,29 @@ impl Dispatcher {
 
     /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation;
     /// Fail answers HTTP 500 with a Status and no Retry-After (dispatch notes §18.2, §18.3).
-    fn fail(&self, webhook: &Webhook, review: &ParsedReview<'_>, failure: CallFailure, version: Option<crate::review::ReviewVersion>) -> Answer {
+    fn fail(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        failure: CallFailure,
+        version: Option<crate::review::ReviewVersion>,
+    ) -> Answer {
         crate::metrics::call_failure(&webhook.name, failure.class());
         let mut a = match webhook.failure_policy {
             FailurePolicy::Ignore => {
                 let mut response = AdmissionResponse::allow(&review.request.uid);
                 response.warnings.push(format!("failed calling webhook {:?}: {failure}; failurePolicy is Ignore, request admitted", webhook.name));
-                response.audit_annotations = BTreeMap::from([("failed-open".to_string(), webhook.name.clone())]);
+                response.audit_annotations =
+                    BTreeMap::from([("failed-open".to_string(), webhook.name.clone())]);
                 answer(review, response, Decision::FailedOpen, failure.to_string())
             }
             FailurePolicy::Fail => Answer {
                 http_status: 500,
-                body: encode_status(&Status::failure(500, "InternalError", failure.status_message())),
+                body: encode_status(&Status::failure(
+                    500,
+                    "InternalError",
+                    failure.status_message(),
+                )),
                 decision: Decision::FailedClosed,
                 detail: failure.to_string(),
                 backend_version: None,
@@ -259,8 +340,20 @@ impl Dispatcher {
     }
 }
 
-fn answer(review: &ParsedReview<'_>, response: AdmissionResponse, decision: Decision, detail: String) -> Answer {
-    Answer { http_status: 200, body: response.encode(review.version), decision, detail, backend_version: None, failure: None }
+fn answer(
+    review: &ParsedReview<'_>,
+    response: AdmissionResponse,
+    decision: Decision,
+    detail: String,
+) -> Answer {
+    Answer {
+        http_status: 200,
+        body: response.encode(review.version),
+        decision,
+        detail,
+        backend_version: None,
+        failure: None,
+    }
 }
 
 #[cfg(test)]
@@ -272,9 +365,16 @@ mod tests {
     fn deadline() {
         let s = Duration::from_secs;
         let ms = Duration::from_millis;
-        assert_eq!(backend_budget(s(20), Some(s(10)), ms(0), ms(0)), s(10), "timeout_test.go: 20 s webhook under a 10 s request");
+        assert_eq!(
+            backend_budget(s(20), Some(s(10)), ms(0), ms(0)),
+            s(10),
+            "timeout_test.go: 20 s webhook under a 10 s request"
+        );
         assert_eq!(backend_budget(s(5), Some(s(10)), ms(250), ms(0)), s(5));
-        assert_eq!(backend_budget(s(10), Some(s(10)), ms(250), ms(1000)), ms(8750));
+        assert_eq!(
+            backend_budget(s(10), Some(s(10)), ms(250), ms(1000)),
+            ms(8750)
+        );
         assert_eq!(backend_budget(s(10), None, ms(250), ms(1000)), s(10));
         assert_eq!(backend_budget(s(10), Some(s(1)), ms(250), s(2)), ms(0));
         assert_eq!(timeout_param(ms(8750)), 9);
@@ -294,9 +394,20 @@ mod tests {
 
     #[test]
     fn failure_messages() {
-        let f = CallFailure::Timeout { url: "https://127.0.0.1:1/x?timeout=5s".into() };
-        assert_eq!(f.to_string(), r#"failed to call webhook: Post "https://127.0.0.1:1/x?timeout=5s": context deadline exceeded"#);
-        assert_eq!(f.status_message(), r#"Post "https://127.0.0.1:1/x?timeout=5s": context deadline exceeded"#);
-        assert_eq!(CallFailure::Invalid("webhook response was absent".into()).status_message(), "received invalid webhook response: webhook response was absent");
+        let f = CallFailure::Timeout {
+            url: "https://127.0.0.1:1/x?timeout=5s".into(),
+        };
+        assert_eq!(
+            f.to_string(),
+            r#"failed to call webhook: Post "https://127.0.0.1:1/x?timeout=5s": context deadline exceeded"#
+        );
+        assert_eq!(
+            f.status_message(),
+            r#"Post "https://127.0.0.1:1/x?timeout=5s": context deadline exceeded"#
+        );
+        assert_eq!(
+            CallFailure::Invalid("webhook response was absent".into()).status_message(),
+            "received invalid webhook response: webhook response was absent"
+        );
     }
 }

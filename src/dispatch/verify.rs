@@ -50,9 +50,17 @@ struct WireResponse {
 /// The [`CallFailure`] kube-apiserver would report: non-2xx status, empty or undecodable
 /// body, an invalid response (v1: uid, apiVersion/kind, patch/patchType rules), an unsupported
 /// patchType or an undecodable patch.
-pub fn verify(reply: &HttpReply, version: ReviewVersion, uid: &str, webhook_type: WebhookType) -> Result<VerifiedResponse, CallFailure> {
+pub fn verify(
+    reply: &HttpReply,
+    version: ReviewVersion,
+    uid: &str,
+    webhook_type: WebhookType,
+) -> Result<VerifiedResponse, CallFailure> {
     if !(200..=206).contains(&reply.status) {
-        return Err(CallFailure::Status { code: reply.status, message: status_message(reply) });
+        return Err(CallFailure::Status {
+            code: reply.status,
+            message: status_message(reply),
+        });
     }
     if reply.body.is_empty() {
         return Err(CallFailure::Undecodable(format!(
@@ -65,9 +73,14 @@ pub fn verify(reply: &HttpReply, version: ReviewVersion, uid: &str, webhook_type
     // Decoding through a map keeps the last of duplicate keys, as sigs.k8s.io/json does.
     let value: serde_json::Value = decode_any(&reply.body).map_err(CallFailure::Undecodable)?;
     let Some(object) = value.as_object() else {
-        return Err(CallFailure::Undecodable("couldn't get version/kind; json parse error: expected an object".into()));
+        return Err(CallFailure::Undecodable(
+            "couldn't get version/kind; json parse error: expected an object".into(),
+        ));
     };
-    let api_version = object.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
+    let api_version = object
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
     let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or("");
     let expected = version.api_version();
     let gvk_ok = api_version == expected && kind == "AdmissionReview";
@@ -84,34 +97,59 @@ pub fn verify(reply: &HttpReply, version: ReviewVersion, uid: &str, webhook_type
         return Err(CallFailure::Undecodable(message));
     }
     let response = match object.get("response") {
-        None | Some(serde_json::Value::Null) => return Err(CallFailure::Invalid("webhook response was absent".into())),
-        Some(r) => WireResponse::deserialize(r).map_err(|e| CallFailure::Undecodable(format!("json: {e}")))?,
+        None | Some(serde_json::Value::Null) => {
+            return Err(CallFailure::Invalid("webhook response was absent".into()))
+        }
+        Some(r) => WireResponse::deserialize(r)
+            .map_err(|e| CallFailure::Undecodable(format!("json: {e}")))?,
     };
     let has_patch = response.patch.as_deref().is_some_and(|p| !p.is_empty());
     match version {
         ReviewVersion::V1 => {
             let got_uid = response.uid.as_deref().unwrap_or("");
             if got_uid != uid {
-                return Err(CallFailure::Invalid(format!("expected response.uid={uid:?}, got {got_uid:?}")));
+                return Err(CallFailure::Invalid(format!(
+                    "expected response.uid={uid:?}, got {got_uid:?}"
+                )));
             }
             if !gvk_ok {
                 // Go prints a GroupVersionKind as `group/version, Kind=kind`.
-                let gv = if api_version.contains('/') { api_version.to_string() } else { format!("/{api_version}") };
+                let gv = if api_version.contains('/') {
+                    api_version.to_string()
+                } else {
+                    format!("/{api_version}")
+                };
                 return Err(CallFailure::Invalid(format!("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {gv}, Kind={kind}")));
             }
             match webhook_type {
                 WebhookType::Mutating => match (has_patch, response.patch_type.as_deref()) {
-                    (true, None) => return Err(CallFailure::Invalid("webhook returned response.patch but not response.patchType".into())),
-                    (false, Some(_)) => return Err(CallFailure::Invalid("webhook returned response.patchType but not response.patch".into())),
-                    (true, Some("")) => return Err(CallFailure::Invalid("webhook returned invalid response.patchType of \"\"".into())),
+                    (true, None) => {
+                        return Err(CallFailure::Invalid(
+                            "webhook returned response.patch but not response.patchType".into(),
+                        ))
+                    }
+                    (false, Some(_)) => {
+                        return Err(CallFailure::Invalid(
+                            "webhook returned response.patchType but not response.patch".into(),
+                        ))
+                    }
+                    (true, Some("")) => {
+                        return Err(CallFailure::Invalid(
+                            "webhook returned invalid response.patchType of \"\"".into(),
+                        ))
+                    }
                     _ => {}
                 },
                 WebhookType::Validating => {
                     if has_patch {
-                        return Err(CallFailure::Invalid("validating webhook may not return response.patch".into()));
+                        return Err(CallFailure::Invalid(
+                            "validating webhook may not return response.patch".into(),
+                        ));
                     }
                     if response.patch_type.is_some() {
-                        return Err(CallFailure::Invalid("validating webhook may not return response.patchType".into()));
+                        return Err(CallFailure::Invalid(
+                            "validating webhook may not return response.patchType".into(),
+                        ));
                     }
                 }
             }
@@ -122,7 +160,11 @@ pub fn verify(reply: &HttpReply, version: ReviewVersion, uid: &str, webhook_type
     }
     let mut verified = VerifiedResponse {
         allowed: response.allowed,
-        status: if response.allowed { None } else { response.status },
+        status: if response.allowed {
+            None
+        } else {
+            response.status
+        },
         patch: None,
         warnings: response.warnings.unwrap_or_default(),
         audit_annotations: response.audit_annotations.unwrap_or_default(),
@@ -145,19 +187,26 @@ pub fn verify(reply: &HttpReply, version: ReviewVersion, uid: &str, webhook_type
 
 /// JSON first; anything that does not start like JSON is tried as YAML.
 fn decode_any(body: &[u8]) -> Result<serde_json::Value, String> {
-    let trimmed = body.iter().position(|b| !b.is_ascii_whitespace()).map(|i| body[i]);
+    let trimmed = body
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map(|i| body[i]);
     if matches!(trimmed, Some(b'{') | Some(b'[')) {
         return serde_json::from_slice(body).map_err(|e| format!("json: {e}"));
     }
-    let text = std::str::from_utf8(body).map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))?;
-    serde_yaml_ng::from_str(text).map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))
+    let text = std::str::from_utf8(body)
+        .map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))?;
+    serde_yaml_ng::from_str(text)
+        .map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))
 }
 
 /// Decodes a base64 JSON Patch (`jsonpatch.DecodePatch`) and counts its operations.
 fn decode_patch(patch: &str) -> Result<usize, String> {
-    let raw = base64::engine::general_purpose::STANDARD.decode(patch).map_err(|e| format!("illegal base64 data: {e}"))?;
-    let ops: Vec<serde_json::Map<String, serde_json::Value>> =
-        serde_json::from_slice(&raw).map_err(|e| format!("json: cannot unmarshal into []jsonpatch.Operation: {e}"))?;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .map_err(|e| format!("illegal base64 data: {e}"))?;
+    let ops: Vec<serde_json::Map<String, serde_json::Value>> = serde_json::from_slice(&raw)
+        .map_err(|e| format!("json: cannot unmarshal into []jsonpatch.Operation: {e}"))?;
     Ok(ops.len())
 }
 
@@ -168,14 +217,27 @@ fn status_message(reply: &HttpReply) -> String {
         kind: Option<String>,
         message: Option<String>,
     }
-    if let Ok(StatusBody { kind: Some(k), message: Some(m) }) = serde_json::from_slice::<StatusBody>(&reply.body) {
+    if let Ok(StatusBody {
+        kind: Some(k),
+        message: Some(m),
+    }) = serde_json::from_slice::<StatusBody>(&reply.body)
+    {
         if k == "Status" {
             return m;
         }
     }
-    let is_text = reply.content_type.as_deref().is_none_or(|ct| ct.starts_with("text/"));
-    let body = String::from_utf8_lossy(&reply.body[..reply.body.len().min(2048)]).trim().to_string();
-    let text = if is_text && !body.is_empty() { body } else { "unknown".to_string() };
+    let is_text = reply
+        .content_type
+        .as_deref()
+        .is_none_or(|ct| ct.starts_with("text/"));
+    let body = String::from_utf8_lossy(&reply.body[..reply.body.len().min(2048)])
+        .trim()
+        .to_string();
+    let text = if is_text && !body.is_empty() {
+        body
+    } else {
+        "unknown".to_string()
+    };
     match reply.status {
         400 => "the server rejected our request for an unknown reason".into(),
         401 => "Unauthorized".into(),
@@ -199,7 +261,12 @@ mod tests {
     use bytes::Bytes;
 
     fn reply(status: u16, body: &str) -> HttpReply {
-        HttpReply { status, content_type: Some("application/json".into()), headers: vec![], body: Bytes::from(body.to_string()) }
+        HttpReply {
+            status,
+            content_type: Some("application/json".into()),
+            headers: vec![],
+            body: Bytes::from(body.to_string()),
+        }
     }
 
     fn v1(body: &str, t: WebhookType) -> Result<VerifiedResponse, CallFailure> {
@@ -211,32 +278,106 @@ mod tests {
     fn v1_verification_order() {
         use WebhookType::*;
         let cases: &[(&str, WebhookType, &str)] = &[
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, Validating, "webhook response was absent"),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"x","allowed":false}}"#, Validating, r#"expected response.uid="u1", got "x""#),
-            (r#"{"response":{"uid":"u1","allowed":true}}"#, Validating, "got /, Kind="),
-            (r#"{"apiVersion":"admission.k8s.io/v1","response":{"uid":"u1","allowed":true}}"#, Validating, "got admission.k8s.io/v1, Kind="),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true,"patch":"W10="}}"#, Mutating, "patch but not response.patchType"),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true,"patchType":"JSONPatch"}}"#, Mutating, "patchType but not response.patch"),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true,"patch":"W10=","patchType":""}}"#, Mutating, "invalid response.patchType of \"\""),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":false,"patch":"W10="}}"#, Validating, "validating webhook may not return response.patch"),
-            (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true,"patchType":"JSONPatch"}}"#, Validating, "may not return response.patchType"),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+                Validating,
+                "webhook response was absent",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"x","allowed":false}}"#,
+                Validating,
+                r#"expected response.uid="u1", got "x""#,
+            ),
+            (
+                r#"{"response":{"uid":"u1","allowed":true}}"#,
+                Validating,
+                "got /, Kind=",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","response":{"uid":"u1","allowed":true}}"#,
+                Validating,
+                "got admission.k8s.io/v1, Kind=",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true,"patch":"W10="}}"#,
+                Mutating,
+                "patch but not response.patchType",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true,"patchType":"JSONPatch"}}"#,
+                Mutating,
+                "patchType but not response.patch",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true,"patch":"W10=","patchType":""}}"#,
+                Mutating,
+                "invalid response.patchType of \"\"",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":false,"patch":"W10="}}"#,
+                Validating,
+                "validating webhook may not return response.patch",
+            ),
+            (
+                r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true,"patchType":"JSONPatch"}}"#,
+                Validating,
+                "may not return response.patchType",
+            ),
         ];
         for (body, t, want) in cases {
             let err = v1(body, *t).unwrap_err();
-            assert!(matches!(err, CallFailure::Invalid(ref m) if m.contains(want)), "{body}: {err:?}");
+            assert!(
+                matches!(err, CallFailure::Invalid(ref m) if m.contains(want)),
+                "{body}: {err:?}"
+            );
         }
     }
 
     #[test]
     fn decoding_failures() {
         let err = v1(r#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","response":{"uid":"u1","allowed":true}}"#, WebhookType::Validating).unwrap_err();
-        assert_eq!(err, CallFailure::Undecodable("converting (v1beta1.AdmissionReview) to (v1.AdmissionReview): unknown conversion".into()));
-        assert!(matches!(v1("", WebhookType::Validating).unwrap_err(), CallFailure::Undecodable(m) if m == "0-length response with status code: 200 and content type: application/json"));
-        assert!(matches!(v1("not json at all: [", WebhookType::Validating).unwrap_err(), CallFailure::Undecodable(_)));
-        let status = verify(&reply(503, ""), ReviewVersion::V1, "u1", WebhookType::Validating).unwrap_err();
-        assert_eq!(status, CallFailure::Status { code: 503, message: "the server is currently unable to handle the request".into() });
-        let status = verify(&reply(429, r#"{"kind":"Status","message":"slow down"}"#), ReviewVersion::V1, "u1", WebhookType::Validating).unwrap_err();
-        assert_eq!(status, CallFailure::Status { code: 429, message: "slow down".into() });
+        assert_eq!(
+            err,
+            CallFailure::Undecodable(
+                "converting (v1beta1.AdmissionReview) to (v1.AdmissionReview): unknown conversion"
+                    .into()
+            )
+        );
+        assert!(
+            matches!(v1("", WebhookType::Validating).unwrap_err(), CallFailure::Undecodable(m) if m == "0-length response with status code: 200 and content type: application/json")
+        );
+        assert!(matches!(
+            v1("not json at all: [", WebhookType::Validating).unwrap_err(),
+            CallFailure::Undecodable(_)
+        ));
+        let status = verify(
+            &reply(503, ""),
+            ReviewVersion::V1,
+            "u1",
+            WebhookType::Validating,
+        )
+        .unwrap_err();
+        assert_eq!(
+            status,
+            CallFailure::Status {
+                code: 503,
+                message: "the server is currently unable to handle the request".into()
+            }
+        );
+        let status = verify(
+            &reply(429, r#"{"kind":"Status","message":"slow down"}"#),
+            ReviewVersion::V1,
+            "u1",
+            WebhookType::Validating,
+        )
+        .unwrap_err();
+        assert_eq!(
+            status,
+            CallFailure::Status {
+                code: 429,
+                message: "slow down".into()
+            }
+        );
     }
 
     #[test]
@@ -255,9 +396,25 @@ mod tests {
 
     #[test]
     fn patch_rules() {
-        let with = |patch: &str, t: &str| format!(r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{{"uid":"u1","allowed":true,"patch":"{patch}","patchType":"{t}"}}}}"#);
-        assert_eq!(v1(&with("W10=", "MergePatch"), WebhookType::Mutating).unwrap_err(), CallFailure::UnsupportedPatchType("MergePatch".into()));
-        assert!(matches!(v1(&with("!!", "JSONPatch"), WebhookType::Mutating).unwrap_err(), CallFailure::UndecodablePatch(_)));
-        assert_eq!(v1(&with("W10=", "JSONPatch"), WebhookType::Mutating).unwrap().patch, None, "zero operations: no change");
+        let with = |patch: &str, t: &str| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{{"uid":"u1","allowed":true,"patch":"{patch}","patchType":"{t}"}}}}"#
+            )
+        };
+        assert_eq!(
+            v1(&with("W10=", "MergePatch"), WebhookType::Mutating).unwrap_err(),
+            CallFailure::UnsupportedPatchType("MergePatch".into())
+        );
+        assert!(matches!(
+            v1(&with("!!", "JSONPatch"), WebhookType::Mutating).unwrap_err(),
+            CallFailure::UndecodablePatch(_)
+        ));
+        assert_eq!(
+            v1(&with("W10=", "JSONPatch"), WebhookType::Mutating)
+                .unwrap()
+                .patch,
+            None,
+            "zero operations: no change"
+        );
     }
 }

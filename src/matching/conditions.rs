@@ -12,15 +12,44 @@ use crate::review::ParsedReview;
 
 /// Variables of the webhook CEL environment (matching notes §8). `authorizer` is declared there
 /// but has no implementation here; `namespaceObject` is always null for webhooks.
-const VARIABLES: [&str; 5] = ["object", "oldObject", "request", "namespaceObject", "authorizer"];
+const VARIABLES: [&str; 5] = [
+    "object",
+    "oldObject",
+    "request",
+    "namespaceObject",
+    "authorizer",
+];
 
 /// Kubernetes CEL library functions that the `cel` crate does not implement (library-notes):
 /// an expression using one is refused at load instead of failing on every request.
 const UNSUPPORTED_FUNCTIONS: [&str; 27] = [
-    "isSorted", "sum", "find", "findAll", "url", "isURL", "getScheme", "getHost", "getHostname",
-    "getPort", "getEscapedPath", "getQuery", "quantity", "isQuantity", "ip", "isIP", "cidr", "isCIDR",
-    "sets.contains", "sets.equivalent", "sets.intersects", "format", "semver", "isSemver", "check",
-    "allowed", "resource",
+    "isSorted",
+    "sum",
+    "find",
+    "findAll",
+    "url",
+    "isURL",
+    "getScheme",
+    "getHost",
+    "getHostname",
+    "getPort",
+    "getEscapedPath",
+    "getQuery",
+    "quantity",
+    "isQuantity",
+    "ip",
+    "isIP",
+    "cidr",
+    "isCIDR",
+    "sets.contains",
+    "sets.equivalent",
+    "sets.intersects",
+    "format",
+    "semver",
+    "isSemver",
+    "check",
+    "allowed",
+    "resource",
 ];
 
 /// Function namespaces an identifier may name (`optional.of(...)`).
@@ -30,7 +59,11 @@ const NAMESPACES: [&str; 1] = ["optional"];
 ///
 /// # Errors
 /// Two-variable comprehensions: the `cel` crate ignores the second variable (library-notes).
-fn free_variables(expr: &cel::common::ast::Expr, bound: &mut Vec<String>, out: &mut Vec<String>) -> Result<(), String> {
+fn free_variables(
+    expr: &cel::common::ast::Expr,
+    bound: &mut Vec<String>,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
     use cel::common::ast::{EntryExpr, Expr};
     match expr {
         Expr::Unspecified | Expr::Literal(_) => {}
@@ -53,7 +86,8 @@ fn free_variables(expr: &cel::common::ast::Expr, bound: &mut Vec<String>, out: &
                 free_variables(&e.expr, bound, out)?;
             }
         }
-        Expr::Map(cel::common::ast::MapExpr { entries }) | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => {
+        Expr::Map(cel::common::ast::MapExpr { entries })
+        | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => {
             for entry in entries {
                 match &entry.expr {
                     EntryExpr::StructField(f) => free_variables(&f.value.expr, bound, out)?,
@@ -135,12 +169,16 @@ impl MatchCondition {
     /// A message for a syntax error, an undeclared variable, a Kubernetes CEL function this
     /// build cannot evaluate, or an expression whose result is statically not a bool.
     pub fn compile(name: &str, expression: &str) -> Result<Self, String> {
-        let program = env().compile(expression).map_err(|e| format!("compilation failed: {e}"))?;
+        let program = env()
+            .compile(expression)
+            .map_err(|e| format!("compilation failed: {e}"))?;
         let mut free = Vec::new();
         free_variables(&program.expression().expr, &mut Vec::new(), &mut free)?;
         for variable in &free {
             if !VARIABLES.contains(&variable.as_str()) && !NAMESPACES.contains(&variable.as_str()) {
-                return Err(format!("compilation failed: undeclared reference to {variable:?}"));
+                return Err(format!(
+                    "compilation failed: undeclared reference to {variable:?}"
+                ));
             }
         }
         let references = program.references();
@@ -155,7 +193,11 @@ impl MatchCondition {
         if let Some(kind) = static_non_bool(&program.expression().expr) {
             return Err(format!("must evaluate to bool, but evaluates to {kind}"));
         }
-        Ok(MatchCondition { name: name.to_string(), expression: expression.to_string(), program })
+        Ok(MatchCondition {
+            name: name.to_string(),
+            expression: expression.to_string(),
+            program,
+        })
     }
 }
 
@@ -175,7 +217,12 @@ fn static_non_bool(expr: &cel::common::ast::Expr) -> Option<&'static str> {
         Expr::List(_) => Some("list"),
         Expr::Map(_) => Some("map"),
         Expr::Call(call) => match call.func_name.as_str() {
-            operators::ADD | operators::SUBSTRACT | operators::MULTIPLY | operators::DIVIDE | operators::MODULO | operators::NEGATE => Some("a number"),
+            operators::ADD
+            | operators::SUBSTRACT
+            | operators::MULTIPLY
+            | operators::DIVIDE
+            | operators::MODULO
+            | operators::NEGATE => Some("a number"),
             "size" | "int" | "uint" | "double" | "string" => Some("a non-bool value"),
             _ => None,
         },
@@ -222,7 +269,10 @@ impl MatchConditions {
             context.add_variable_from_value("object", raw_to_cel(request.object.map(|r| r.get())));
         }
         if self.uses.old_object {
-            context.add_variable_from_value("oldObject", raw_to_cel(request.old_object.map(|r| r.get())));
+            context.add_variable_from_value(
+                "oldObject",
+                raw_to_cel(request.old_object.map(|r| r.get())),
+            );
         }
         if self.uses.request {
             context.add_variable_from_value("request", request_to_cel(review));
@@ -231,9 +281,16 @@ impl MatchConditions {
         let mut errors: Vec<String> = Vec::new();
         for condition in &self.conditions {
             match condition.program.execute(&context) {
-                Ok(Value::Bool(false)) => return ConditionsResult::NoMatch { condition: condition.name.clone() },
+                Ok(Value::Bool(false)) => {
+                    return ConditionsResult::NoMatch {
+                        condition: condition.name.clone(),
+                    }
+                }
                 Ok(_) => {}
-                Err(e) => errors.push(format!("expression '{}' resulted in error: {e}", condition.expression)),
+                Err(e) => errors.push(format!(
+                    "expression '{}' resulted in error: {e}",
+                    condition.expression
+                )),
             }
         }
         match errors.len() {
@@ -269,7 +326,10 @@ pub fn json_to_cel(value: &serde_json::Value) -> Value {
         serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
         serde_json::Value::Array(a) => Value::List(Arc::new(a.iter().map(json_to_cel).collect())),
         serde_json::Value::Object(o) => {
-            let map: HashMap<Key, Value> = o.iter().map(|(k, v)| (Key::String(Arc::new(k.clone())), json_to_cel(v))).collect();
+            let map: HashMap<Key, Value> = o
+                .iter()
+                .map(|(k, v)| (Key::String(Arc::new(k.clone())), json_to_cel(v)))
+                .collect();
             Value::Map(Map { map: Arc::new(map) })
         }
     }
@@ -314,7 +374,11 @@ mod tests {
     const POD: &str = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"ns","operation":"CREATE","userInfo":{"username":"jane","groups":["devs","system:authenticated"]},"object":{"metadata":{"name":"p","labels":{"app":"web"}},"spec":{"volumes":[{"name":"v","nfs":{"server":"s"}}]}},"oldObject":null,"dryRun":false,"options":null}}"#;
 
     fn conditions(list: &[(&str, &str)]) -> MatchConditions {
-        MatchConditions::new(list.iter().map(|(n, e)| MatchCondition::compile(n, e).unwrap()).collect())
+        MatchConditions::new(
+            list.iter()
+                .map(|(n, e)| MatchCondition::compile(n, e).unwrap())
+                .collect(),
+        )
     }
 
     fn eval(list: &[(&str, &str)]) -> ConditionsResult {
@@ -324,14 +388,22 @@ mod tests {
     /// KEP-3716 user stories: NFS volumes, excluding a group, excluding leases.
     #[test]
     fn kep_examples() {
-        assert_eq!(eval(&[("nfs", "object.spec.volumes.exists(v, has(v.nfs))")]), ConditionsResult::Match);
         assert_eq!(
-            eval(&[("exclude-kubelet-requests", "!('system:nodes' in request.userInfo.groups)")]),
+            eval(&[("nfs", "object.spec.volumes.exists(v, has(v.nfs))")]),
+            ConditionsResult::Match
+        );
+        assert_eq!(
+            eval(&[(
+                "exclude-kubelet-requests",
+                "!('system:nodes' in request.userInfo.groups)"
+            )]),
             ConditionsResult::Match
         );
         assert_eq!(
             eval(&[("only-devs", "'admins' in request.userInfo.groups")]),
-            ConditionsResult::NoMatch { condition: "only-devs".into() }
+            ConditionsResult::NoMatch {
+                condition: "only-devs".into()
+            }
         );
         assert_eq!(
             eval(&[("exclude-leases", "!(request.resource.group == 'coordination.k8s.io' && request.resource.resource == 'leases')")]),
@@ -343,19 +415,49 @@ mod tests {
     #[test]
     fn any_false_wins_and_errors_aggregate() {
         let err = "object.spec.missing.field == 1";
-        assert_eq!(eval(&[("e", err), ("f", "false")]), ConditionsResult::NoMatch { condition: "f".into() });
-        let ConditionsResult::Error(msg) = eval(&[("e", err), ("t", "true")]) else { panic!() };
-        assert!(msg.starts_with("expression 'object.spec.missing.field == 1' resulted in error"), "{msg}");
-        let ConditionsResult::Error(msg) = eval(&[("e1", err), ("e2", err)]) else { panic!() };
+        assert_eq!(
+            eval(&[("e", err), ("f", "false")]),
+            ConditionsResult::NoMatch {
+                condition: "f".into()
+            }
+        );
+        let ConditionsResult::Error(msg) = eval(&[("e", err), ("t", "true")]) else {
+            panic!()
+        };
+        assert!(
+            msg.starts_with("expression 'object.spec.missing.field == 1' resulted in error"),
+            "{msg}"
+        );
+        let ConditionsResult::Error(msg) = eval(&[("e1", err), ("e2", err)]) else {
+            panic!()
+        };
         assert!(msg.starts_with('[') && msg.ends_with(']'), "{msg}");
     }
 
     #[test]
     fn request_fields_default_like_the_go_struct() {
-        assert_eq!(eval(&[("sub", "request.subResource == '' && request.name == '' && !request.dryRun")]), ConditionsResult::Match);
-        assert_eq!(eval(&[("null-old", "oldObject == null")]), ConditionsResult::Match);
-        assert_eq!(eval(&[("optional", "object.?metadata.?labels.?app.orValue('') == 'web'")]), ConditionsResult::Match);
-        assert_eq!(eval(&[("optional-ns", "optional.of(1).hasValue()")]), ConditionsResult::Match);
+        assert_eq!(
+            eval(&[(
+                "sub",
+                "request.subResource == '' && request.name == '' && !request.dryRun"
+            )]),
+            ConditionsResult::Match
+        );
+        assert_eq!(
+            eval(&[("null-old", "oldObject == null")]),
+            ConditionsResult::Match
+        );
+        assert_eq!(
+            eval(&[(
+                "optional",
+                "object.?metadata.?labels.?app.orValue('') == 'web'"
+            )]),
+            ConditionsResult::Match
+        );
+        assert_eq!(
+            eval(&[("optional-ns", "optional.of(1).hasValue()")]),
+            ConditionsResult::Match
+        );
     }
 
     #[test]

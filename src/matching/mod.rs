@@ -51,7 +51,9 @@ impl std::fmt::Display for SkipReason {
             SkipReason::ObjectSelector => f.write_str("objectSelector does not match"),
             SkipReason::NoRuleMatched => f.write_str("no rule matches"),
             SkipReason::MatchCondition(name) => write!(f, "matchCondition {name:?} is false"),
-            SkipReason::MatchConditionErrorIgnored(e) => write!(f, "matchConditions errored (failurePolicy Ignore): {e}"),
+            SkipReason::MatchConditionErrorIgnored(e) => {
+                write!(f, "matchConditions errored (failurePolicy Ignore): {e}")
+            }
         }
     }
 }
@@ -88,9 +90,13 @@ impl ObjectLabels {
             #[serde(default)]
             labels: Option<BTreeMap<String, String>>,
         }
-        let Some(raw) = raw else { return ObjectLabels::Null };
+        let Some(raw) = raw else {
+            return ObjectLabels::Null;
+        };
         match serde_json::from_str::<Obj>(raw.get()) {
-            Ok(Obj { metadata: Some(meta) }) => ObjectLabels::Labels(meta.labels.unwrap_or_default()),
+            Ok(Obj {
+                metadata: Some(meta),
+            }) => ObjectLabels::Labels(meta.labels.unwrap_or_default()),
             _ => ObjectLabels::NoMetadata,
         }
     }
@@ -108,7 +114,11 @@ impl Matcher {
     /// `ShouldCallHook` for one webhook, in kube-apiserver's order (matching notes §1 B):
     /// namespaceSelector, objectSelector, rules, held-back selector errors, matchConditions.
     /// matchPolicy Equivalent is matched exactly for now (README: not done yet).
-    pub fn decide(&self, review: &ParsedReview<'_>, namespaces: Option<&Namespaces>) -> MatchDecision {
+    pub fn decide(
+        &self,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+    ) -> MatchDecision {
         let request = &review.request;
         // Dispatch-level exemption, before any webhook is looked at (matching notes §1 A.1).
         if rules::is_exempt_admission_configuration(request.effective_kind()) {
@@ -136,16 +146,24 @@ impl Matcher {
         }
         match self.match_conditions.evaluate(review) {
             ConditionsResult::Match => MatchDecision::Call,
-            ConditionsResult::NoMatch { condition } => MatchDecision::Skip(SkipReason::MatchCondition(condition)),
+            ConditionsResult::NoMatch { condition } => {
+                MatchDecision::Skip(SkipReason::MatchCondition(condition))
+            }
             ConditionsResult::Error(message) => match self.failure_policy {
-                FailurePolicy::Ignore => MatchDecision::Skip(SkipReason::MatchConditionErrorIgnored(message)),
+                FailurePolicy::Ignore => {
+                    MatchDecision::Skip(SkipReason::MatchConditionErrorIgnored(message))
+                }
                 FailurePolicy::Fail => MatchDecision::Reject(forbidden(review, &message)),
             },
         }
     }
 
     /// `MatchNamespaceSelector` (matching notes §3): `(matches, error held back)`.
-    fn match_namespace_selector(&self, review: &ParsedReview<'_>, namespaces: Option<&Namespaces>) -> (bool, Option<Status>) {
+    fn match_namespace_selector(
+        &self,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+    ) -> (bool, Option<Status>) {
         let request = &review.request;
         let resource = &request.effective_resource().resource;
         // Cluster-scoped objects other than Namespaces are never excluded; only the resource
@@ -169,7 +187,11 @@ impl Matcher {
             Some(labels) => (self.namespace_selector.matches(labels), None),
             None => (
                 false,
-                Some(Status::failure(404, "NotFound", format!("namespaces {:?} not found", request.namespace))),
+                Some(Status::failure(
+                    404,
+                    "NotFound",
+                    format!("namespaces {:?} not found", request.namespace),
+                )),
             ),
         }
     }
@@ -194,5 +216,12 @@ fn forbidden(review: &ParsedReview<'_>, message: &str) -> Status {
     } else {
         format!("{}.{}", resource.resource, resource.group)
     };
-    Status::failure(403, "Forbidden", format!("{group_resource} {:?} is forbidden: {message}", review.request.name))
+    Status::failure(
+        403,
+        "Forbidden",
+        format!(
+            "{group_resource} {:?} is forbidden: {message}",
+            review.request.name
+        ),
+    )
 }

@@ -51,21 +51,37 @@ impl Namespaces {
     pub fn parse(text: &str) -> Result<Self, NamespacesError> {
         let mut out = Namespaces::default();
         for (doc, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-            let value = serde_json::Value::deserialize(de).map_err(|e| NamespacesError::Invalid { doc, message: e.to_string() })?;
+            let value =
+                serde_json::Value::deserialize(de).map_err(|e| NamespacesError::Invalid {
+                    doc,
+                    message: e.to_string(),
+                })?;
             if value.is_null() {
                 continue;
             }
-            let parsed: Doc = serde_json::from_value(value).map_err(|e| NamespacesError::Invalid { doc, message: e.to_string() })?;
+            let parsed: Doc =
+                serde_json::from_value(value).map_err(|e| NamespacesError::Invalid {
+                    doc,
+                    message: e.to_string(),
+                })?;
             let items = match parsed.kind.as_str() {
                 "Namespace" => vec![parsed],
                 "NamespaceList" | "List" => parsed.items,
                 other => {
-                    return Err(NamespacesError::Invalid { doc, message: format!("kind {other:?}: expected Namespace, NamespaceList or List") })
+                    return Err(NamespacesError::Invalid {
+                        doc,
+                        message: format!(
+                            "kind {other:?}: expected Namespace, NamespaceList or List"
+                        ),
+                    })
                 }
             };
             for item in items {
                 if item.kind != "Namespace" && !item.kind.is_empty() {
-                    return Err(NamespacesError::Invalid { doc, message: format!("list item of kind {:?}: expected Namespace", item.kind) });
+                    return Err(NamespacesError::Invalid {
+                        doc,
+                        message: format!("list item of kind {:?}: expected Namespace", item.kind),
+                    });
                 }
                 out.insert(item.metadata.name, item.metadata.labels.unwrap_or_default());
             }
@@ -75,7 +91,9 @@ impl Namespaces {
 
     /// Adds or replaces one namespace, adding the automatic name label.
     pub fn insert(&mut self, name: String, mut labels: BTreeMap<String, String>) {
-        labels.entry(METADATA_NAME_LABEL.to_string()).or_insert_with(|| name.clone());
+        labels
+            .entry(METADATA_NAME_LABEL.to_string())
+            .or_insert_with(|| name.clone());
         self.labels.insert(name, labels);
     }
 
@@ -105,8 +123,17 @@ mod tests {
             "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: a\n    labels: {env: prod}\n- kind: Namespace\n  metadata: {name: b}\n",
         )
         .unwrap();
-        assert_eq!(ns.labels("a").unwrap().get("env").map(String::as_str), Some("prod"));
-        assert_eq!(ns.labels("b").unwrap().get(METADATA_NAME_LABEL).map(String::as_str), Some("b"));
+        assert_eq!(
+            ns.labels("a").unwrap().get("env").map(String::as_str),
+            Some("prod")
+        );
+        assert_eq!(
+            ns.labels("b")
+                .unwrap()
+                .get(METADATA_NAME_LABEL)
+                .map(String::as_str),
+            Some("b")
+        );
         assert!(ns.labels("c").is_none());
     }
 

@@ -114,7 +114,13 @@ pub fn is_exempt_admission_configuration(kind: &GroupVersionKind) -> bool {
 mod tests {
     use super::*;
 
-    fn rule(ops: &[&str], groups: &[&str], versions: &[&str], resources: &[&str], scope: Option<&str>) -> Rule {
+    fn rule(
+        ops: &[&str],
+        groups: &[&str],
+        versions: &[&str],
+        resources: &[&str],
+        scope: Option<&str>,
+    ) -> Rule {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
         Rule::new(&RuleWithOperations {
             operations: s(ops),
@@ -126,7 +132,11 @@ mod tests {
     }
 
     fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
-        GroupVersionResource { group: group.into(), version: version.into(), resource: resource.into() }
+        GroupVersionResource {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        }
     }
 
     /// The resources/subresources table of matching notes §2 (rules_test.go `TestResource`).
@@ -147,7 +157,12 @@ mod tests {
         for (entry, expected) in cases {
             let r = rule(&["*"], &["*"], &["*"], &[entry], None);
             for ((res, sub), want) in requests.iter().zip(expected) {
-                let input = RuleInput { operation: Operation::Create, resource: res, sub_resource: sub, namespace: "ns" };
+                let input = RuleInput {
+                    operation: Operation::Create,
+                    resource: res,
+                    sub_resource: sub,
+                    namespace: "ns",
+                };
                 assert_eq!(r.matches(&input), want, "{entry} vs {}/{sub}", res.resource);
             }
         }
@@ -161,7 +176,12 @@ mod tests {
         let nodes = gvr("", "v1", "nodes");
         let namespaced = rule(&["*"], &["*"], &["*"], &["*/*"], Some("Namespaced"));
         let cluster = rule(&["*"], &["*"], &["*"], &["*/*"], Some("Cluster"));
-        let input = |res, sub, namespace| RuleInput { operation: Operation::Update, resource: res, sub_resource: sub, namespace };
+        let input = |res, sub, namespace| RuleInput {
+            operation: Operation::Update,
+            resource: res,
+            sub_resource: sub,
+            namespace,
+        };
         assert!(!namespaced.matches(&input(&ns, "", "foo")));
         assert!(cluster.matches(&input(&ns, "", "foo")));
         assert!(cluster.matches(&input(&ns, "finalize", "foo")));
@@ -175,23 +195,51 @@ mod tests {
     #[test]
     fn operations_groups_versions() {
         let pods = gvr("", "v1", "pods");
-        let input = |op| RuleInput { operation: op, resource: &pods, sub_resource: "", namespace: "ns" };
+        let input = |op| RuleInput {
+            operation: op,
+            resource: &pods,
+            sub_resource: "",
+            namespace: "ns",
+        };
         let star = rule(&["*"], &[""], &["v1"], &["pods"], None);
         assert!(star.matches(&input(Operation::Connect)));
         let create = rule(&["CREATE"], &[""], &["v1"], &["pods"], None);
         assert!(create.matches(&input(Operation::Create)));
         assert!(!create.matches(&input(Operation::Update)));
-        assert!(!rule(&["*"], &["apps"], &["v1"], &["pods"], None).matches(&input(Operation::Create)));
-        assert!(!rule(&["*"], &[""], &["v1beta1"], &["pods"], None).matches(&input(Operation::Create)));
-        assert!(!rule(&["*"], &[], &["*"], &["pods"], None).matches(&input(Operation::Create)), "an empty list matches nothing");
+        assert!(
+            !rule(&["*"], &["apps"], &["v1"], &["pods"], None).matches(&input(Operation::Create))
+        );
+        assert!(
+            !rule(&["*"], &[""], &["v1beta1"], &["pods"], None).matches(&input(Operation::Create))
+        );
+        assert!(
+            !rule(&["*"], &[], &["*"], &["pods"], None).matches(&input(Operation::Create)),
+            "an empty list matches nothing"
+        );
     }
 
     #[test]
     fn exemptions() {
-        let kind = |g: &str, k: &str| GroupVersionKind { group: g.into(), version: "v1".into(), kind: k.into() };
-        assert!(is_exempt_admission_configuration(&kind("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")));
-        assert!(is_exempt_admission_configuration(&kind("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding")));
-        assert!(!is_exempt_admission_configuration(&kind("", "ValidatingWebhookConfiguration")));
-        assert!(!is_exempt_admission_configuration(&kind("admissionregistration.k8s.io", "Other")));
+        let kind = |g: &str, k: &str| GroupVersionKind {
+            group: g.into(),
+            version: "v1".into(),
+            kind: k.into(),
+        };
+        assert!(is_exempt_admission_configuration(&kind(
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration"
+        )));
+        assert!(is_exempt_admission_configuration(&kind(
+            "admissionregistration.k8s.io",
+            "MutatingAdmissionPolicyBinding"
+        )));
+        assert!(!is_exempt_admission_configuration(&kind(
+            "",
+            "ValidatingWebhookConfiguration"
+        )));
+        assert!(!is_exempt_admission_configuration(&kind(
+            "admissionregistration.k8s.io",
+            "Other"
+        )));
     }
 }

@@ -68,9 +68,17 @@ mod tests {
     use super::*;
     use crate::api::LabelSelectorRequirement;
 
-    fn sel(labels: &[(&str, &str)], exprs: &[(&str, &str, &[&str])]) -> Result<LabelSelector, String> {
+    fn sel(
+        labels: &[(&str, &str)],
+        exprs: &[(&str, &str, &[&str])],
+    ) -> Result<LabelSelector, String> {
         LabelSelector::compile(Some(&api::LabelSelector {
-            match_labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            match_labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             match_expressions: Some(
                 exprs
                     .iter()
@@ -85,7 +93,10 @@ mod tests {
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     /// `TestRequirementSelectorMatching` semantics (matching notes §5).
@@ -93,13 +104,34 @@ mod tests {
     fn operators() {
         let none = labels(&[]);
         let a = labels(&[("env", "prod"), ("flag", "")]);
-        assert!(sel(&[], &[("env", "NotIn", &["dev"])]).unwrap().matches(&none), "NotIn matches an absent key");
-        assert!(sel(&[], &[("env", "DoesNotExist", &[])]).unwrap().matches(&none));
-        assert!(!sel(&[], &[("env", "In", &["prod"])]).unwrap().matches(&none));
-        assert!(sel(&[], &[("env", "In", &["prod", "dev"])]).unwrap().matches(&a));
-        assert!(sel(&[], &[("flag", "Exists", &[])]).unwrap().matches(&a), "an empty value exists");
-        assert!(sel(&[("env", "prod")], &[("flag", "Exists", &[])]).unwrap().matches(&a));
-        assert!(!sel(&[("env", "prod")], &[("other", "Exists", &[])]).unwrap().matches(&a), "requirements are ANDed");
+        assert!(
+            sel(&[], &[("env", "NotIn", &["dev"])])
+                .unwrap()
+                .matches(&none),
+            "NotIn matches an absent key"
+        );
+        assert!(sel(&[], &[("env", "DoesNotExist", &[])])
+            .unwrap()
+            .matches(&none));
+        assert!(!sel(&[], &[("env", "In", &["prod"])])
+            .unwrap()
+            .matches(&none));
+        assert!(sel(&[], &[("env", "In", &["prod", "dev"])])
+            .unwrap()
+            .matches(&a));
+        assert!(
+            sel(&[], &[("flag", "Exists", &[])]).unwrap().matches(&a),
+            "an empty value exists"
+        );
+        assert!(sel(&[("env", "prod")], &[("flag", "Exists", &[])])
+            .unwrap()
+            .matches(&a));
+        assert!(
+            !sel(&[("env", "prod")], &[("other", "Exists", &[])])
+                .unwrap()
+                .matches(&a),
+            "requirements are ANDed"
+        );
     }
 
     #[test]
@@ -111,8 +143,14 @@ mod tests {
 
     #[test]
     fn invalid_requirements_are_errors() {
-        assert!(sel(&[], &[("k", "In", &[])]).unwrap_err().contains("Required value"));
-        assert!(sel(&[], &[("k", "Exists", &["v"])]).unwrap_err().contains("Forbidden"));
-        assert!(sel(&[], &[("k", "Equals", &["v"])]).unwrap_err().contains("Unsupported value"));
+        assert!(sel(&[], &[("k", "In", &[])])
+            .unwrap_err()
+            .contains("Required value"));
+        assert!(sel(&[], &[("k", "Exists", &["v"])])
+            .unwrap_err()
+            .contains("Forbidden"));
+        assert!(sel(&[], &[("k", "Equals", &["v"])])
+            .unwrap_err()
+            .contains("Unsupported value"));
     }
 }

@@ -1,0 +1,308 @@
+//! `admission-proxy demo`: the real serve path on 127.0.0.1 with the bundled `config/`, the
+//! example legacy backend, and real AdmissionReviews replayed over TLS, one line per request.
+//! Depends on `config`, `dispatch`, `server`, `tls`, `example_backend`, `matching`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::api::{WebhookClientConfig, WebhookType};
+use crate::config::{self, Backend};
+use crate::dispatch::{Dispatcher, HttpClient, Target};
+use crate::matching::Namespaces;
+use crate::server::{self, State, DECISION_HEADER};
+use crate::tls::{CertResolver, TestPki};
+
+/// The real captures the demo replays by default: validating ones to every validating webhook,
+/// mutating ones to every mutating webhook.
+pub const DEMO_REVIEWS: [&str; 11] = [
+    "0003-create-core-v1-namespaces-v1.json",
+    "0724-delete-core-v1-namespaces-v1.json",
+    "0039-create-core-v1-serviceaccounts-v1.json",
+    "0069-create-core-v1-services-v1.json",
+    "0096-create-core-v1-pods-v1.json",
+    "0162-create-core-v1-persistentvolumeclaims-v1.json",
+    "0471-create-apiregistration.k8s.io-v1-apiservices-v1.json",
+    "0012-create-core-v1-namespaces-v1beta1.json",
+    "0037-create-core-v1-serviceaccounts-v1.json",
+    "0064-create-apps-v1-deployments-v1.json",
+    "0001-create-core-v1-namespaces-v1.json",
+];
+
+/// Demo settings.
+pub struct DemoOptions {
+    pub config: PathBuf,
+    pub reviews: PathBuf,
+    pub namespaces_file: Option<PathBuf>,
+    /// Where the example backend listens (the port the bundled config names).
+    pub backend_addr: SocketAddr,
+    /// Replay every review in `reviews` instead of [`DEMO_REVIEWS`].
+    pub all: bool,
+}
+
+/// Why the demo could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("{0}")]
+    Config(#[from] config::ConfigError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
+    let context = context.into();
+    move |source| DemoError::Io { context, source }
+}
+
+/// Counts per decision.
+pub type Summary = BTreeMap<String, usize>;
+
+/// Copies the config into `dir`, adding `ca_bundle` to every webhook whose URL has none, so the
+/// bundled files can name an https backend whose CA is only made at demo time.
+fn config_with_ca(src: &Path, dir: &Path, ca_bundle: &str) -> Result<PathBuf, DemoError> {
+    std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    for (i, file) in config::config_files(src)?.iter().enumerate() {
+        let text = std::fs::read_to_string(file).map_err(io(format!("read {}", file.display())))?;
+        let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|d| {
+                serde::Deserialize::deserialize(d).map_err(|e: serde_yaml_ng::Error| {
+                    DemoError::Setup(format!("{}: {e}", file.display()))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        for (j, mut doc) in docs.into_iter().enumerate() {
+            for hook in doc
+                .get_mut("webhooks")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(cc) = hook.get_mut("clientConfig").and_then(Value::as_object_mut) {
+                    cc.entry("caBundle")
+                        .or_insert_with(|| Value::String(ca_bundle.to_string()));
+                }
+            }
+            let out = dir.join(format!("{i:02}-{j:02}.json"));
+            std::fs::write(&out, doc.to_string())
+                .map_err(io(format!("write {}", out.display())))?;
+        }
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// Runs the demo, printing to stdout; returns the count of each decision.
+///
+/// # Errors
+/// [`DemoError`] when the config does not load, a port is taken, or a review cannot be read.
+pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
+    let pki = TestPki::generate(&["127.0.0.1", "localhost"])
+        .map_err(|e| DemoError::Setup(e.to_string()))?;
+    let resolver = Arc::new(CertResolver::new(
+        pki.certified_key()
+            .map_err(|e| DemoError::Setup(e.to_string()))?,
+    ));
+    let (backend, _recorder) =
+        crate::example_backend::start(opts.backend_addr, Some(resolver.clone())).map_err(io(
+            format!(
+                "start the example legacy backend on {} (the port the bundled config names)",
+                opts.backend_addr
+            ),
+        ))?;
+    let tmp = std::env::temp_dir().join(format!("admission-proxy-demo-{}", std::process::id()));
+    let config_dir = config_with_ca(&opts.config, &tmp, &pki.ca_bundle())?;
+    let snapshot = config::load(&config_dir)?;
+    let _ = std::fs::remove_dir_all(&tmp);
+    let namespaces = match &opts.namespaces_file {
+        Some(f) => Some(
+            Namespaces::parse(
+                &std::fs::read_to_string(f).map_err(io(format!("read {}", f.display())))?,
+            )
+            .map_err(|e| DemoError::Setup(format!("{}: {e}", f.display())))?,
+        ),
+        None => None,
+    };
+    for w in &snapshot.warnings {
+        println!("config warning: {w}");
+    }
+    let mut webhooks: Vec<_> = snapshot.webhooks.values().cloned().collect();
+    webhooks.sort_by(|a, b| (a.webhook_type as u8, &a.name).cmp(&(b.webhook_type as u8, &b.name)));
+    let state = Arc::new(State::new(
+        snapshot,
+        namespaces,
+        Dispatcher::new(Duration::from_millis(250)),
+        server::DEFAULT_MAX_BODY_BYTES,
+    ));
+    let proxy = server::serve_admission(
+        "127.0.0.1:0".parse().expect("literal address"),
+        resolver,
+        state,
+    )
+    .map_err(io("start the proxy"))?;
+    println!(
+        "admission-proxy listening on https://{} ; example legacy backend on https://{}",
+        proxy.local_addr, backend.local_addr
+    );
+    println!(
+        "{} webhooks loaded from {}\n",
+        webhooks.len(),
+        opts.config.display()
+    );
+
+    let client = HttpClient::new();
+    let target = Target::new(
+        &Backend::from_client_config(&WebhookClientConfig {
+            url: Some(format!("https://{}/", proxy.local_addr)),
+            ca_bundle: Some(pki.ca_bundle()),
+            service: None,
+        })
+        .map_err(|(f, m)| DemoError::Setup(format!("{f}: {m}")))?,
+    );
+    let files: Vec<PathBuf> = if opts.all {
+        let mut all: Vec<PathBuf> = std::fs::read_dir(&opts.reviews)
+            .map_err(io(format!("read {}", opts.reviews.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("index.json"))
+            .collect();
+        all.sort();
+        all
+    } else {
+        DEMO_REVIEWS.iter().map(|f| opts.reviews.join(f)).collect()
+    };
+    let index = read_index(&opts.reviews);
+    let mut summary = Summary::new();
+    let started = Instant::now();
+    for file in &files {
+        let body = std::fs::read(file).map_err(io(format!("read {}", file.display())))?;
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        let wanted = match index.get(&name).map(String::as_str) {
+            Some("mutating") => WebhookType::Mutating,
+            _ => WebhookType::Validating,
+        };
+        let (user, version) = describe(&body);
+        for webhook in webhooks.iter().filter(|w| w.webhook_type == wanted) {
+            let t0 = Instant::now();
+            let result = client
+                .post(
+                    &target,
+                    &format!("/webhooks/{}?timeout=10s", webhook.name),
+                    &body,
+                    &[],
+                )
+                .await;
+            let latency = t0.elapsed();
+            let (decision, what) = match result {
+                Ok(reply) => {
+                    let decision = reply
+                        .headers
+                        .iter()
+                        .find(|(k, _)| k == DECISION_HEADER)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_else(|| "?".into());
+                    let backend = if decision == "skipped" {
+                        ""
+                    } else {
+                        webhook.review_version.map(|v| v.as_str()).unwrap_or("?")
+                    };
+                    let what = summarize(&reply.status, &reply.body, backend, &version);
+                    (decision, what)
+                }
+                Err(e) => ("error".to_string(), e.to_string()),
+            };
+            *summary.entry(decision.clone()).or_default() += 1;
+            println!(
+                "{name:<62} {user:<18} → {:<36} {decision:<16} {:>8.2} ms  {what}",
+                webhook.name,
+                latency.as_secs_f64() * 1000.0
+            );
+        }
+    }
+    println!(
+        "\nsummary ({} requests in {:.1} s):",
+        summary.values().sum::<usize>(),
+        started.elapsed().as_secs_f64()
+    );
+    for (decision, count) in &summary {
+        println!("  {decision:<18} {count}");
+    }
+    proxy.shutdown().await;
+    backend.shutdown().await;
+    Ok(summary)
+}
+
+fn read_index(dir: &Path) -> BTreeMap<String, String> {
+    let Ok(text) = std::fs::read_to_string(dir.join("index.json")) else {
+        return BTreeMap::new();
+    };
+    let entries: Vec<Value> = serde_json::from_str(&text).unwrap_or_default();
+    entries
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e.get("file")?.as_str()?.to_string(),
+                e.get("webhookType")?.as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+fn describe(body: &[u8]) -> (String, String) {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let user = v
+        .pointer("/request/userInfo/username")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let version = v
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim_start_matches("admission.k8s.io/")
+        .to_string();
+    (user, version)
+}
+
+fn summarize(status: &u16, body: &[u8], backend_version: &str, caller_version: &str) -> String {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if *status != 200 {
+        return format!(
+            "HTTP {status}: {}",
+            v.get("message").and_then(Value::as_str).unwrap_or("")
+        );
+    }
+    let r = v.get("response").cloned().unwrap_or(Value::Null);
+    let mut parts = vec![format!("review {caller_version}")];
+    if !backend_version.is_empty() && backend_version != caller_version {
+        parts.push(format!("backend speaks {backend_version}"));
+    }
+    if let Some(m) = r.pointer("/status/message").and_then(Value::as_str) {
+        parts.push(format!("\"{m}\""));
+    }
+    if r.get("patch").is_some() {
+        parts.push("patched".into());
+    }
+    if let Some(w) = r
+        .get("warnings")
+        .and_then(Value::as_array)
+        .and_then(|w| w.first())
+        .and_then(Value::as_str)
+    {
+        parts.push(format!(
+            "warning: {}",
+            w.chars().take(90).collect::<String>()
+        ));
+    }
+    parts.join("; ")
+}
