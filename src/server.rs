@@ -106,25 +106,13 @@ impl ServeHttp for AdmissionApp {
             }
             _ => {}
         }
-        let Some(name) = path
-            .strip_prefix("/webhooks/")
-            .filter(|n| !n.is_empty() && !n.contains('/'))
-        else {
-            session.set_keepalive(None);
-            return status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{webhook name}}"));
-        };
-        if method != "POST" {
-            return status_reply(
-                405,
-                "MethodNotAllowed",
-                format!("{method} is not allowed: send AdmissionReviews with POST"),
-            );
-        }
         let body = match read_body(session, self.state.max_body_bytes).await {
             Ok(body) => body,
-            Err(BodyError::TooLarge) => {
+            Err(BodyError::TooLarge { drained }) => {
                 crate::metrics::bad_request("too_large");
-                session.set_keepalive(None);
+                if !drained {
+                    session.set_keepalive(None);
+                }
                 return status_reply(
                     413,
                     "RequestEntityTooLarge",
@@ -139,6 +127,19 @@ impl ServeHttp for AdmissionApp {
                 return status_reply(400, "BadRequest", format!("cannot read request body: {e}"));
             }
         };
+        let Some(name) = path
+            .strip_prefix("/webhooks/")
+            .filter(|n| !n.is_empty() && !n.contains('/'))
+        else {
+            return status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{webhook name}}"));
+        };
+        if method != "POST" {
+            return status_reply(
+                405,
+                "MethodNotAllowed",
+                format!("{method} is not allowed: send AdmissionReviews with POST"),
+            );
+        }
         let review = match ParsedReview::parse(&body) {
             Ok(r) => r,
             Err(e) => {
@@ -200,7 +201,10 @@ impl ServeHttp for AdmissionApp {
 }
 
 enum BodyError {
-    TooLarge,
+    /// `drained`: the rest of the body was read, so the connection can be reused.
+    TooLarge {
+        drained: bool,
+    },
     Read(String),
 }
 
@@ -210,7 +214,8 @@ async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Vec<u8>,
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
-        return Err(BodyError::TooLarge);
+        let drained = drain_for_413(session, declared).await;
+        return Err(BodyError::TooLarge { drained });
     }
     let mut body = Vec::with_capacity(declared.unwrap_or(0));
     while let Some(chunk) = session
@@ -219,11 +224,40 @@ async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Vec<u8>,
         .map_err(|e| BodyError::Read(e.to_string()))?
     {
         if body.len() + chunk.len() > limit {
-            return Err(BodyError::TooLarge);
+            let drained = drain_for_413(session, declared).await;
+            return Err(BodyError::TooLarge { drained });
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// Reads and discards the rest of an oversized body so that the client reads the 413 rather
+/// than a broken pipe. Bounded in size (16 MiB) and time (5 s); past that the connection is
+/// closed. Returns whether the body was read to its end.
+async fn drain_for_413(session: &mut ServerSession, declared: Option<usize>) -> bool {
+    const MAX_DRAIN: usize = 16 * 1024 * 1024;
+    if declared.is_some_and(|n| n > MAX_DRAIN) {
+        return false;
+    }
+    let drain = async {
+        let mut drained = 0usize;
+        loop {
+            match session.read_request_body().await {
+                Ok(Some(chunk)) => {
+                    drained += chunk.len();
+                    if drained > MAX_DRAIN {
+                        return false;
+                    }
+                }
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), drain)
+        .await
+        .unwrap_or(false)
 }
 
 /// A running listener. Dropping it does not stop the server; call [`ServerHandle::shutdown`].

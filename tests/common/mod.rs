@@ -1,0 +1,238 @@
+//! Test harness: a real proxy server and real example legacy backends on 127.0.0.1 with real
+//! TLS (rcgen certificates), configured through webhook configuration text.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use admission_proxy::api::WebhookClientConfig;
+use admission_proxy::config::{self, Backend};
+use admission_proxy::dispatch::{Dispatcher, HttpClient, HttpReply, Target};
+use admission_proxy::example_backend::{self, Recorder};
+use admission_proxy::matching::Namespaces;
+use admission_proxy::server::{self, ServerHandle, State, DECISION_HEADER};
+use admission_proxy::tls::{CertResolver, TestPki};
+
+pub const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+/// Reads a captured AdmissionReview.
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(FIXTURES).join("admission-reviews").join(name)).expect("fixture exists")
+}
+
+/// The fixture index entries.
+pub fn index() -> Vec<serde_json::Value> {
+    serde_json::from_slice(
+        &std::fs::read(Path::new(FIXTURES).join("admission-reviews/index.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+pub fn namespaces() -> Namespaces {
+    Namespaces::parse(
+        &std::fs::read_to_string(Path::new(FIXTURES).join("namespaces.yaml")).unwrap(),
+    )
+    .unwrap()
+}
+
+/// A running example legacy backend with its own PKI.
+pub struct TestBackend {
+    pub url: String,
+    pub pki: TestPki,
+    pub recorder: Arc<Recorder>,
+    handle: Option<ServerHandle>,
+}
+
+impl TestBackend {
+    pub fn start() -> Self {
+        let pki = TestPki::generate(&["127.0.0.1", "localhost"]).unwrap();
+        let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
+        let (handle, recorder) =
+            example_backend::start("127.0.0.1:0".parse().unwrap(), Some(resolver)).unwrap();
+        TestBackend {
+            url: format!("https://{}", handle.local_addr),
+            pki,
+            recorder,
+            handle: Some(handle),
+        }
+    }
+
+    /// `clientConfig` YAML (flow style) for `path` on this backend.
+    pub fn client_config(&self, path: &str) -> String {
+        format!(
+            "{{url: \"{}{}\", caBundle: \"{}\"}}",
+            self.url,
+            path,
+            self.pki.ca_bundle()
+        )
+    }
+}
+
+/// The proxy under test and a client trusting it.
+pub struct TestProxy {
+    pub state: Arc<State>,
+    pub addr: std::net::SocketAddr,
+    client: HttpClient,
+    target: Target,
+    _handle: ServerHandle,
+}
+
+/// An answer from the proxy.
+pub struct Reply {
+    pub status: u16,
+    pub decision: String,
+    pub body: Vec<u8>,
+    pub json: serde_json::Value,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Reply {
+    fn from(r: HttpReply) -> Self {
+        let decision = r
+            .headers
+            .iter()
+            .find(|(k, _)| k == DECISION_HEADER)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        Reply {
+            status: r.status,
+            decision,
+            json: serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null),
+            body: r.body.to_vec(),
+            headers: r.headers,
+        }
+    }
+
+    pub fn allowed(&self) -> bool {
+        self.json
+            .pointer("/response/allowed")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    }
+
+    pub fn message(&self) -> String {
+        self.json
+            .pointer("/response/status/message")
+            .or_else(|| self.json.get("message"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+impl TestProxy {
+    /// Starts a proxy serving `config_yaml` (one or more documents).
+    pub fn start(config_yaml: &str) -> Self {
+        Self::start_with(
+            config_yaml,
+            Some(namespaces()),
+            server::DEFAULT_MAX_BODY_BYTES,
+        )
+    }
+
+    pub fn start_with(config_yaml: &str, namespaces: Option<Namespaces>, max_body: usize) -> Self {
+        let snapshot =
+            config::load_contents(&[(PathBuf::from("test.yaml"), config_yaml.to_string())])
+                .unwrap_or_else(|e| panic!("{e}"));
+        let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+        let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
+        let state = Arc::new(State::new(
+            snapshot,
+            namespaces,
+            Dispatcher::new(Duration::from_millis(250)),
+            max_body,
+        ));
+        let handle =
+            server::serve_admission("127.0.0.1:0".parse().unwrap(), resolver, state.clone())
+                .unwrap();
+        let addr = handle.local_addr;
+        let backend = Backend::from_client_config(&WebhookClientConfig {
+            url: Some(format!("https://{addr}/")),
+            ca_bundle: Some(pki.ca_bundle()),
+            service: None,
+        })
+        .unwrap();
+        TestProxy {
+            state,
+            addr,
+            client: HttpClient::new(),
+            target: Target::new(&backend),
+            _handle: handle,
+        }
+    }
+
+    /// POSTs `body` to `/webhooks/{webhook}?timeout=10s`.
+    pub async fn review(&self, webhook: &str, body: &[u8]) -> Reply {
+        self.post(&format!("/webhooks/{webhook}?timeout=10s"), body)
+            .await
+    }
+
+    pub async fn post(&self, path_and_query: &str, body: &[u8]) -> Reply {
+        Reply::from(
+            self.client
+                .post(&self.target, path_and_query, body, &[])
+                .await
+                .expect("the proxy answers"),
+        )
+    }
+}
+
+/// A v1 ValidatingWebhookConfiguration with one webhook; `extra` is added to the webhook (YAML,
+/// two-space indented under the list item).
+pub fn validating(name: &str, client_config: &str, rules: &str, extra: &str) -> String {
+    webhook_config(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        name,
+        client_config,
+        rules,
+        &format!("sideEffects: None\n  admissionReviewVersions: [v1]\n  {extra}"),
+    )
+}
+
+pub fn webhook_config(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    client_config: &str,
+    rules: &str,
+    extra: &str,
+) -> String {
+    format!(
+        "apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: cfg-{}}}\nwebhooks:\n- name: {name}\n  clientConfig: {client_config}\n  rules: {rules}\n  {extra}\n",
+        name.replace('.', "-")
+    )
+}
+
+/// Rules matching everything.
+pub const ALL: &str =
+    r#"[{operations: ["*"], apiGroups: ["*"], apiVersions: ["*"], resources: ["*/*"]}]"#;
+
+/// Replaces `request.uid` and makes a minimal review for `resource`.
+pub fn review_json(
+    version: &str,
+    op: &str,
+    resource: &str,
+    namespace: &str,
+    object: serde_json::Value,
+    old: serde_json::Value,
+    dry_run: bool,
+) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "kind": "AdmissionReview",
+        "apiVersion": format!("admission.k8s.io/{version}"),
+        "request": {
+            "uid": "11111111-2222-3333-4444-555555555555",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": resource},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": resource},
+            "name": "p", "namespace": namespace, "operation": op,
+            "userInfo": {"username": "jane", "groups": ["devs"]},
+            "object": object, "oldObject": old, "dryRun": dry_run, "options": null
+        }
+    }))
+    .unwrap()
+}
