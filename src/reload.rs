@@ -64,11 +64,14 @@ fn read_all(paths: &[PathBuf]) -> std::io::Result<Vec<(PathBuf, Vec<u8>)>> {
         .collect()
 }
 
+/// `(file, contents)` of every config file.
+type ConfigTexts = Vec<(PathBuf, String)>;
+
 /// Reads the config files; `Ok(None)` when unchanged since the last successful load.
 fn changed_config(
     path: &Path,
     last: Option<u64>,
-) -> Result<Option<(u64, Vec<(PathBuf, String)>)>, ConfigError> {
+) -> Result<Option<(u64, ConfigTexts)>, ConfigError> {
     let files = config::config_files(path)?;
     let raw = read_all(&files).map_err(|source| ConfigError::Io {
         path: path.to_path_buf(),

@@ -1,0 +1,147 @@
+//! Hot reload, through the real binary: a ConfigMap-style `..data` symlink swap, a plain file
+//! rewrite, and an invalid change that must not replace the last good configuration.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use admission_proxy::api::WebhookClientConfig;
+use admission_proxy::config::Backend;
+use admission_proxy::dispatch::{HttpClient, Target};
+use admission_proxy::tls::TestPki;
+
+struct Proxy {
+    child: Child,
+    logs: Arc<Mutex<Vec<String>>>,
+    addr: String,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn webhook(name: &str, operation: &str) -> String {
+    format!(
+        "- name: {name}\n  clientConfig: {{url: \"https://127.0.0.1:9/never\"}}\n  rules: [{{operations: [{operation}], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n"
+    )
+}
+
+fn config(hooks: &[(&str, &str)]) -> String {
+    let mut s = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: reload}\nwebhooks:\n".to_string();
+    for (name, op) in hooks {
+        s.push_str(&webhook(name, op));
+    }
+    s
+}
+
+/// Writes `contents` as a new ConfigMap revision and swaps `..data` to it atomically, as the
+/// kubelet does.
+fn configmap_swap(dir: &Path, revision: &str, contents: &str) {
+    let rev = dir.join(revision);
+    std::fs::create_dir_all(&rev).unwrap();
+    std::fs::write(rev.join("webhooks.yaml"), contents).unwrap();
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(revision, &tmp).unwrap();
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+}
+
+fn start(dir: &Path, cert: &Path, key: &Path) -> Proxy {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["serve", "--log-json", "--listen", "127.0.0.1:0", "--resync-seconds", "60", "--config"])
+        .arg(dir)
+        .arg("--tls-cert-file")
+        .arg(cert)
+        .arg("--tls-private-key-file")
+        .arg(key)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start admission-proxy");
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let sink = logs.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("admission-proxy listening") {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                let _ = tx.send(v["fields"]["address"].as_str().unwrap_or("").to_string());
+            }
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(20)).expect("the proxy logs its address");
+    Proxy { child, logs, addr }
+}
+
+async fn status(client: &HttpClient, target: &Target, webhook: &str) -> u16 {
+    let body = common::fixture("0096-create-core-v1-pods-v1.json");
+    client.post(target, &format!("/webhooks/{webhook}?timeout=10s"), &body, &[]).await.map(|r| r.status).unwrap_or(0)
+}
+
+/// Polls until `webhook` answers `want`, at most 60 times 50 ms; returns how long it took.
+async fn wait_for(client: &HttpClient, target: &Target, webhook: &str, want: u16) -> Option<Duration> {
+    let t0 = Instant::now();
+    for _ in 0..60 {
+        if status(client, target, webhook).await == want {
+            return Some(t0.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_configmap_swaps_and_keeps_last_good_config() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("admission-proxy-reload-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let conf = dir.join("config");
+    std::fs::create_dir_all(&conf).unwrap();
+    let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, &pki.cert_pem).unwrap();
+    std::fs::write(&key, &pki.key_pem).unwrap();
+    configmap_swap(&conf, "..rev1", &config(&[("a.reload.test", "UPDATE")]));
+    std::os::unix::fs::symlink("..data/webhooks.yaml", conf.join("webhooks.yaml")).unwrap();
+
+    let proxy = start(&conf, &cert, &key);
+    let backend = Backend::from_client_config(&WebhookClientConfig { url: Some(format!("https://{}/", proxy.addr)), ca_bundle: Some(pki.ca_bundle()), service: None }).unwrap();
+    let (client, target) = (HttpClient::new(), Target::new(&backend));
+    assert_eq!(status(&client, &target, "a.reload.test").await, 200, "UPDATE-only webhook skips a CREATE");
+    assert_eq!(status(&client, &target, "b.reload.test").await, 404);
+
+    configmap_swap(&conf, "..rev2", &config(&[("a.reload.test", "UPDATE"), ("b.reload.test", "UPDATE")]));
+    let took = wait_for(&client, &target, "b.reload.test", 200).await.expect("the ..data swap is picked up");
+    assert!(took < Duration::from_millis(1500), "reload took {took:?}");
+
+    configmap_swap(&conf, "..rev3", &config(&[("c.reload.test", "PATCH")]));
+    let t0 = Instant::now();
+    let mut logged = false;
+    for _ in 0..60 {
+        if proxy.logs.lock().unwrap().iter().any(|l| l.contains("webhooks[0].rules[0].operations[0]") && l.contains("PATCH") && l.contains("webhook \\\"c.reload.test\\\"")) {
+            logged = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(logged, "the invalid change is logged with its location: {:?}", proxy.logs.lock().unwrap());
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    assert_eq!(status(&client, &target, "b.reload.test").await, 200, "the last good configuration keeps serving");
+    assert_eq!(status(&client, &target, "c.reload.test").await, 404);
+
+    // A plain second file next to the ConfigMap links.
+    std::fs::write(conf.join("extra.yaml"), config(&[("d.reload.test", "DELETE")]).replace("name: reload", "name: extra")).unwrap();
+    configmap_swap(&conf, "..rev4", &config(&[("a.reload.test", "UPDATE")]));
+    wait_for(&client, &target, "d.reload.test", 200).await.expect("the new file is picked up");
+    assert_eq!(status(&client, &target, "b.reload.test").await, 404, "b was removed");
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+}
