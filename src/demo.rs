@@ -38,7 +38,7 @@ pub struct DemoOptions {
     pub config: PathBuf,
     pub reviews: PathBuf,
     pub namespaces_file: Option<PathBuf>,
-    /// Where the example backend listens (the port the bundled config names).
+    /// Where the example backend listens; URLs naming [`BUNDLED_BACKEND`] are pointed there.
     pub backend_addr: SocketAddr,
     /// Replay every review in `reviews` instead of [`DEMO_REVIEWS`].
     pub all: bool,
@@ -66,9 +66,18 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
 /// Counts per decision.
 pub type Summary = BTreeMap<String, usize>;
 
-/// Copies the config into `dir`, adding `ca_bundle` to every webhook whose URL has none, so the
-/// bundled files can name an https backend whose CA is only made at demo time.
-fn config_with_ca(src: &Path, dir: &Path, ca_bundle: &str) -> Result<PathBuf, DemoError> {
+/// The example backend's address in the bundled config.
+pub const BUNDLED_BACKEND: &str = "127.0.0.1:18443";
+
+/// Copies the config into `dir`, adding `ca_bundle` to every webhook whose URL has none (the
+/// bundled files name an https backend whose CA is only made at demo time), and pointing URLs
+/// at [`BUNDLED_BACKEND`] to where the example backend really listens.
+fn config_with_ca(
+    src: &Path,
+    dir: &Path,
+    ca_bundle: &str,
+    backend: SocketAddr,
+) -> Result<PathBuf, DemoError> {
     std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
     for (i, file) in config::config_files(src)?.iter().enumerate() {
         let text = std::fs::read_to_string(file).map_err(io(format!("read {}", file.display())))?;
@@ -89,6 +98,9 @@ fn config_with_ca(src: &Path, dir: &Path, ca_bundle: &str) -> Result<PathBuf, De
                 if let Some(cc) = hook.get_mut("clientConfig").and_then(Value::as_object_mut) {
                     cc.entry("caBundle")
                         .or_insert_with(|| Value::String(ca_bundle.to_string()));
+                    if let Some(Value::String(url)) = cc.get_mut("url") {
+                        *url = url.replacen(BUNDLED_BACKEND, &backend.to_string(), 1);
+                    }
                 }
             }
             let out = dir.join(format!("{i:02}-{j:02}.json"));
@@ -118,7 +130,7 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
             ),
         ))?;
     let tmp = std::env::temp_dir().join(format!("admission-proxy-demo-{}", std::process::id()));
-    let config_dir = config_with_ca(&opts.config, &tmp, &pki.ca_bundle())?;
+    let config_dir = config_with_ca(&opts.config, &tmp, &pki.ca_bundle(), backend.local_addr)?;
     let snapshot = config::load(&config_dir)?;
     let _ = std::fs::remove_dir_all(&tmp);
     let namespaces = match &opts.namespaces_file {

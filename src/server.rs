@@ -67,7 +67,9 @@ pub struct AdmissionApp {
     state: Arc<State>,
 }
 
-fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
+/// A complete response with `Content-Type` and `Content-Length` (pingora's `ServeHttp` keeps
+/// the connection alive only when the length is known).
+pub fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
     Response::builder()
         .status(status)
         .header("Content-Type", content_type)

@@ -55,7 +55,15 @@ fn configmap_swap(dir: &Path, revision: &str, contents: &str) {
 
 fn start(dir: &Path, cert: &Path, key: &Path) -> Proxy {
     let mut child = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
-        .args(["serve", "--log-json", "--listen", "127.0.0.1:0", "--resync-seconds", "60", "--config"])
+        .args([
+            "serve",
+            "--log-json",
+            "--listen",
+            "127.0.0.1:0",
+            "--resync-seconds",
+            "60",
+            "--config",
+        ])
         .arg(dir)
         .arg("--tls-cert-file")
         .arg(cert)
@@ -78,17 +86,33 @@ fn start(dir: &Path, cert: &Path, key: &Path) -> Proxy {
             sink.lock().unwrap().push(line);
         }
     });
-    let addr = rx.recv_timeout(Duration::from_secs(20)).expect("the proxy logs its address");
+    let addr = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the proxy logs its address");
     Proxy { child, logs, addr }
 }
 
 async fn status(client: &HttpClient, target: &Target, webhook: &str) -> u16 {
     let body = common::fixture("0096-create-core-v1-pods-v1.json");
-    client.post(target, &format!("/webhooks/{webhook}?timeout=10s"), &body, &[]).await.map(|r| r.status).unwrap_or(0)
+    client
+        .post(
+            target,
+            &format!("/webhooks/{webhook}?timeout=10s"),
+            &body,
+            &[],
+        )
+        .await
+        .map(|r| r.status)
+        .unwrap_or(0)
 }
 
 /// Polls until `webhook` answers `want`, at most 60 times 50 ms; returns how long it took.
-async fn wait_for(client: &HttpClient, target: &Target, webhook: &str, want: u16) -> Option<Duration> {
+async fn wait_for(
+    client: &HttpClient,
+    target: &Target,
+    webhook: &str,
+    want: u16,
+) -> Option<Duration> {
     let t0 = Instant::now();
     for _ in 0..60 {
         if status(client, target, webhook).await == want {
@@ -101,7 +125,8 @@ async fn wait_for(client: &HttpClient, target: &Target, webhook: &str, want: u16
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_configmap_swaps_and_keeps_last_good_config() {
-    let dir: PathBuf = std::env::temp_dir().join(format!("admission-proxy-reload-{}", std::process::id()));
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("admission-proxy-reload-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let conf = dir.join("config");
     std::fs::create_dir_all(&conf).unwrap();
@@ -113,35 +138,72 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
     std::os::unix::fs::symlink("..data/webhooks.yaml", conf.join("webhooks.yaml")).unwrap();
 
     let proxy = start(&conf, &cert, &key);
-    let backend = Backend::from_client_config(&WebhookClientConfig { url: Some(format!("https://{}/", proxy.addr)), ca_bundle: Some(pki.ca_bundle()), service: None }).unwrap();
+    let backend = Backend::from_client_config(&WebhookClientConfig {
+        url: Some(format!("https://{}/", proxy.addr)),
+        ca_bundle: Some(pki.ca_bundle()),
+        service: None,
+    })
+    .unwrap();
     let (client, target) = (HttpClient::new(), Target::new(&backend));
-    assert_eq!(status(&client, &target, "a.reload.test").await, 200, "UPDATE-only webhook skips a CREATE");
+    assert_eq!(
+        status(&client, &target, "a.reload.test").await,
+        200,
+        "UPDATE-only webhook skips a CREATE"
+    );
     assert_eq!(status(&client, &target, "b.reload.test").await, 404);
 
-    configmap_swap(&conf, "..rev2", &config(&[("a.reload.test", "UPDATE"), ("b.reload.test", "UPDATE")]));
-    let took = wait_for(&client, &target, "b.reload.test", 200).await.expect("the ..data swap is picked up");
+    configmap_swap(
+        &conf,
+        "..rev2",
+        &config(&[("a.reload.test", "UPDATE"), ("b.reload.test", "UPDATE")]),
+    );
+    let took = wait_for(&client, &target, "b.reload.test", 200)
+        .await
+        .expect("the ..data swap is picked up");
     assert!(took < Duration::from_millis(1500), "reload took {took:?}");
 
     configmap_swap(&conf, "..rev3", &config(&[("c.reload.test", "PATCH")]));
     let t0 = Instant::now();
     let mut logged = false;
     for _ in 0..60 {
-        if proxy.logs.lock().unwrap().iter().any(|l| l.contains("webhooks[0].rules[0].operations[0]") && l.contains("PATCH") && l.contains("webhook \\\"c.reload.test\\\"")) {
+        if proxy.logs.lock().unwrap().iter().any(|l| {
+            l.contains("webhooks[0].rules[0].operations[0]")
+                && l.contains("PATCH")
+                && l.contains("webhook \\\"c.reload.test\\\"")
+        }) {
             logged = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(logged, "the invalid change is logged with its location: {:?}", proxy.logs.lock().unwrap());
+    assert!(
+        logged,
+        "the invalid change is logged with its location: {:?}",
+        proxy.logs.lock().unwrap()
+    );
     assert!(t0.elapsed() < Duration::from_secs(3));
-    assert_eq!(status(&client, &target, "b.reload.test").await, 200, "the last good configuration keeps serving");
+    assert_eq!(
+        status(&client, &target, "b.reload.test").await,
+        200,
+        "the last good configuration keeps serving"
+    );
     assert_eq!(status(&client, &target, "c.reload.test").await, 404);
 
     // A plain second file next to the ConfigMap links.
-    std::fs::write(conf.join("extra.yaml"), config(&[("d.reload.test", "DELETE")]).replace("name: reload", "name: extra")).unwrap();
+    std::fs::write(
+        conf.join("extra.yaml"),
+        config(&[("d.reload.test", "DELETE")]).replace("name: reload", "name: extra"),
+    )
+    .unwrap();
     configmap_swap(&conf, "..rev4", &config(&[("a.reload.test", "UPDATE")]));
-    wait_for(&client, &target, "d.reload.test", 200).await.expect("the new file is picked up");
-    assert_eq!(status(&client, &target, "b.reload.test").await, 404, "b was removed");
+    wait_for(&client, &target, "d.reload.test", 200)
+        .await
+        .expect("the new file is picked up");
+    assert_eq!(
+        status(&client, &target, "b.reload.test").await,
+        404,
+        "b was removed"
+    );
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
 }
