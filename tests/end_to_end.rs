@@ -669,3 +669,52 @@ async fn yaml_answers_are_accepted() {
         "allowed"
     );
 }
+
+/// Plain `http://` backends are accepted on loopback (documented extension).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_loopback_backend() {
+    let (handle, recorder) =
+        admission_proxy::example_backend::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let cc = format!("{{url: \"http://{}/deny\"}}", handle.local_addr);
+    let proxy = TestProxy::start(&validating(HOOK, &cc, ALL, ""));
+    let reply = proxy
+        .review(HOOK, &fixture("0096-create-core-v1-pods-v1.json"))
+        .await;
+    assert_eq!((reply.decision.as_str(), recorder.calls()), ("denied", 1));
+}
+
+/// Rules are matched against requestResource, not resource (dispatch notes §18): the proxy's
+/// own registration may have been matched through an equivalent resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_match_the_original_request_resource() {
+    let backend = TestBackend::start();
+    let rules = r#"[{operations: [CREATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}]"#;
+    let proxy = TestProxy::start(&validating(
+        HOOK,
+        &backend.client_config("/allow"),
+        rules,
+        "matchPolicy: Exact",
+    ));
+    let mut review: serde_json::Value =
+        serde_json::from_slice(&fixture("0066-create-apps-v1-deployments-v1.json")).unwrap();
+    review["request"]["resource"] =
+        json!({"group": "extensions", "version": "v1beta1", "resource": "deployments"});
+    review["request"]["kind"] =
+        json!({"group": "extensions", "version": "v1beta1", "kind": "Deployment"});
+    assert_eq!(
+        proxy
+            .review(HOOK, &serde_json::to_vec(&review).unwrap())
+            .await
+            .decision,
+        "allowed"
+    );
+    review["request"]["requestResource"] =
+        json!({"group": "extensions", "version": "v1beta1", "resource": "deployments"});
+    assert_eq!(
+        proxy
+            .review(HOOK, &serde_json::to_vec(&review).unwrap())
+            .await
+            .decision,
+        "skipped"
+    );
+}
