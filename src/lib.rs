@@ -4,6 +4,7 @@
 //! → `server` → `reload`, `demo`. `metrics`, `tls` and `example_backend` are leaves.
 
 pub mod api;
+pub mod bench;
 pub mod config;
 pub mod demo;
 pub mod dispatch;

@@ -37,6 +37,52 @@ enum Command {
     /// Run the serve path on 127.0.0.1 with the bundled config, an example legacy backend and
     /// real captured AdmissionReviews; print one line per request.
     Demo(DemoArgs),
+    /// Open-loop latency benchmark against a proxy or a webhook (or, with --serve-backend, a
+    /// minimal allow-all legacy webhook to benchmark against).
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// URL to send AdmissionReviews to, e.g. https://127.0.0.1:8443/webhooks/NAME.
+    #[arg(long, required_unless_present = "serve_backend")]
+    target: Option<String>,
+    /// A second URL (e.g. the backend directly), interleaved in alternating rounds.
+    #[arg(long)]
+    compare: Option<String>,
+    /// AdmissionReview file or directory.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admission-reviews"))]
+    reviews: PathBuf,
+    /// Requests per second.
+    #[arg(long, default_value_t = 1000)]
+    rate: u32,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Warm-up seconds, not measured.
+    #[arg(long, default_value_t = 2)]
+    warmup: u64,
+    /// Concurrent keep-alive connections.
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
+    /// PEM CA that signed the targets' certificates (system roots otherwise).
+    #[arg(long)]
+    cacert: Option<PathBuf>,
+    /// Seconds per round when comparing.
+    #[arg(long, default_value_t = 1.0)]
+    round_seconds: f64,
+    /// `table` or `json`.
+    #[arg(long, default_value = "table")]
+    output: String,
+    /// Instead of benchmarking, serve an allow-all legacy webhook stand-in on ADDR (paths as
+    /// in the example backend, e.g. /allow); HTTPS with --tls-cert-file/--tls-private-key-file,
+    /// else plain HTTP (loopback only).
+    #[arg(long)]
+    serve_backend: Option<SocketAddr>,
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    #[arg(long)]
+    tls_private_key_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -120,6 +166,7 @@ fn main() -> anyhow::Result<()> {
         .context("start the tokio runtime")?;
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Bench(args) => runtime.block_on(bench(args)),
         Command::Demo(args) => runtime.block_on(async {
             let summary = demo::run(demo::DemoOptions {
                 config: args.config,
@@ -202,6 +249,41 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     .is_err()
     {
         tracing::warn!("requests still in flight after the grace period");
+    }
+    Ok(())
+}
+
+async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.serve_backend {
+        let tls = match (&args.tls_cert_file, &args.tls_private_key_file) {
+            (Some(c), Some(k)) => Some(Arc::new(tls::CertResolver::new(tls::load_certified_key(
+                c, k,
+            )?))),
+            _ => None,
+        };
+        let (handle, _recorder) = admission_proxy::example_backend::start(addr, tls)
+            .with_context(|| format!("listen on {addr}"))?;
+        tracing::info!(address = %handle.local_addr, "example legacy webhook serving (POST /allow answers allowed)");
+        wait_for_signal().await;
+        handle.shutdown().await;
+        return Ok(());
+    }
+    let report = admission_proxy::bench::run(admission_proxy::bench::BenchOptions {
+        target: args.target.unwrap_or_default(),
+        compare: args.compare,
+        reviews: args.reviews,
+        rate: args.rate,
+        duration: Duration::from_secs(args.duration),
+        warmup: Duration::from_secs(args.warmup),
+        connections: args.connections,
+        cacert: args.cacert,
+        round: Duration::from_secs_f64(args.round_seconds.max(0.1)),
+    })
+    .await?;
+    if args.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", admission_proxy::bench::render_table(&report));
     }
     Ok(())
 }
