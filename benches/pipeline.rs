@@ -1,0 +1,155 @@
+//! Criterion benches of the request path: parse, envelope conversion, matching with 1/100/1000
+//! loaded webhooks, CEL matchConditions, and the whole in-process pipeline (skip and forward).
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use admission_proxy::config;
+use admission_proxy::dispatch::Dispatcher;
+use admission_proxy::matching::{MatchCondition, MatchConditions, Namespaces};
+use admission_proxy::review::{ParsedReview, ReviewVersion};
+use admission_proxy::tls::{CertResolver, TestPki};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{FIXTURES}/admission-reviews/{name}")).unwrap()
+}
+
+fn namespaces() -> Namespaces {
+    Namespaces::parse(&std::fs::read_to_string(format!("{FIXTURES}/namespaces.yaml")).unwrap())
+        .unwrap()
+}
+
+/// `n` webhooks in a realistic mix: a third plain rules, a third with selectors, a third with
+/// matchConditions; all pointing at `url`.
+fn config(n: usize, url: &str, ca: &str) -> config::Snapshot {
+    let mut yaml = String::from("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: bench}\nwebhooks:\n");
+    for i in 0..n {
+        let extra = match i % 3 {
+            0 => String::new(),
+            1 => "  namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]}\n  objectSelector: {matchExpressions: [{key: skip, operator: DoesNotExist}]}\n".into(),
+            _ => "  matchConditions:\n  - {name: not-system, expression: \"!request.userInfo.username.startsWith('system:')\"}\n  - {name: has-labels, expression: \"has(object.metadata.labels)\"}\n".into(),
+        };
+        yaml.push_str(&format!(
+            "- name: hook-{i}.bench.example.com\n  clientConfig: {{url: \"{url}\", caBundle: \"{ca}\"}}\n  rules: [{{operations: [CREATE, UPDATE], apiGroups: [\"\", apps], apiVersions: [v1], resources: [pods, services, deployments]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n{extra}"
+        ));
+    }
+    yaml.push_str("- name: skip.bench.example.com\n  clientConfig: {url: \"https://127.0.0.1:1/\"}\n  rules: [{operations: [CONNECT], apiGroups: [none], apiVersions: [v1], resources: [pods]}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n");
+    config::load_contents(&[(PathBuf::from("bench.yaml"), yaml)]).unwrap()
+}
+
+fn parse_and_convert(c: &mut Criterion) {
+    let pod = fixture("0096-create-core-v1-pods-v1.json");
+    c.bench_function("parse/pod", |b| {
+        b.iter(|| {
+            black_box(
+                ParsedReview::parse(black_box(&pod))
+                    .unwrap()
+                    .request
+                    .uid
+                    .len(),
+            )
+        })
+    });
+    let parsed = ParsedReview::parse(&pod).unwrap();
+    c.bench_function("envelope/v1_to_v1beta1", |b| {
+        b.iter(|| black_box(parsed.body_as(ReviewVersion::V1beta1).len()))
+    });
+}
+
+fn matching(c: &mut Criterion) {
+    let ns = namespaces();
+    let pod = fixture("0096-create-core-v1-pods-v1.json");
+    let mut group = c.benchmark_group("match");
+    for n in [1usize, 100, 1000] {
+        let snapshot = config(n, "https://127.0.0.1:1/", "");
+        let name = format!("hook-{}.bench.example.com", n - 1);
+        group.bench_with_input(BenchmarkId::new("lookup_and_decide", n), &n, |b, _| {
+            b.iter(|| {
+                let review = ParsedReview::parse(&pod).unwrap();
+                let webhook = snapshot.webhook(&name).unwrap();
+                black_box(webhook.matcher.decide(&review, Some(&ns)))
+            })
+        });
+    }
+    group.finish();
+}
+
+fn cel(c: &mut Criterion) {
+    let pod = fixture("0096-create-core-v1-pods-v1.json");
+    let review = ParsedReview::parse(&pod).unwrap();
+    let simple = MatchConditions::new(vec![MatchCondition::compile(
+        "c",
+        "!request.userInfo.username.startsWith('system:')",
+    )
+    .unwrap()]);
+    let walking = MatchConditions::new(vec![MatchCondition::compile(
+        "c",
+        "object.spec.containers.all(c, c.image.contains(':'))",
+    )
+    .unwrap()]);
+    c.bench_function("cel/request_only", |b| {
+        b.iter(|| black_box(simple.evaluate(&review)))
+    });
+    c.bench_function("cel/object_walk", |b| {
+        b.iter(|| black_box(walking.evaluate(&review)))
+    });
+}
+
+fn pipeline(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+    let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
+    let (backend, _) = rt.block_on(async {
+        admission_proxy::example_backend::start("127.0.0.1:0".parse().unwrap(), Some(resolver))
+            .unwrap()
+    });
+    let snapshot = config(
+        1,
+        &format!("https://{}/allow", backend.local_addr),
+        &pki.ca_bundle(),
+    );
+    let ns = namespaces();
+    let dispatcher = Dispatcher::new(Duration::from_millis(250));
+    let pod = fixture("0096-create-core-v1-pods-v1.json");
+    for (label, hook) in [
+        ("skip", "skip.bench.example.com"),
+        ("forward", "hook-0.bench.example.com"),
+    ] {
+        let webhook = snapshot.webhook(hook).unwrap().clone();
+        c.bench_function(&format!("pipeline/{label}"), |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let review = ParsedReview::parse(&pod).unwrap();
+                    black_box(
+                        dispatcher
+                            .admit(
+                                &webhook,
+                                &review,
+                                Some(&ns),
+                                Some(Duration::from_secs(10)),
+                                Instant::now(),
+                            )
+                            .await
+                            .decision,
+                    )
+                })
+            })
+        });
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
+    targets = parse_and_convert, matching, cel, pipeline
+}
+criterion_main!(benches);
