@@ -92,6 +92,10 @@ fn cel(c: &mut Criterion) {
         "object.spec.containers.all(c, c.image.contains(':'))",
     )
     .unwrap()]);
+    let constant = MatchConditions::new(vec![MatchCondition::compile("c", "true").unwrap()]);
+    c.bench_function("cel/constant", |b| {
+        b.iter(|| black_box(constant.evaluate(&review)))
+    });
     c.bench_function("cel/request_only", |b| {
         b.iter(|| black_box(simple.evaluate(&review)))
     });
