@@ -382,10 +382,7 @@ async fn dry_run_and_side_effects() {
         r#"admission webhook "legacy.dry.test" does not support dry run"#
     );
     assert_eq!(backend.recorder.calls(), 0);
-    assert_eq!(
-        proxy.review("none.dry.test", &body).await.decision,
-        "allowed"
-    );
+    assert_eq!(proxy.decision("none.dry.test", &body).await, "allowed");
 }
 
 /// namespaceSelector with the namespaces file, the automatic name label, a Namespace's own
@@ -408,17 +405,11 @@ async fn namespace_selector() {
     ));
     let pod_in_production = fixture("0096-create-core-v1-pods-v1.json");
     assert_eq!(
-        proxy
-            .review("prod.ns.test", &pod_in_production)
-            .await
-            .decision,
+        proxy.decision("prod.ns.test", &pod_in_production).await,
         "allowed"
     );
     assert_eq!(
-        proxy
-            .review("batch.ns.test", &pod_in_production)
-            .await
-            .decision,
+        proxy.decision("batch.ns.test", &pod_in_production).await,
         "skipped"
     );
     let unknown = review_json(
@@ -445,12 +436,11 @@ async fn namespace_selector() {
     // Cluster-scoped objects are never excluded (0098: a PersistentVolume).
     assert_eq!(
         proxy
-            .review(
+            .decision(
                 "batch.ns.test",
                 &fixture("0098-create-core-v1-persistentvolumes-v1.json")
             )
-            .await
-            .decision,
+            .await,
         "allowed"
     );
 }
@@ -506,7 +496,7 @@ async fn object_selector() {
     let unlabeled = json!({"metadata": {"name": "p"}});
     assert_eq!(
         proxy
-            .review(
+            .decision(
                 "notin.obj.test",
                 &review_json(
                     "v1",
@@ -518,14 +508,13 @@ async fn object_selector() {
                     false
                 )
             )
-            .await
-            .decision,
+            .await,
         "allowed"
     );
     let no_metadata = json!({"kind": "PodExecOptions", "command": ["sh"]});
     assert_eq!(
         proxy
-            .review(
+            .decision(
                 "notin.obj.test",
                 &review_json(
                     "v1",
@@ -537,8 +526,7 @@ async fn object_selector() {
                     false
                 )
             )
-            .await
-            .decision,
+            .await,
         "skipped"
     );
 }
@@ -591,14 +579,8 @@ async fn match_conditions() {
         json!(null),
         false,
     );
-    assert_eq!(
-        proxy.review("label.mc.test", &web).await.decision,
-        "allowed"
-    );
-    assert_eq!(
-        proxy.review("label.mc.test", &other).await.decision,
-        "skipped"
-    );
+    assert_eq!(proxy.decision("label.mc.test", &web).await, "allowed");
+    assert_eq!(proxy.decision("label.mc.test", &other).await, "skipped");
     let reply = proxy.review("error.fail.test", &web).await;
     assert_eq!(
         (
@@ -614,10 +596,7 @@ async fn match_conditions() {
         "{}",
         reply.message()
     );
-    assert_eq!(
-        proxy.review("error.ignore.test", &web).await.decision,
-        "skipped"
-    );
+    assert_eq!(proxy.decision("error.ignore.test", &web).await, "skipped");
     assert_eq!(backend.recorder.calls(), 1);
 }
 
@@ -648,11 +627,7 @@ async fn bad_requests_get_clear_errors() {
     assert_eq!(proxy.post("/other", &pod).await.status, 404);
     let big = vec![b' '; 65 * 1024];
     assert_eq!(proxy.review(HOOK, &big).await.status, 413);
-    assert_eq!(
-        proxy.review(HOOK, &pod).await.decision,
-        "allowed",
-        "still serving"
-    );
+    assert_eq!(proxy.decision(HOOK, &pod).await, "allowed", "still serving");
     assert_eq!(backend.recorder.calls(), 1);
 }
 
@@ -663,9 +638,8 @@ async fn yaml_answers_are_accepted() {
     let proxy = TestProxy::start(&validating(HOOK, &backend.client_config("/yaml"), ALL, ""));
     assert_eq!(
         proxy
-            .review(HOOK, &fixture("0096-create-core-v1-pods-v1.json"))
-            .await
-            .decision,
+            .decision(HOOK, &fixture("0096-create-core-v1-pods-v1.json"))
+            .await,
         "allowed"
     );
 }
@@ -703,18 +677,16 @@ async fn rules_match_the_original_request_resource() {
         json!({"group": "extensions", "version": "v1beta1", "kind": "Deployment"});
     assert_eq!(
         proxy
-            .review(HOOK, &serde_json::to_vec(&review).unwrap())
-            .await
-            .decision,
+            .decision(HOOK, &serde_json::to_vec(&review).unwrap())
+            .await,
         "allowed"
     );
     review["request"]["requestResource"] =
         json!({"group": "extensions", "version": "v1beta1", "resource": "deployments"});
     assert_eq!(
         proxy
-            .review(HOOK, &serde_json::to_vec(&review).unwrap())
-            .await
-            .decision,
+            .decision(HOOK, &serde_json::to_vec(&review).unwrap())
+            .await,
         "skipped"
     );
 }

@@ -169,6 +169,11 @@ impl TestProxy {
             .await
     }
 
+    /// The proxy's decision (`x-admission-proxy-decision`) for `body` sent to `webhook`.
+    pub async fn decision(&self, webhook: &str, body: &[u8]) -> String {
+        self.review(webhook, body).await.decision
+    }
+
     pub async fn post(&self, path_and_query: &str, body: &[u8]) -> Reply {
         Reply::from(
             self.client
