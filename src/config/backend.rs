@@ -4,7 +4,10 @@
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
+use std::sync::Arc;
+
 use base64::Engine;
+use pingora::utils::tls::WrappedX509;
 
 use crate::api::WebhookClientConfig;
 
@@ -20,7 +23,7 @@ pub struct Backend {
     /// Request path; `path.Join` semantics: no trailing `/`, empty becomes `/`.
     pub path: String,
     /// Trust roots from `caBundle` (DER); `None` means the system roots.
-    pub ca_bundle: Option<Vec<Vec<u8>>>,
+    pub ca_bundle: Option<Arc<[WrappedX509]>>,
     /// Distinguishes connection pools of backends with different trust roots.
     pub ca_fingerprint: u64,
 }
@@ -38,7 +41,9 @@ impl Backend {
                 let certs =
                     parse_ca_bundle(b64).map_err(|m| ("clientConfig.caBundle".to_string(), m))?;
                 let mut h = std::collections::hash_map::DefaultHasher::new();
-                certs.hash(&mut h);
+                for cert in certs.iter() {
+                    cert.borrow_raw_cert().hash(&mut h);
+                }
                 (Some(certs), h.finish())
             }
             None => (None, 0),
@@ -169,8 +174,9 @@ fn join_path(path: &str) -> String {
     }
 }
 
-/// Decodes a `caBundle` (base64 of PEM) into DER certificates, each checked to parse as X.509.
-fn parse_ca_bundle(b64: &str) -> Result<Vec<Vec<u8>>, String> {
+/// Decodes a `caBundle` (base64 of PEM) into parsed X.509 certificates, once, at load: the
+/// request path only clones the `Arc`.
+fn parse_ca_bundle(b64: &str) -> Result<Arc<[WrappedX509]>, String> {
     let compact: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
     let pem = base64::engine::general_purpose::STANDARD
         .decode(compact)
@@ -179,18 +185,22 @@ fn parse_ca_bundle(b64: &str) -> Result<Vec<Vec<u8>>, String> {
     let mut certs = Vec::new();
     for cert in rustls_pemfile::certs(&mut reader) {
         let cert = cert.map_err(|e| format!("Invalid value: not PEM: {e}"))?;
-        x509_parser::parse_x509_certificate(cert.as_ref()).map_err(|e| {
+        // Parsed here so that pingora, which panics on unparsable roots, never sees one.
+        let wrapped = WrappedX509::try_new(cert.as_ref().to_vec(), |raw| {
+            x509_parser::parse_x509_certificate(raw).map(|(_, c)| c)
+        })
+        .map_err(|e| {
             format!(
                 "Invalid value: certificate {} does not parse: {e}",
                 certs.len()
             )
         })?;
-        certs.push(cert.as_ref().to_vec());
+        certs.push(wrapped);
     }
     if certs.is_empty() {
         return Err("Invalid value: no PEM certificate found".to_string());
     }
-    Ok(certs)
+    Ok(Arc::from(certs))
 }
 
 #[cfg(test)]

@@ -57,18 +57,7 @@ impl std::fmt::Debug for Target {
 impl Target {
     /// The target of a backend; its `caBundle` certificates were checked to parse at load.
     pub fn new(backend: &Backend) -> Self {
-        let roots = backend.ca_bundle.as_ref().map(|certs| {
-            let wrapped: Vec<WrappedX509> = certs
-                .iter()
-                .filter_map(|der| {
-                    WrappedX509::try_new(der.clone(), |raw| {
-                        x509_parser::parse_x509_certificate(raw).map(|(_, c)| c)
-                    })
-                    .ok()
-                })
-                .collect();
-            Arc::from(wrapped)
-        });
+        let roots = backend.ca_bundle.clone();
         Target {
             host: backend.host.clone(),
             port: backend.port,
