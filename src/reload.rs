@@ -240,8 +240,7 @@ impl Sources {
                 }
                 // Drain bursts: one reload per batch of events.
                 while rx.try_recv().is_ok() {}
-                let sources = &self;
-                sources.reload_once(&state, &mut fps);
+                self.reload_once(&state, &mut fps);
             }
         });
         Ok(ReloadHandle {

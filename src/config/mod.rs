@@ -29,8 +29,8 @@ pub struct Webhook {
     pub webhook_type: WebhookType,
     /// The file it was loaded from.
     pub source: PathBuf,
+    /// Selection, including the webhook's `failurePolicy` (see [`Webhook::failure_policy`]).
     pub matcher: Matcher,
-    pub failure_policy: FailurePolicy,
     /// Equivalent is matched as Exact for now (README, "Not done yet").
     pub match_policy: MatchPolicy,
     pub side_effects: SideEffects,
@@ -41,6 +41,13 @@ pub struct Webhook {
     /// The negotiated version; `None` when no entry is known (each call is then a call failure).
     pub review_version: Option<ReviewVersion>,
     pub backend: Backend,
+}
+
+impl Webhook {
+    /// `failurePolicy`, kept once, in the matcher, which needs it for matchCondition errors.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.matcher.failure_policy
+    }
 }
 
 /// An immutable, compiled configuration. Swapped whole on reload.
@@ -479,7 +486,9 @@ fn compile_webhook(
         }
         Some("None") => SideEffects::None,
         Some("NoneOnDryRun") => SideEffects::NoneOnDryRun,
-        Some(legacy @ ("Some" | "Unknown")) => SideEffects::from_legacy(legacy),
+        // Only configurations stored through v1beta1 carry these (warned about below).
+        Some("Some") => SideEffects::Some,
+        Some("Unknown") => SideEffects::Unknown,
         Some(other) => {
             bad(
                 "sideEffects",
@@ -628,7 +637,6 @@ fn compile_webhook(
                     match_conditions: MatchConditions::new(conditions),
                     failure_policy,
                 },
-                failure_policy,
                 match_policy,
                 side_effects,
                 timeout: Duration::from_secs(timeout_seconds as u64),
@@ -748,16 +756,6 @@ fn validate_selector_names(
                 &format!("{field}.matchExpressions[{i}].key"),
                 format!("Invalid value: {:?}: must be a qualified name", req.key),
             );
-        }
-    }
-}
-
-impl SideEffects {
-    fn from_legacy(s: &str) -> Self {
-        if s == "Some" {
-            SideEffects::Some
-        } else {
-            SideEffects::Unknown
         }
     }
 }

@@ -112,9 +112,6 @@ pub struct Answer {
     pub decision: Decision,
     /// Why: skip reason, failure, or empty.
     pub detail: String,
-    /// The AdmissionReview version used with the backend, when it was called.
-    pub backend_version: Option<crate::review::ReviewVersion>,
-    pub failure: Option<CallFailure>,
 }
 
 /// Calls backends. One per process; holds the connection pool.
@@ -205,37 +202,23 @@ impl Dispatcher {
                     reason.to_string(),
                 );
             }
-            MatchDecision::Reject(status) => {
-                let detail = status.message.clone();
-                return answer(
-                    review,
-                    AdmissionResponse::deny(uid, status),
-                    Decision::Rejected,
-                    detail,
-                );
-            }
+            MatchDecision::Reject(status) => return deny(review, status, Decision::Rejected),
             MatchDecision::Call => {}
         }
         // Dry run: Unknown/Some is a 400 that failurePolicy does not cover (dispatch notes §10).
         if review.request.is_dry_run() && !webhook.side_effects.supports_dry_run() {
-            let status = Status::failure(
-                400,
-                "BadRequest",
-                format!(
-                    "admission webhook {:?} does not support dry run",
-                    webhook.name
-                ),
+            let message = format!(
+                "admission webhook {:?} does not support dry run",
+                webhook.name
             );
-            let detail = status.message.clone();
-            return answer(
+            return deny(
                 review,
-                AdmissionResponse::deny(uid, status),
+                Status::failure(400, "BadRequest", message),
                 Decision::RejectedDryRun,
-                detail,
             );
         }
         let Some(version) = webhook.review_version else {
-            return self.fail(webhook, review, CallFailure::NoKnownReviewVersion, None);
+            return self.fail(webhook, review, CallFailure::NoKnownReviewVersion);
         };
         let budget = backend_budget(
             webhook.timeout,
@@ -243,40 +226,32 @@ impl Dispatcher {
             self.timeout_margin,
             received.elapsed(),
         );
-        let path = format!(
-            "{}?timeout={}s",
-            webhook.backend.path,
-            timeout_param(budget)
-        );
-        let url = format!("{}?timeout={}s", webhook.backend.url, timeout_param(budget));
+        let timeout = timeout_param(budget);
+        // The URL only appears in failure messages; built there, not on every call.
+        let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
+        let path = format!("{}?timeout={timeout}s", webhook.backend.path);
         let body = review.body_as(version);
         let target = Target::new(&webhook.backend);
         let call = self.client.post(&target, &path, &body, &[]);
         let reply = match tokio::time::timeout(budget, call).await {
-            Err(_) => {
-                return self.fail(webhook, review, CallFailure::Timeout { url }, Some(version))
-            }
+            Err(_) => return self.fail(webhook, review, CallFailure::Timeout { url: url() }),
             Ok(Err(e)) => {
                 let class = match e {
                     TransportError::Connect(_) => "connect",
                     TransportError::Tls(_) => "tls",
                     TransportError::Io(_) => "transport",
                 };
-                return self.fail(
-                    webhook,
-                    review,
-                    CallFailure::Transport {
-                        url,
-                        class,
-                        detail: e.to_string(),
-                    },
-                    Some(version),
-                );
+                let failure = CallFailure::Transport {
+                    url: url(),
+                    class,
+                    detail: e.to_string(),
+                };
+                return self.fail(webhook, review, failure);
             }
             Ok(Ok(reply)) => reply,
         };
         match verify::verify(&reply, version, uid, webhook.webhook_type) {
-            Err(failure) => self.fail(webhook, review, failure, Some(version)),
+            Err(failure) => self.fail(webhook, review, failure),
             Ok(verified) => {
                 let allowed = verified.allowed;
                 let mut response = AdmissionResponse {
@@ -296,24 +271,16 @@ impl Dispatcher {
                 } else {
                     Decision::Denied
                 };
-                let mut a = answer(review, response, decision, String::new());
-                a.backend_version = Some(version);
-                a
+                answer(review, response, decision, String::new())
             }
         }
     }
 
     /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation;
     /// Fail answers HTTP 500 with a Status and no Retry-After (dispatch notes §18.2, §18.3).
-    fn fail(
-        &self,
-        webhook: &Webhook,
-        review: &ParsedReview<'_>,
-        failure: CallFailure,
-        version: Option<crate::review::ReviewVersion>,
-    ) -> Answer {
+    fn fail(&self, webhook: &Webhook, review: &ParsedReview<'_>, failure: CallFailure) -> Answer {
         crate::metrics::call_failure(&webhook.name, failure.class());
-        let mut a = match webhook.failure_policy {
+        match webhook.failure_policy() {
             FailurePolicy::Ignore => {
                 let mut response = AdmissionResponse::allow(&review.request.uid);
                 response.warnings.push(format!("failed calling webhook {:?}: {failure}; failurePolicy is Ignore, request admitted", webhook.name));
@@ -330,13 +297,8 @@ impl Dispatcher {
                 )),
                 decision: Decision::FailedClosed,
                 detail: failure.to_string(),
-                backend_version: None,
-                failure: None,
             },
-        };
-        a.backend_version = version;
-        a.failure = Some(failure);
-        a
+        }
     }
 }
 
@@ -351,9 +313,18 @@ fn answer(
         body: response.encode(review.version),
         decision,
         detail,
-        backend_version: None,
-        failure: None,
     }
+}
+
+/// A denial the proxy itself decides; its message is also the log detail.
+fn deny(review: &ParsedReview<'_>, status: Status, decision: Decision) -> Answer {
+    let detail = status.message.clone();
+    answer(
+        review,
+        AdmissionResponse::deny(&review.request.uid, status),
+        decision,
+        detail,
+    )
 }
 
 #[cfg(test)]
