@@ -12,6 +12,12 @@ use admission_proxy::{
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc malloc: the request path allocates and frees many short-lived
+/// buffers; glibc's chunk consolidation was ~13% of the proxy's CPU under load
+/// (benches/README.md, "CPU per request").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "admission-proxy",
@@ -112,6 +118,11 @@ struct ServeArgs {
     /// Seconds between periodic re-reads of watched files (a backstop for missed events).
     #[arg(long, default_value_t = 30)]
     resync_seconds: u64,
+    /// Threads serving requests. One (as linkerd2-proxy defaults to) costs the least CPU per
+    /// request and keeps tails short when the sidecar shares cores with its webhook; raise it
+    /// with the pod's CPU limit (benches/README.md, "worker threads").
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    worker_threads: u16,
     /// Seconds to let requests in flight finish after SIGTERM.
     #[arg(long, default_value_t = 20)]
     shutdown_grace_seconds: u64,
@@ -141,6 +152,7 @@ fn init_logging(level: &str, json: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
@@ -160,7 +172,11 @@ fn main() -> anyhow::Result<()> {
         cli.log_level.as_deref().unwrap_or(default_level),
         cli.log_json,
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Serve(args) = &cli.command {
+        builder.worker_threads(usize::from(args.worker_threads));
+    }
+    let runtime = builder
         .enable_all()
         .build()
         .context("start the tokio runtime")?;

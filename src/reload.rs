@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::RecursiveMode;
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult};
 
 use crate::config::{self, ConfigError};
@@ -174,6 +175,45 @@ impl Sources {
         crate::metrics::reload("error");
     }
 
+    /// The watched directories, each with the entry names that matter in it (`None`: every
+    /// entry, for the config directory).
+    fn interests(&self) -> Vec<Interest> {
+        let mut out: Vec<Interest> = Vec::new();
+        let mut add = |p: &Path| {
+            let (dir, name) = if p.is_dir() {
+                (p.to_path_buf(), None)
+            } else {
+                let dir = p
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+                (dir, p.file_name().map(|n| n.to_os_string()))
+            };
+            match out.iter_mut().find(|i| i.dir == dir) {
+                Some(i) => match (&mut i.names, name) {
+                    (Some(names), Some(n)) => names.push(n),
+                    (names, _) => *names = None,
+                },
+                None => out.push(Interest {
+                    absolute: std::env::current_dir()
+                        .map(|cwd| cwd.join(&dir))
+                        .unwrap_or_else(|_| dir.clone()),
+                    dir,
+                    names: name.map(|n| vec![n]),
+                }),
+            }
+        };
+        add(&self.config);
+        if let Some(ns) = &self.namespaces {
+            add(ns);
+        }
+        if let Some((cert, key, _)) = &self.tls {
+            add(cert);
+            add(key);
+        }
+        out
+    }
+
     /// Watches the sources and reloads `state` on change. The current contents count as
     /// already loaded (the caller loaded them at startup).
     ///
@@ -181,37 +221,18 @@ impl Sources {
     /// The watcher could not be created or a directory not watched.
     pub fn spawn(self, state: Arc<State>) -> Result<ReloadHandle, notify::Error> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let interests = self.interests();
+        let dirs: Vec<PathBuf> = interests.iter().map(|i| i.dir.clone()).collect();
         let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
-            if result.is_ok() {
+            let relevant = result.is_ok_and(|events| {
+                events.iter().any(|e| {
+                    changes_content(&e.kind) && e.paths.iter().any(|p| matters(&interests, p))
+                })
+            });
+            if relevant {
                 let _ = tx.send(());
             }
         })?;
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        let mut add_dir = |p: &Path| {
-            let dir = if p.is_dir() {
-                p.to_path_buf()
-            } else {
-                p.parent()
-                    .map(Path::to_path_buf)
-                    .unwrap_or_else(|| PathBuf::from("."))
-            };
-            let dir = if dir.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                dir
-            };
-            if !dirs.contains(&dir) {
-                dirs.push(dir);
-            }
-        };
-        add_dir(&self.config);
-        if let Some(ns) = &self.namespaces {
-            add_dir(ns);
-        }
-        if let Some((cert, key, _)) = &self.tls {
-            add_dir(cert);
-            add_dir(key);
-        }
         for dir in &dirs {
             debouncer.watch(dir, RecursiveMode::NonRecursive)?;
         }
@@ -247,5 +268,89 @@ impl Sources {
             _watcher: Box::new(debouncer),
             task,
         })
+    }
+}
+
+/// A watched directory and the entry names in it that matter (`None`: all).
+struct Interest {
+    dir: PathBuf,
+    /// `dir` made absolute as notify reports event paths (joined to the working directory,
+    /// not canonicalized, so symlinked directories still compare equal).
+    absolute: PathBuf,
+    names: Option<Vec<std::ffi::OsString>>,
+}
+
+/// Whether an event can change what a file holds. Opening or reading a file cannot: without
+/// this filter the proxy's own re-read (open, read, close) raised new events and the watcher
+/// re-read its files in an endless loop, a few times a second, even when idle.
+fn changes_content(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// Whether `path` is one of the watched files, any entry of the config directory, or a
+/// Kubernetes volume's `..data`/`..<timestamp>` entry (the atomic swap of a ConfigMap or
+/// Secret volume). Other files sharing a directory (logs, say) do not trigger re-reads.
+fn matters(interests: &[Interest], path: &Path) -> bool {
+    let Some(name) = path.file_name() else {
+        return false;
+    };
+    interests.iter().any(|i| {
+        path.parent().is_some_and(|d| d == i.absolute)
+            && (name.as_encoded_bytes().starts_with(b"..")
+                || i.names
+                    .as_ref()
+                    .is_none_or(|names| names.iter().any(|n| n == name)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{CreateKind, ModifyKind};
+
+    fn sources(dir: &Path) -> Sources {
+        Sources {
+            config: dir.join("config"),
+            namespaces: Some(dir.join("ns/namespaces.yaml")),
+            tls: None,
+            resync: Duration::from_secs(30),
+        }
+    }
+
+    /// Reading our own files must not count as a change (this looped forever before).
+    #[test]
+    fn opening_and_reading_are_not_changes() {
+        assert!(!changes_content(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!changes_content(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(changes_content(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(changes_content(&EventKind::Modify(ModifyKind::Any)));
+        assert!(changes_content(&EventKind::Create(CreateKind::File)));
+    }
+
+    /// Every entry of the config directory matters; beside a single watched file only that
+    /// file and the volume's `..data` swap do.
+    #[test]
+    fn which_paths_matter() {
+        let tmp = std::env::temp_dir().join(format!("ap-reload-{}", std::process::id()));
+        std::fs::create_dir_all(tmp.join("config")).unwrap();
+        std::fs::create_dir_all(tmp.join("ns")).unwrap();
+        let interests = sources(&tmp).interests();
+        assert!(matters(&interests, &tmp.join("config/any.yaml")));
+        assert!(matters(&interests, &tmp.join("config/..data")));
+        assert!(matters(&interests, &tmp.join("ns/namespaces.yaml")));
+        assert!(matters(&interests, &tmp.join("ns/..2026_11_20_01.123")));
+        assert!(!matters(&interests, &tmp.join("ns/proxy.log")));
+        assert!(!matters(&interests, &tmp.join("elsewhere/namespaces.yaml")));
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

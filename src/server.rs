@@ -21,7 +21,7 @@ use pingora::services::Service as _;
 use tokio::sync::watch;
 
 use crate::config::Snapshot;
-use crate::dispatch::{parse_go_duration, Dispatcher};
+use crate::dispatch::{parse_go_duration, Decision, Dispatcher};
 use crate::matching::Namespaces;
 use crate::review::{encode_status, ParsedReview, Status};
 use crate::tls::CertResolver;
@@ -175,7 +175,10 @@ impl ServeHttp for AdmissionApp {
         let request = &review.request;
         let resource = request.effective_resource();
         let sub = request.effective_sub_resource();
-        tracing::info!(
+        // One line per admission: denials, failures and rejections at info; the everyday
+        // allowed/skipped at debug (at 2000 req/s, info lines for those cost ~8% of the CPU).
+        macro_rules! admission_event {
+            ($level:expr) => { tracing::event!($level,
             uid = %request.uid,
             webhook = %webhook.name,
             operation = review.operation.as_str(),
@@ -185,7 +188,12 @@ impl ServeHttp for AdmissionApp {
             latency_ms = latency.as_secs_f64() * 1000.0,
             detail = %answer.detail,
             "admission"
-        );
+        ) };
+        }
+        match answer.decision {
+            Decision::Allowed | Decision::Skipped => admission_event!(tracing::Level::DEBUG),
+            _ => admission_event!(tracing::Level::INFO),
+        }
         tracing::trace!(uid = %request.uid, body = %String::from_utf8_lossy(review.body()), "admission request body");
         crate::metrics::admission(
             &webhook.name,
