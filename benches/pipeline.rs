@@ -24,21 +24,9 @@ fn namespaces() -> Namespaces {
         .unwrap()
 }
 
-/// `n` webhooks in a realistic mix: a third plain rules, a third with selectors, a third with
-/// matchConditions; all pointing at `url`.
+/// `n` webhooks in the realistic mix of [`admission_proxy::bench::synthetic_config`].
 fn config(n: usize, url: &str, ca: &str) -> config::Snapshot {
-    let mut yaml = String::from("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: bench}\nwebhooks:\n");
-    for i in 0..n {
-        let extra = match i % 3 {
-            0 => String::new(),
-            1 => "  namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]}\n  objectSelector: {matchExpressions: [{key: skip, operator: DoesNotExist}]}\n".into(),
-            _ => "  matchConditions:\n  - {name: not-system, expression: \"!request.userInfo.username.startsWith('system:')\"}\n  - {name: has-labels, expression: \"has(object.metadata.labels)\"}\n".into(),
-        };
-        yaml.push_str(&format!(
-            "- name: hook-{i}.bench.example.com\n  clientConfig: {{url: \"{url}\", caBundle: \"{ca}\"}}\n  rules: [{{operations: [CREATE, UPDATE], apiGroups: [\"\", apps], apiVersions: [v1], resources: [pods, services, deployments]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n{extra}"
-        ));
-    }
-    yaml.push_str("- name: skip.bench.example.com\n  clientConfig: {url: \"https://127.0.0.1:1/\"}\n  rules: [{operations: [CONNECT], apiGroups: [none], apiVersions: [v1], resources: [pods]}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n");
+    let yaml = admission_proxy::bench::synthetic_config(n, url, ca);
     config::load_contents(&[(PathBuf::from("bench.yaml"), yaml)]).unwrap()
 }
 

@@ -405,3 +405,29 @@ mod tests {
         );
     }
 }
+
+/// A ValidatingWebhookConfiguration (YAML) of `n` webhooks `hook-{i}.bench.example.com` in a
+/// realistic mix, all calling `url` (with `ca_bundle`, base64 PEM, when not empty): a third
+/// plain rules, a third with namespaceSelector and objectSelector, a third with two CEL
+/// matchConditions. Plus `skip.bench.example.com`, whose rules match no request (the skip
+/// path). Used to measure what many loaded webhooks cost (`bench --synthetic-config N`).
+pub fn synthetic_config(n: usize, url: &str, ca_bundle: &str) -> String {
+    let client = if ca_bundle.is_empty() {
+        format!("{{url: \"{url}\"}}")
+    } else {
+        format!("{{url: \"{url}\", caBundle: \"{ca_bundle}\"}}")
+    };
+    let mut yaml = String::from("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: bench}\nwebhooks:\n");
+    for i in 0..n {
+        let extra = match i % 3 {
+            0 => "",
+            1 => "  namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]}\n  objectSelector: {matchExpressions: [{key: skip, operator: DoesNotExist}]}\n",
+            _ => "  matchConditions:\n  - {name: not-system, expression: \"!request.userInfo.username.startsWith('system:')\"}\n  - {name: has-labels, expression: \"has(object.metadata.labels)\"}\n",
+        };
+        yaml.push_str(&format!(
+            "- name: hook-{i}.bench.example.com\n  clientConfig: {client}\n  rules: [{{operations: [CREATE, UPDATE], apiGroups: [\"\", apps], apiVersions: [v1], resources: [pods, services, deployments]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n{extra}"
+        ));
+    }
+    yaml.push_str(&format!("- name: skip.bench.example.com\n  clientConfig: {client}\n  rules: [{{operations: [CONNECT], apiGroups: [none], apiVersions: [v1], resources: [pods]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n"));
+    yaml
+}

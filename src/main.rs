@@ -51,7 +51,7 @@ enum Command {
 #[derive(clap::Args)]
 struct BenchArgs {
     /// URL to send AdmissionReviews to, e.g. https://127.0.0.1:8443/webhooks/NAME.
-    #[arg(long, required_unless_present = "serve_backend")]
+    #[arg(long, required_unless_present_any = ["serve_backend", "synthetic_config"])]
     target: Option<String>,
     /// A second URL (e.g. the backend directly), interleaved in alternating rounds.
     #[arg(long)]
@@ -85,6 +85,14 @@ struct BenchArgs {
     /// else plain HTTP (loopback only).
     #[arg(long)]
     serve_backend: Option<SocketAddr>,
+    /// Instead of benchmarking, print a webhook configuration with this many webhooks in a
+    /// realistic mix (rules, selectors, matchConditions) calling --backend-url, plus
+    /// `skip.bench.example.com` that matches nothing; --cacert becomes their caBundle.
+    #[arg(long, requires = "backend_url")]
+    synthetic_config: Option<usize>,
+    /// The URL the --synthetic-config webhooks call.
+    #[arg(long)]
+    backend_url: Option<String>,
     #[arg(long, requires = "tls_private_key_file")]
     tls_cert_file: Option<PathBuf>,
     #[arg(long)]
@@ -282,6 +290,18 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         tracing::info!(address = %handle.local_addr, "example legacy webhook serving (POST /allow answers allowed)");
         wait_for_signal().await;
         handle.shutdown().await;
+        return Ok(());
+    }
+    if let (Some(n), Some(url)) = (args.synthetic_config, &args.backend_url) {
+        let ca = match &args.cacert {
+            Some(f) => {
+                use base64::Engine;
+                let pem = std::fs::read(f).with_context(|| format!("read {}", f.display()))?;
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            }
+            None => String::new(),
+        };
+        print!("{}", admission_proxy::bench::synthetic_config(n, url, &ca));
         return Ok(());
     }
     let report = admission_proxy::bench::run(admission_proxy::bench::BenchOptions {
