@@ -207,3 +207,128 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
     drop(proxy);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Reloads while requests keep coming (issue "Latency you can prove", §3): every answer during
+/// `ADMISSION_PROXY_RELOADS` (default 10; the benchmark runs 100) confirmed reloads must be the
+/// right one: HTTP 200, this request's uid, the backend's denial. Each revision adds a marker
+/// webhook, and the next revision is only written once the marker answers, so each counts as
+/// a real reload rather than one merged by the debounce.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_under_load_never_answer_wrongly() {
+    let reloads: usize = std::env::var("ADMISSION_PROXY_RELOADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10)
+        .min(1000);
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("admission-proxy-load-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let conf = dir.join("config");
+    std::fs::create_dir_all(&conf).unwrap();
+    let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, &pki.cert_pem).unwrap();
+    std::fs::write(&key, &pki.key_pem).unwrap();
+    let backend = common::TestBackend::start();
+    let revision = |i: usize| {
+        let steady = common::validating(
+            "steady.reload.test",
+            &backend.client_config("/deny"),
+            common::ALL,
+            // Alternate a setting so that consecutive revisions really differ.
+            &format!("timeoutSeconds: {}", 10 + i % 2),
+        );
+        format!(
+            "{steady}---\n{}",
+            config(&[(&format!("rev-{i}.reload.test"), "UPDATE")])
+        )
+    };
+    std::fs::write(conf.join("webhooks.yaml"), revision(0)).unwrap();
+    let proxy = start(&conf, &cert, &key);
+    let to_proxy = Backend::from_client_config(&WebhookClientConfig {
+        url: Some(format!("https://{}/", proxy.addr)),
+        ca_bundle: Some(pki.ca_bundle()),
+        service: None,
+    })
+    .unwrap();
+    let client = Arc::new(HttpClient::new());
+    let target = Arc::new(Target::new(&to_proxy));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let template = String::from_utf8(common::fixture("0096-create-core-v1-pods-v1.json")).unwrap();
+    let uid: String = serde_json::from_str::<serde_json::Value>(&template).unwrap()["request"]
+        ["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut load = Vec::new();
+    for worker in 0..4 {
+        let (client, target, done) = (client.clone(), target.clone(), done.clone());
+        let (template, uid) = (template.clone(), uid.clone());
+        load.push(tokio::spawn(async move {
+            let (mut ok, mut wrong) = (0usize, Vec::new());
+            // Bounded in count; `done` normally ends it much earlier.
+            for n in 0..200_000usize {
+                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let fresh = format!("00000000-0000-4000-8000-{worker:04}{n:08}");
+                let body = template.replacen(&uid, &fresh, 1);
+                let reply = client
+                    .post(
+                        &target,
+                        "/webhooks/steady.reload.test?timeout=10s",
+                        body.as_bytes(),
+                        &[],
+                    )
+                    .await;
+                let answer = reply.as_ref().ok().and_then(|r| {
+                    let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+                    Some((
+                        r.status,
+                        v["response"]["uid"].as_str()?.to_string(),
+                        v["response"]["allowed"].as_bool()?,
+                    ))
+                });
+                match answer {
+                    Some((200, u, false)) if u == fresh => ok += 1,
+                    other => wrong.push(format!("{fresh}: {other:?} {:?}", reply.err())),
+                }
+            }
+            (ok, wrong)
+        }));
+    }
+    for i in 1..=reloads {
+        std::fs::write(conf.join("webhooks.yaml"), revision(i)).unwrap();
+        wait_for(&client, &target, &format!("rev-{i}.reload.test"), 200)
+            .await
+            .unwrap_or_else(|| panic!("revision {i} was not loaded"));
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut answered, mut wrong) = (0, Vec::new());
+    for task in load {
+        let (ok, w) = task.await.unwrap();
+        answered += ok;
+        wrong.extend(w);
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} wrong answers, e.g. {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    assert!(
+        answered > reloads,
+        "load kept running through the reloads ({answered} answers)"
+    );
+    let reloaded = proxy
+        .logs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("webhook configuration reloaded"))
+        .count();
+    assert_eq!(reloaded, reloads, "each revision is exactly one reload");
+    eprintln!("{reloads} reloads, {answered} answers under load, none wrong");
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+}
