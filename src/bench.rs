@@ -391,21 +391,6 @@ pub fn render_table(report: &BenchReport) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn template_replaces_only_the_request_uid() {
-        let body = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"abc","userInfo":{"uid":"admin-uid"}}}"#;
-        let t = Template::parse(body).unwrap();
-        assert_eq!(
-            String::from_utf8(t.with_uid("new")).unwrap(),
-            r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"new","userInfo":{"uid":"admin-uid"}}}"#
-        );
-    }
-}
-
 /// A ValidatingWebhookConfiguration (YAML) of `n` webhooks `hook-{i}.bench.example.com` in a
 /// realistic mix, all calling `url` (with `ca_bundle`, base64 PEM, when not empty): a third
 /// plain rules, a third with namespaceSelector and objectSelector, a third with two CEL
@@ -430,4 +415,39 @@ pub fn synthetic_config(n: usize, url: &str, ca_bundle: &str) -> String {
     }
     yaml.push_str(&format!("- name: skip.bench.example.com\n  clientConfig: {client}\n  rules: [{{operations: [CONNECT], apiGroups: [none], apiVersions: [v1], resources: [pods]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n"));
     yaml
+}
+
+#[cfg(test)]
+mod tests {
+    /// The synthetic mix loads as a valid configuration with `n` + 1 webhooks.
+    #[test]
+    fn synthetic_config_loads() {
+        let yaml = super::synthetic_config(30, "https://127.0.0.1:1/allow", "");
+        let snapshot =
+            crate::config::load_contents(&[(std::path::PathBuf::from("s.yaml"), yaml)]).unwrap();
+        assert_eq!(snapshot.webhooks.len(), 31);
+        assert!(snapshot.webhook("skip.bench.example.com").is_some());
+        assert_eq!(
+            snapshot
+                .webhook("hook-2.bench.example.com")
+                .unwrap()
+                .matcher
+                .match_conditions
+                .iter()
+                .count(),
+            2
+        );
+    }
+
+    use super::*;
+
+    #[test]
+    fn template_replaces_only_the_request_uid() {
+        let body = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"abc","userInfo":{"uid":"admin-uid"}}}"#;
+        let t = Template::parse(body).unwrap();
+        assert_eq!(
+            String::from_utf8(t.with_uid("new")).unwrap(),
+            r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"new","userInfo":{"uid":"admin-uid"}}}"#
+        );
+    }
 }
