@@ -27,6 +27,49 @@ impl Drop for Proxy {
     }
 }
 
+impl Proxy {
+    /// Where to send requests to this proxy, trusting `pki`.
+    fn target(&self, pki: &TestPki) -> Target {
+        let backend = Backend::from_client_config(&WebhookClientConfig {
+            url: Some(format!("https://{}/", self.addr)),
+            ca_bundle: Some(pki.ca_bundle()),
+            service: None,
+        })
+        .unwrap();
+        Target::new(&backend)
+    }
+}
+
+/// A fresh directory with `config/` and a serving certificate pair.
+struct Workspace {
+    dir: PathBuf,
+    conf: PathBuf,
+    pki: TestPki,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl Workspace {
+    fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("admission-proxy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let conf = dir.join("config");
+        std::fs::create_dir_all(&conf).unwrap();
+        let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&cert, &pki.cert_pem).unwrap();
+        std::fs::write(&key, &pki.key_pem).unwrap();
+        Workspace {
+            dir,
+            conf,
+            pki,
+            cert,
+            key,
+        }
+    }
+}
+
 fn webhook(name: &str, operation: &str) -> String {
     format!(
         "- name: {name}\n  clientConfig: {{url: \"https://127.0.0.1:9/never\"}}\n  rules: [{{operations: [{operation}], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n"
@@ -125,26 +168,18 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_configmap_swaps_and_keeps_last_good_config() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("admission-proxy-reload-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let conf = dir.join("config");
-    std::fs::create_dir_all(&conf).unwrap();
-    let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
-    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&cert, &pki.cert_pem).unwrap();
-    std::fs::write(&key, &pki.key_pem).unwrap();
+    let Workspace {
+        dir,
+        conf,
+        pki,
+        cert,
+        key,
+    } = Workspace::new("reload");
     configmap_swap(&conf, "..rev1", &config(&[("a.reload.test", "UPDATE")]));
     std::os::unix::fs::symlink("..data/webhooks.yaml", conf.join("webhooks.yaml")).unwrap();
 
     let proxy = start(&conf, &cert, &key);
-    let backend = Backend::from_client_config(&WebhookClientConfig {
-        url: Some(format!("https://{}/", proxy.addr)),
-        ca_bundle: Some(pki.ca_bundle()),
-        service: None,
-    })
-    .unwrap();
-    let (client, target) = (HttpClient::new(), Target::new(&backend));
+    let (client, target) = (HttpClient::new(), proxy.target(&pki));
     assert_eq!(
         status(&client, &target, "a.reload.test").await,
         200,
@@ -220,15 +255,13 @@ async fn reloads_under_load_never_answer_wrongly() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10)
         .min(1000);
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("admission-proxy-load-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let conf = dir.join("config");
-    std::fs::create_dir_all(&conf).unwrap();
-    let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
-    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    std::fs::write(&cert, &pki.cert_pem).unwrap();
-    std::fs::write(&key, &pki.key_pem).unwrap();
+    let Workspace {
+        dir,
+        conf,
+        pki,
+        cert,
+        key,
+    } = Workspace::new("load");
     let backend = common::TestBackend::start();
     let revision = |i: usize| {
         let steady = common::validating(
@@ -245,14 +278,8 @@ async fn reloads_under_load_never_answer_wrongly() {
     };
     std::fs::write(conf.join("webhooks.yaml"), revision(0)).unwrap();
     let proxy = start(&conf, &cert, &key);
-    let to_proxy = Backend::from_client_config(&WebhookClientConfig {
-        url: Some(format!("https://{}/", proxy.addr)),
-        ca_bundle: Some(pki.ca_bundle()),
-        service: None,
-    })
-    .unwrap();
     let client = Arc::new(HttpClient::new());
-    let target = Arc::new(Target::new(&to_proxy));
+    let target = Arc::new(proxy.target(&pki));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let template = String::from_utf8(common::fixture("0096-create-core-v1-pods-v1.json")).unwrap();
     let uid: String = serde_json::from_str::<serde_json::Value>(&template).unwrap()["request"]
