@@ -46,6 +46,20 @@ enum Command {
     /// Open-loop latency benchmark against a proxy or a webhook (or, with --serve-backend, a
     /// minimal allow-all legacy webhook to benchmark against).
     Bench(BenchArgs),
+    /// Validate webhook configuration exactly as `serve` loads it: print every problem (file,
+    /// document, configuration, webhook, field path, reason) and a summary; exit 0 when valid,
+    /// 1 when not. For CI on a repository of webhook configurations.
+    Check(CheckArgs),
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Directory (or file) of ValidatingWebhookConfiguration / MutatingWebhookConfiguration.
+    #[arg(long)]
+    config: PathBuf,
+    /// Namespaces file (`kubectl get namespaces -o yaml`) to validate as well.
+    #[arg(long)]
+    namespaces_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -180,6 +194,10 @@ fn main() -> anyhow::Result<()> {
         cli.log_level.as_deref().unwrap_or(default_level),
         cli.log_json,
     );
+    if let Command::Check(args) = &cli.command {
+        let valid = check(args);
+        std::process::exit(if valid { 0 } else { 1 });
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Command::Serve(args) = &cli.command {
         builder.worker_threads(usize::from(args.worker_threads));
@@ -191,6 +209,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Bench(args) => runtime.block_on(bench(args)),
+        Command::Check(_) => unreachable!("handled before the runtime starts"),
         Command::Demo(args) => runtime.block_on(async {
             let summary = demo::run(demo::DemoOptions {
                 config: args.config,
@@ -206,6 +225,52 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }),
     }
+}
+
+/// `check`: loads as `serve` would and prints the result on stdout; returns whether it is valid.
+fn check(args: &CheckArgs) -> bool {
+    let mut problems = 0usize;
+    let summary = match config::load(&args.config) {
+        Ok(snapshot) => {
+            for w in &snapshot.warnings {
+                println!("warning: {w}");
+            }
+            format!(
+                "{}: {} webhook(s) in {} file(s)",
+                args.config.display(),
+                snapshot.webhooks.len(),
+                snapshot.files.len()
+            )
+        }
+        Err(config::ConfigError::Invalid(list)) => {
+            for p in &list {
+                println!("error: {p}");
+            }
+            problems += list.len();
+            format!("{}: {} problem(s)", args.config.display(), list.len())
+        }
+        Err(e) => {
+            println!("error: {e}");
+            problems += 1;
+            format!("{}: cannot be read", args.config.display())
+        }
+    };
+    let namespaces = args.namespaces_file.as_ref().map(|f| {
+        match std::fs::read_to_string(f)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Namespaces::parse(&t).map_err(|e| e.to_string()))
+        {
+            Ok(ns) => format!("; {}: {} namespace(s)", f.display(), ns.len()),
+            Err(e) => {
+                println!("error: {}: {e}", f.display());
+                problems += 1;
+                format!("; {}: invalid", f.display())
+            }
+        }
+    });
+    let verdict = if problems == 0 { "valid" } else { "INVALID" };
+    println!("{verdict}: {summary}{}", namespaces.unwrap_or_default());
+    problems == 0
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

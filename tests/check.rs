@@ -1,0 +1,87 @@
+//! `admission-proxy check`, through the real binary: the bundled configuration is valid; an
+//! invalid directory gets every problem with its location and exit code 1.
+
+use std::process::Command;
+
+fn check(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("run admission-proxy check");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn bundled_config_is_valid() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config");
+    let namespaces = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/namespaces.yaml"
+    );
+    let (code, out) = check(&["--config", config, "--namespaces-file", namespaces]);
+    assert_eq!(code, 0, "{out}");
+    let last = out.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("valid: ") && last.contains("4 webhook(s) in 2 file(s)"),
+        "{out}"
+    );
+    assert!(last.ends_with("22 namespace(s)"), "{out}");
+    assert!(
+        out.contains("warning: ") && out.contains("webhooks[0].sideEffects"),
+        "the v1 sideEffects: Unknown warning is shown: {out}"
+    );
+}
+
+#[test]
+fn every_problem_is_listed_with_its_location() {
+    let dir = std::env::temp_dir().join(format!("admission-proxy-check-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: bad}\nwebhooks:\n- name: nodots\n  clientConfig: {url: \"https://example.com/x\"}\n  rules: [{operations: [PATCH], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n---\nkind: Nope\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.json"),
+        r#"{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": {"name": "j"}, "webhooks": [{"name": "a.b.c", "clientConfig": {"url": "https://x.example.com/"}, "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 31}]}"#,
+    )
+    .unwrap();
+    let ns = dir.with_extension("namespaces.yaml");
+    std::fs::write(&ns, "kind: NamespaceList\nitems: 3\n").unwrap();
+    let (code, out) = check(&[
+        "--config",
+        dir.to_str().unwrap(),
+        "--namespaces-file",
+        ns.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 5, "{out}");
+    for (want_file, want) in [
+        ("a.yaml (document 0)", "webhook \"nodots\": webhooks[0].name: Invalid value"),
+        ("a.yaml (document 0)", "webhooks[0].rules[0].operations[0]: Unsupported value: \"PATCH\""),
+        ("a.yaml (document 1)", "kind: Unsupported value: \"Nope\""),
+        ("b.json", "MutatingWebhookConfiguration \"j\": webhook \"a.b.c\": webhooks[0].timeoutSeconds: Invalid value: 31"),
+        ("namespaces.yaml", ""),
+    ] {
+        assert!(
+            errors.iter().any(|e| e.contains(want_file) && e.contains(want)),
+            "missing {want_file} {want}: {out}"
+        );
+    }
+    assert!(
+        out.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("INVALID: ")
+                && l.contains("4 problem(s)")
+                && l.ends_with("invalid")),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&ns);
+}
