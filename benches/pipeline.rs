@@ -25,8 +25,8 @@ fn namespaces() -> Namespaces {
 }
 
 /// `n` webhooks in the realistic mix of [`admission_proxy::bench::synthetic_config`].
-fn config(n: usize, url: &str, ca: &str) -> config::Snapshot {
-    let yaml = admission_proxy::bench::synthetic_config(n, url, ca);
+fn config(n: usize, url: &str, ca_pem: Option<&[u8]>) -> config::Snapshot {
+    let yaml = admission_proxy::bench::synthetic_config(n, url, ca_pem);
     config::load_contents(&[(PathBuf::from("bench.yaml"), yaml)]).unwrap()
 }
 
@@ -54,7 +54,7 @@ fn matching(c: &mut Criterion) {
     let pod = fixture("0096-create-core-v1-pods-v1.json");
     let mut group = c.benchmark_group("match");
     for n in [1usize, 100, 1000] {
-        let snapshot = config(n, "https://127.0.0.1:1/", "");
+        let snapshot = config(n, "https://127.0.0.1:1/", None);
         let name = format!("hook-{}.bench.example.com", n - 1);
         group.bench_with_input(BenchmarkId::new("lookup_and_decide", n), &n, |b, _| {
             b.iter(|| {
@@ -107,7 +107,7 @@ fn pipeline(c: &mut Criterion) {
     let snapshot = config(
         1,
         &format!("https://{}/allow", backend.local_addr),
-        &pki.ca_bundle(),
+        Some(pki.ca_pem.as_bytes()),
     );
     let ns = namespaces();
     let dispatcher = Dispatcher::new(Duration::from_millis(250));

@@ -392,15 +392,18 @@ pub fn render_table(report: &BenchReport) -> String {
 }
 
 /// A ValidatingWebhookConfiguration (YAML) of `n` webhooks `hook-{i}.bench.example.com` in a
-/// realistic mix, all calling `url` (with `ca_bundle`, base64 PEM, when not empty): a third
+/// realistic mix, all calling `url` (trusting `ca_pem` as caBundle when given): a third
 /// plain rules, a third with namespaceSelector and objectSelector, a third with two CEL
 /// matchConditions. Plus `skip.bench.example.com`, whose rules match no request (the skip
 /// path). Used to measure what many loaded webhooks cost (`bench --synthetic-config N`).
-pub fn synthetic_config(n: usize, url: &str, ca_bundle: &str) -> String {
-    let client = if ca_bundle.is_empty() {
-        format!("{{url: \"{url}\"}}")
-    } else {
-        format!("{{url: \"{url}\", caBundle: \"{ca_bundle}\"}}")
+pub fn synthetic_config(n: usize, url: &str, ca_pem: Option<&[u8]>) -> String {
+    use base64::Engine;
+    let client = match ca_pem {
+        None => format!("{{url: \"{url}\"}}"),
+        Some(pem) => format!(
+            "{{url: \"{url}\", caBundle: \"{}\"}}",
+            base64::engine::general_purpose::STANDARD.encode(pem)
+        ),
     };
     let mut yaml = String::from("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: bench}\nwebhooks:\n");
     for i in 0..n {
@@ -419,10 +422,12 @@ pub fn synthetic_config(n: usize, url: &str, ca_bundle: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// The synthetic mix loads as a valid configuration with `n` + 1 webhooks.
     #[test]
     fn synthetic_config_loads() {
-        let yaml = super::synthetic_config(30, "https://127.0.0.1:1/allow", "");
+        let yaml = synthetic_config(30, "https://127.0.0.1:1/allow", None);
         let snapshot =
             crate::config::load_contents(&[(std::path::PathBuf::from("s.yaml"), yaml)]).unwrap();
         assert_eq!(snapshot.webhooks.len(), 31);
@@ -438,8 +443,6 @@ mod tests {
             2
         );
     }
-
-    use super::*;
 
     #[test]
     fn template_replaces_only_the_request_uid() {

@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc instead of glibc malloc: the request path allocates and frees many short-lived
 /// buffers; glibc's chunk consolidation was ~13% of the proxy's CPU under load
-/// (benches/README.md, "CPU per request").
+/// (benches/README.md, "What the profiles found").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -142,7 +142,7 @@ struct ServeArgs {
     resync_seconds: u64,
     /// Threads serving requests. One (as linkerd2-proxy defaults to) costs the least CPU per
     /// request and keeps tails short when the sidecar shares cores with its webhook; raise it
-    /// with the pod's CPU limit (benches/README.md, "worker threads").
+    /// with the pod's CPU limit (benches/README.md, "What the profiles found").
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     worker_threads: u16,
     /// Seconds to let requests in flight finish after SIGTERM.
@@ -359,14 +359,13 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     }
     if let (Some(n), Some(url)) = (args.synthetic_config, &args.backend_url) {
         let ca = match &args.cacert {
-            Some(f) => {
-                use base64::Engine;
-                let pem = std::fs::read(f).with_context(|| format!("read {}", f.display()))?;
-                base64::engine::general_purpose::STANDARD.encode(pem)
-            }
-            None => String::new(),
+            Some(f) => Some(std::fs::read(f).with_context(|| format!("read {}", f.display()))?),
+            None => None,
         };
-        print!("{}", admission_proxy::bench::synthetic_config(n, url, &ca));
+        print!(
+            "{}",
+            admission_proxy::bench::synthetic_config(n, url, ca.as_deref())
+        );
         return Ok(());
     }
     let report = admission_proxy::bench::run(admission_proxy::bench::BenchOptions {

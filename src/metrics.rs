@@ -16,7 +16,7 @@ const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 ///
 /// The upkeep matters: with `install_recorder` the exporter keeps every histogram sample until
 /// someone calls `run_upkeep` (or scrapes `/metrics`); without it RSS grew by about 20 bytes
-/// per request, 20 MB per million (benches/README.md, "Memory").
+/// per request, 20 MB per million (benches/README.md, "What the profiles found").
 pub fn install() -> Option<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("duration_seconds".into()), &BUCKETS)

@@ -180,13 +180,13 @@ impl Sources {
     fn interests(&self) -> Vec<Interest> {
         let mut out: Vec<Interest> = Vec::new();
         let mut add = |p: &Path| {
+            // Absolute as notify reports event paths: joined to the working directory, not
+            // canonicalized, so symlinked directories still compare equal.
+            let p = std::env::current_dir().map_or_else(|_| p.to_path_buf(), |cwd| cwd.join(p));
             let (dir, name) = if p.is_dir() {
                 (p.to_path_buf(), None)
             } else {
-                let dir = p
-                    .parent()
-                    .filter(|d| !d.as_os_str().is_empty())
-                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+                let dir = p.parent().map_or_else(|| p.clone(), Path::to_path_buf);
                 (dir, p.file_name().map(|n| n.to_os_string()))
             };
             match out.iter_mut().find(|i| i.dir == dir) {
@@ -195,9 +195,6 @@ impl Sources {
                     (names, _) => *names = None,
                 },
                 None => out.push(Interest {
-                    absolute: std::env::current_dir()
-                        .map(|cwd| cwd.join(&dir))
-                        .unwrap_or_else(|_| dir.clone()),
                     dir,
                     names: name.map(|n| vec![n]),
                 }),
@@ -273,10 +270,8 @@ impl Sources {
 
 /// A watched directory and the entry names in it that matter (`None`: all).
 struct Interest {
+    /// Absolute, as notify reports event paths.
     dir: PathBuf,
-    /// `dir` made absolute as notify reports event paths (joined to the working directory,
-    /// not canonicalized, so symlinked directories still compare equal).
-    absolute: PathBuf,
     names: Option<Vec<std::ffi::OsString>>,
 }
 
@@ -299,7 +294,7 @@ fn matters(interests: &[Interest], path: &Path) -> bool {
         return false;
     };
     interests.iter().any(|i| {
-        path.parent().is_some_and(|d| d == i.absolute)
+        path.parent().is_some_and(|d| d == i.dir)
             && (name.as_encoded_bytes().starts_with(b"..")
                 || i.names
                     .as_ref()

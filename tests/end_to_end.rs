@@ -368,8 +368,7 @@ async fn dry_run_and_side_effects() {
     let proxy = TestProxy::start(&config);
     let body = fixture("0724-delete-core-v1-namespaces-v1.json");
     let reply = proxy.review("legacy.dry.test", &body).await;
-    assert_eq!(reply.decision, "rejected-dry-run");
-    assert_eq!(reply.json["response"]["status"]["code"], 400);
+    assert_eq!(reply.outcome(), ("rejected-dry-run", Some(400)));
     assert_eq!(
         reply.message(),
         r#"admission webhook "legacy.dry.test" does not support dry run"#
@@ -415,13 +414,7 @@ async fn namespace_selector() {
         false,
     );
     let reply = proxy.review("prod.ns.test", &unknown).await;
-    assert_eq!(
-        (
-            reply.decision.as_str(),
-            reply.json["response"]["status"]["code"].as_i64()
-        ),
-        ("rejected", Some(404))
-    );
+    assert_eq!(reply.outcome(), ("rejected", Some(404)));
     assert_eq!(
         reply.message(),
         r#"namespaces "no-such-namespace" not found"#
@@ -575,13 +568,7 @@ async fn match_conditions() {
     assert_eq!(proxy.decision("label.mc.test", &web).await, "allowed");
     assert_eq!(proxy.decision("label.mc.test", &other).await, "skipped");
     let reply = proxy.review("error.fail.test", &web).await;
-    assert_eq!(
-        (
-            reply.decision.as_str(),
-            reply.json["response"]["status"]["code"].as_i64()
-        ),
-        ("rejected", Some(403))
-    );
+    assert_eq!(reply.outcome(), ("rejected", Some(403)));
     assert!(
         reply.message().starts_with(
             r#"pods "p" is forbidden: expression 'object.spec.nothing.here == 1' resulted in error"#

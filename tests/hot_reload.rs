@@ -168,18 +168,13 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reloads_configmap_swaps_and_keeps_last_good_config() {
-    let Workspace {
-        dir,
-        conf,
-        pki,
-        cert,
-        key,
-    } = Workspace::new("reload");
-    configmap_swap(&conf, "..rev1", &config(&[("a.reload.test", "UPDATE")]));
+    let ws = Workspace::new("reload");
+    let (dir, conf, pki, cert, key) = (&ws.dir, &ws.conf, &ws.pki, &ws.cert, &ws.key);
+    configmap_swap(conf, "..rev1", &config(&[("a.reload.test", "UPDATE")]));
     std::os::unix::fs::symlink("..data/webhooks.yaml", conf.join("webhooks.yaml")).unwrap();
 
-    let proxy = start(&conf, &cert, &key);
-    let (client, target) = (HttpClient::new(), proxy.target(&pki));
+    let proxy = start(conf, cert, key);
+    let (client, target) = (HttpClient::new(), proxy.target(pki));
     assert_eq!(
         status(&client, &target, "a.reload.test").await,
         200,
@@ -188,7 +183,7 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
     assert_eq!(status(&client, &target, "b.reload.test").await, 404);
 
     configmap_swap(
-        &conf,
+        conf,
         "..rev2",
         &config(&[("a.reload.test", "UPDATE"), ("b.reload.test", "UPDATE")]),
     );
@@ -197,7 +192,7 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
         .expect("the ..data swap is picked up");
     assert!(took < Duration::from_millis(1500), "reload took {took:?}");
 
-    configmap_swap(&conf, "..rev3", &config(&[("c.reload.test", "PATCH")]));
+    configmap_swap(conf, "..rev3", &config(&[("c.reload.test", "PATCH")]));
     let t0 = Instant::now();
     let mut logged = false;
     for _ in 0..60 {
@@ -230,7 +225,7 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
         config(&[("d.reload.test", "DELETE")]).replace("name: reload", "name: extra"),
     )
     .unwrap();
-    configmap_swap(&conf, "..rev4", &config(&[("a.reload.test", "UPDATE")]));
+    configmap_swap(conf, "..rev4", &config(&[("a.reload.test", "UPDATE")]));
     wait_for(&client, &target, "d.reload.test", 200)
         .await
         .expect("the new file is picked up");
@@ -240,7 +235,7 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
         "b was removed"
     );
     drop(proxy);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Reloads while requests keep coming (issue "Latency you can prove", §3): every answer during
@@ -255,13 +250,8 @@ async fn reloads_under_load_never_answer_wrongly() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10)
         .min(1000);
-    let Workspace {
-        dir,
-        conf,
-        pki,
-        cert,
-        key,
-    } = Workspace::new("load");
+    let ws = Workspace::new("load");
+    let (dir, conf, pki, cert, key) = (&ws.dir, &ws.conf, &ws.pki, &ws.cert, &ws.key);
     let backend = common::TestBackend::start();
     let revision = |i: usize| {
         let steady = common::validating(
@@ -277,9 +267,9 @@ async fn reloads_under_load_never_answer_wrongly() {
         )
     };
     std::fs::write(conf.join("webhooks.yaml"), revision(0)).unwrap();
-    let proxy = start(&conf, &cert, &key);
+    let proxy = start(conf, cert, key);
     let client = Arc::new(HttpClient::new());
-    let target = Arc::new(proxy.target(&pki));
+    let target = Arc::new(proxy.target(pki));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let template = String::from_utf8(common::fixture("0096-create-core-v1-pods-v1.json")).unwrap();
     let uid: String = serde_json::from_str::<serde_json::Value>(&template).unwrap()["request"]
@@ -357,5 +347,5 @@ async fn reloads_under_load_never_answer_wrongly() {
     assert_eq!(reloaded, reloads, "each revision is exactly one reload");
     eprintln!("{reloads} reloads, {answered} answers under load, none wrong");
     drop(proxy);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }

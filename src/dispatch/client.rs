@@ -175,8 +175,8 @@ impl HttpClient {
 ///
 /// The request line, headers and body go out in one write, so one TLS record and usually one
 /// TCP segment: pingora's own `write_request_header` flushes the header on its own, which cost
-/// an extra send (and an extra wake-up of the backend) per call (benches/README.md, "CPU per
-/// request"). pingora still parses the response and owns the pooled connection.
+/// an extra send (and an extra wake-up of the backend) per call (benches/README.md, "What
+/// the profiles found"). pingora still parses the response and owns the pooled connection.
 async fn exchange(
     h1: pingora::protocols::http::v1::client::HttpSession,
     peer: &HttpPeer,

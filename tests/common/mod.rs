@@ -112,6 +112,16 @@ impl Reply {
             .unwrap_or(false)
     }
 
+    /// The proxy's decision and the denial's `status.code`.
+    pub fn outcome(&self) -> (&str, Option<i64>) {
+        (
+            self.decision.as_str(),
+            self.json
+                .pointer("/response/status/code")
+                .and_then(|c| c.as_i64()),
+        )
+    }
+
     pub fn message(&self) -> String {
         self.json
             .pointer("/response/status/message")
