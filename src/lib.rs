@@ -1,7 +1,7 @@
 //! admission-proxy: a sidecar in front of legacy Kubernetes admission webhooks.
 //!
-//! Module dependencies point one way: `api`, `review` → `matching` → `config` → `dispatch`
-//! → `server` → `reload`, `demo`. `metrics`, `tls` and `example_backend` are leaves.
+//! Module dependencies point one way: `api`, `review` → `matching` → `config` → `explain`,
+//! `dispatch` → `server` → `reload`, `demo`. `metrics`, `tls` and `example_backend` are leaves.
 
 pub mod api;
 pub mod bench;
@@ -9,6 +9,7 @@ pub mod config;
 pub mod demo;
 pub mod dispatch;
 pub mod example_backend;
+pub mod explain;
 pub mod matching;
 pub mod metrics;
 pub mod reload;

@@ -50,6 +50,26 @@ enum Command {
     /// document, configuration, webhook, field path, reason) and a summary; exit 0 when valid,
     /// 1 when not. For CI on a repository of webhook configurations.
     Check(CheckArgs),
+    /// For a captured AdmissionReview: for every loaded webhook, whether kube-apiserver would
+    /// call it and why (rules, namespaceSelector and objectSelector with the labels used, each
+    /// matchCondition's value or error, failurePolicy), and the exact body a call would send.
+    Explain(ExplainArgs),
+}
+
+#[derive(clap::Args)]
+struct ExplainArgs {
+    /// Directory (or file) of ValidatingWebhookConfiguration / MutatingWebhookConfiguration.
+    #[arg(long)]
+    config: PathBuf,
+    /// An AdmissionReview (JSON, admission.k8s.io/v1 or v1beta1) as kube-apiserver sends it.
+    #[arg(long)]
+    review: PathBuf,
+    /// Namespaces file (`kubectl get namespaces -o yaml`) for namespaceSelector.
+    #[arg(long)]
+    namespaces_file: Option<PathBuf>,
+    /// `text` (default) or `json`.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    output: String,
 }
 
 #[derive(clap::Args)]
@@ -198,6 +218,9 @@ fn main() -> anyhow::Result<()> {
         let valid = check(args);
         std::process::exit(if valid { 0 } else { 1 });
     }
+    if let Command::Explain(args) = &cli.command {
+        return explain(args);
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Command::Serve(args) = &cli.command {
         builder.worker_threads(usize::from(args.worker_threads));
@@ -209,7 +232,9 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Bench(args) => runtime.block_on(bench(args)),
-        Command::Check(_) => unreachable!("handled before the runtime starts"),
+        Command::Check(_) | Command::Explain(_) => {
+            unreachable!("handled before the runtime starts")
+        }
         Command::Demo(args) => runtime.block_on(async {
             let summary = demo::run(demo::DemoOptions {
                 config: args.config,
@@ -271,6 +296,32 @@ fn check(args: &CheckArgs) -> bool {
     let verdict = if problems == 0 { "valid" } else { "INVALID" };
     println!("{verdict}: {summary}{}", namespaces.unwrap_or_default());
     problems == 0
+}
+
+/// `explain`: loads the configuration and the review as `serve` would and prints the verdicts.
+fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+    let snapshot = config::load(&args.config)
+        .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
+    let namespaces = match &args.namespaces_file {
+        Some(f) => Some(
+            Namespaces::parse(
+                &std::fs::read_to_string(f).with_context(|| format!("read {}", f.display()))?,
+            )
+            .with_context(|| format!("parse {}", f.display()))?,
+        ),
+        None => None,
+    };
+    let body =
+        std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
+    let review = admission_proxy::review::ParsedReview::parse(&body)
+        .with_context(|| format!("parse the AdmissionReview in {}", args.review.display()))?;
+    let explanation = admission_proxy::explain::explain(&snapshot, &review, namespaces.as_ref());
+    if args.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&explanation)?);
+    } else {
+        print!("{}", admission_proxy::explain::render(&explanation));
+    }
+    Ok(())
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -3,10 +3,12 @@
 //! references them. Depends on `review` and the `cel` crate.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cel::objects::{Key, Map};
-use cel::{Context, Env, Program, Value};
+use cel::{Program, Value};
+
+use super::cel_env::{self, env};
 
 use crate::review::ParsedReview;
 
@@ -20,60 +22,70 @@ const VARIABLES: [&str; 5] = [
     "authorizer",
 ];
 
-/// Kubernetes CEL library functions that the `cel` crate does not implement (library-notes):
-/// an expression using one is refused at load instead of failing on every request.
-const UNSUPPORTED_FUNCTIONS: [&str; 27] = [
-    "isSorted",
-    "sum",
-    "find",
-    "findAll",
-    "url",
-    "isURL",
-    "getScheme",
-    "getHost",
-    "getHostname",
-    "getPort",
-    "getEscapedPath",
-    "getQuery",
-    "quantity",
-    "isQuantity",
-    "ip",
-    "isIP",
-    "cidr",
-    "isCIDR",
-    "sets.contains",
-    "sets.equivalent",
-    "sets.intersects",
-    "format",
-    "semver",
-    "isSemver",
-    "check",
-    "allowed",
-    "resource",
+/// Function namespaces a call may name (`optional.of(...)`, `sets.contains(...)`).
+const NAMESPACES: [&str; 5] = ["optional", "sets", "strings", "ip", "format"];
+
+/// Type names, usable as values (`type(x) == int`).
+const TYPE_NAMES: [&str; 10] = [
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bool",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
 ];
 
-/// Function namespaces an identifier may name (`optional.of(...)`).
-const NAMESPACES: [&str; 1] = ["optional"];
+/// What an expression reads and calls, collected once at compile time.
+#[derive(Default)]
+struct Names {
+    /// Identifiers no comprehension binds.
+    variables: Vec<String>,
+    /// Called functions, namespaced ones qualified (`sets.contains`).
+    functions: Vec<String>,
+}
 
-/// Collects the identifiers an expression reads that no comprehension binds.
+/// Collects the free identifiers and the functions an expression calls.
 ///
 /// # Errors
 /// Two-variable comprehensions: the `cel` crate ignores the second variable (library-notes).
 fn free_variables(
     expr: &cel::common::ast::Expr,
     bound: &mut Vec<String>,
-    out: &mut Vec<String>,
+    out: &mut Names,
 ) -> Result<(), String> {
     use cel::common::ast::{EntryExpr, Expr};
     match expr {
         Expr::Unspecified | Expr::Literal(_) => {}
         Expr::Ident(name) => {
-            if !name.starts_with('@') && !bound.contains(name) && !out.contains(name) {
-                out.push(name.clone());
+            if !name.starts_with('@')
+                && !bound.contains(name)
+                && !out.variables.contains(name)
+                && !TYPE_NAMES.contains(&name.as_str())
+            {
+                out.variables.push(name.clone());
             }
         }
         Expr::Call(call) => {
-            if let Some(target) = &call.target {
+            let namespace = match call.target.as_ref().map(|t| &t.expr) {
+                Some(Expr::Ident(ns))
+                    if NAMESPACES.contains(&ns.as_str()) && !bound.contains(ns) =>
+                {
+                    Some(ns)
+                }
+                _ => None,
+            };
+            let function = match namespace {
+                Some(ns) => format!("{ns}.{}", call.func_name),
+                None => call.func_name.clone(),
+            };
+            if !out.functions.contains(&function) {
+                out.functions.push(function);
+            }
+            if let (Some(target), None) = (&call.target, namespace) {
                 free_variables(&target.expr, bound, out)?;
             }
             for arg in &call.args {
@@ -113,18 +125,6 @@ fn free_variables(
         }
     }
     Ok(())
-}
-
-fn env() -> Arc<Env> {
-    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Env::stdlib();
-        // The strings extension is part of the Kubernetes base environment; registering it on a
-        // fresh stdlib cannot clash.
-        let _ = env.add_extension(cel::extensions::strings);
-        Arc::new(env)
-    })
-    .clone()
 }
 
 /// One compiled `matchConditions` entry.
@@ -218,24 +218,26 @@ impl MatchCondition {
         let program = env()
             .compile(expression)
             .map_err(|e| format!("compilation failed: {e}"))?;
-        let mut free = Vec::new();
-        free_variables(&program.expression().expr, &mut Vec::new(), &mut free)?;
-        for variable in &free {
-            if !VARIABLES.contains(&variable.as_str()) && !NAMESPACES.contains(&variable.as_str()) {
+        let mut names = Names::default();
+        free_variables(&program.expression().expr, &mut Vec::new(), &mut names)?;
+        // Functions first: an unsupported macro's loop variables would read as undeclared.
+        cel_env::check_functions(names.functions.iter().map(String::as_str))
+            .map_err(|e| format!("compilation failed: {e}"))?;
+        for variable in &names.variables {
+            if !VARIABLES.contains(&variable.as_str()) {
                 return Err(format!(
                     "compilation failed: undeclared reference to {variable:?}"
                 ));
             }
         }
-        let references = program.references();
-        if free.iter().any(|v| v == "authorizer") {
+        if names.variables.iter().any(|v| v == "authorizer") {
             return Err("compilation failed: the `authorizer` variable (authorization checks) is not supported by admission-proxy".to_string());
         }
-        for function in references.functions() {
-            if UNSUPPORTED_FUNCTIONS.contains(&function) {
-                return Err(format!("compilation failed: function {function:?} of the Kubernetes CEL libraries is not supported by admission-proxy"));
-            }
-        }
+        literal_patterns(&program.expression().expr, &mut |pattern| {
+            cel_env::precompile_regex(pattern).map_err(|e| {
+                format!("compilation failed: invalid regular expression {pattern:?}: {e}")
+            })
+        })?;
         if let Some(kind) = static_non_bool(&program.expression().expr) {
             return Err(format!("must evaluate to bool, but evaluates to {kind}"));
         }
@@ -245,6 +247,67 @@ impl MatchCondition {
             program,
         })
     }
+}
+
+/// Calls `f` with every string-literal pattern of `matches`, `find` and `findAll`, so that it is
+/// compiled (and checked) once at load (`cel.ValidateRegexLiterals`, base.go).
+fn literal_patterns(
+    expr: &cel::common::ast::Expr,
+    f: &mut dyn FnMut(&str) -> Result<(), String>,
+) -> Result<(), String> {
+    use cel::common::ast::{EntryExpr, Expr, LiteralValue};
+    match expr {
+        Expr::Call(call) => {
+            if matches!(call.func_name.as_str(), "matches" | "find" | "findAll") {
+                // `s.matches(p)` or `matches(s, p)`: the pattern is the last string argument.
+                let pattern = if call.target.is_some() {
+                    call.args.first()
+                } else {
+                    call.args.get(1)
+                };
+                if let Some(Expr::Literal(LiteralValue::String(p))) = pattern.map(|a| &a.expr) {
+                    f(p)?;
+                }
+            }
+            if let Some(target) = &call.target {
+                literal_patterns(&target.expr, f)?;
+            }
+            for arg in &call.args {
+                literal_patterns(&arg.expr, f)?;
+            }
+        }
+        Expr::Select(select) => literal_patterns(&select.operand.expr, f)?,
+        Expr::List(list) => {
+            for e in &list.elements {
+                literal_patterns(&e.expr, f)?;
+            }
+        }
+        Expr::Map(cel::common::ast::MapExpr { entries })
+        | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => {
+            for entry in entries {
+                match &entry.expr {
+                    EntryExpr::StructField(sf) => literal_patterns(&sf.value.expr, f)?,
+                    EntryExpr::MapEntry(m) => {
+                        literal_patterns(&m.key.expr, f)?;
+                        literal_patterns(&m.value.expr, f)?;
+                    }
+                }
+            }
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                literal_patterns(&e.expr, f)?;
+            }
+        }
+        Expr::Unspecified | Expr::Literal(_) | Expr::Ident(_) => {}
+    }
+    Ok(())
 }
 
 /// The static type of an expression when it is certainly not bool. Without a type checker in
@@ -312,24 +375,15 @@ impl MatchConditions {
         if self.conditions.is_empty() {
             return ConditionsResult::Match;
         }
-        let mut context = Context::with_env(env());
-        let request = &review.request;
-        if self.uses.object {
-            context.add_variable_from_value("object", raw_to_cel(request.object.map(|r| r.get())));
-        }
-        if self.uses.old_object {
-            context.add_variable_from_value(
-                "oldObject",
-                raw_to_cel(request.old_object.map(|r| r.get())),
-            );
-        }
-        if self.uses.request {
-            context.add_variable_from_value(
-                "request",
-                request_to_cel(review, self.uses.request_fields.as_deref()),
-            );
-        }
-        context.add_variable_from_value("namespaceObject", Value::Null);
+        cel_env::with_root_context(|context| self.evaluate_in(context, review))
+    }
+
+    fn evaluate_in(
+        &self,
+        mut context: cel::Context<'_, 'static>,
+        review: &ParsedReview<'_>,
+    ) -> ConditionsResult {
+        self.bind(&mut context, review);
         let mut errors: Vec<String> = Vec::new();
         for condition in &self.conditions {
             match condition.program.execute(&context) {
@@ -350,6 +404,49 @@ impl MatchConditions {
             1 => ConditionsResult::Error(errors.remove(0)),
             _ => ConditionsResult::Error(format!("[{}]", errors.join(", "))),
         }
+    }
+}
+
+impl MatchConditions {
+    /// Adds the variables the conditions reference (matching notes §8) to `context`.
+    fn bind(&self, context: &mut cel::Context<'_, 'static>, review: &ParsedReview<'_>) {
+        let request = &review.request;
+        if self.uses.object {
+            context.add_variable_from_value("object", raw_to_cel(request.object.map(|r| r.get())));
+        }
+        if self.uses.old_object {
+            context.add_variable_from_value(
+                "oldObject",
+                raw_to_cel(request.old_object.map(|r| r.get())),
+            );
+        }
+        if self.uses.request {
+            context.add_variable_from_value(
+                "request",
+                request_to_cel(review, self.uses.request_fields.as_deref()),
+            );
+        }
+        context.add_variable_from_value("namespaceObject", Value::Null);
+    }
+
+    /// Every condition's own result, in list order, for `explain` (KEP-3716 "Debuggability"):
+    /// the value as CEL prints it, or the error message. The decision itself is
+    /// [`MatchConditions::evaluate`]'s.
+    pub fn evaluate_each(&self, review: &ParsedReview<'_>) -> Vec<Result<String, String>> {
+        cel_env::with_root_context(|mut context| {
+            self.bind(&mut context, review);
+            self.conditions
+                .iter()
+                .map(|c| match c.program.execute(&context) {
+                    Ok(Value::Bool(b)) => Ok(b.to_string()),
+                    Ok(Value::String(s)) => Ok(format!("{s:?}")),
+                    Ok(Value::Int(i)) => Ok(i.to_string()),
+                    Ok(Value::Null) => Ok("null".to_string()),
+                    Ok(other) => Ok(format!("{other:?}")),
+                    Err(e) => Err(e.to_string()),
+                })
+                .collect()
+        })
     }
 }
 
@@ -614,7 +711,14 @@ mod tests {
             ("object.", "compilation failed"),
             ("params.x == 1", "undeclared reference"),
             ("authorizer.path('/x').check('get').allowed()", "authorizer"),
-            ("'1.2.3.4'.isIP()", "isIP"),
+            (
+                "'abc'.reverse() == 'cba'",
+                "undeclared reference to function \"reverse\"",
+            ),
+            ("[1].transformList(i, v, v) == [1]", "transformList"),
+            ("'a'.matches('(')", "invalid regular expression \"(\""),
+            ("'a'.find('[') == ''", "invalid regular expression"),
+            ("nope.contains('x')", "undeclared reference to \"nope\""),
             ("1 + 2", "must evaluate to bool"),
             ("[1].all(i, v, v > 0)", "compilation failed"),
             ("'string'", "must evaluate to bool"),

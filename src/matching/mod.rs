@@ -2,6 +2,7 @@
 //! `apiserver/admission/plugin/webhook/generic/webhook.go` (matching notes §1).
 //! Depends on `api` and `review`; everything here is compiled at config load.
 
+pub mod cel_env;
 pub mod conditions;
 pub mod namespaces;
 pub mod rules;
@@ -102,7 +103,7 @@ impl ObjectLabels {
     }
 
     /// `matchObject` of the object matcher: false for null objects and objects without metadata.
-    fn matches(&self, selector: &LabelSelector) -> bool {
+    pub fn matches(&self, selector: &LabelSelector) -> bool {
         match self {
             ObjectLabels::Labels(labels) => selector.matches(labels),
             ObjectLabels::Null | ObjectLabels::NoMetadata => false,
@@ -164,33 +165,19 @@ impl Matcher {
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
     ) -> (bool, Option<Status>) {
-        let request = &review.request;
-        let resource = &request.effective_resource().resource;
-        // Cluster-scoped objects other than Namespaces are never excluded; only the resource
-        // *name* is tested, not the group (matching notes §3).
-        if request.namespace.is_empty() && resource != "namespaces" {
-            return (true, None);
-        }
         if self.namespace_selector.is_empty() {
             return (true, None);
         }
-        let own_labels = resource == "namespaces"
-            && request.effective_sub_resource().is_empty()
-            && matches!(review.operation, Operation::Create | Operation::Update);
-        if own_labels {
-            return match ObjectLabels::of(request.object) {
-                ObjectLabels::Labels(labels) => (self.namespace_selector.matches(&labels), None),
-                _ => (self.namespace_selector.matches(&BTreeMap::new()), None),
-            };
-        }
-        match namespaces.and_then(|n| n.labels(&request.namespace)) {
-            Some(labels) => (self.namespace_selector.matches(labels), None),
-            None => (
+        match namespace_labels(review, namespaces) {
+            NamespaceLabels::ClusterScoped => (true, None),
+            NamespaceLabels::Object(labels) => (self.namespace_selector.matches(&labels), None),
+            NamespaceLabels::Stored(labels) => (self.namespace_selector.matches(labels), None),
+            NamespaceLabels::NotFound => (
                 false,
                 Some(Status::failure(
                     404,
                     "NotFound",
-                    format!("namespaces {:?} not found", request.namespace),
+                    format!("namespaces {:?} not found", review.request.namespace),
                 )),
             ),
         }
@@ -204,6 +191,46 @@ impl Matcher {
         let request = &review.request;
         ObjectLabels::of(request.object).matches(&self.object_selector)
             || ObjectLabels::of(request.old_object).matches(&self.object_selector)
+    }
+}
+
+/// Where namespaceSelector reads a request's namespace labels from (matching notes §3, §0.6).
+#[derive(Clone, Debug, PartialEq)]
+pub enum NamespaceLabels<'n> {
+    /// A cluster-scoped object that is not a Namespace: namespaceSelector never excludes it.
+    /// Only the resource *name* is tested, not the group (matching notes §3).
+    ClusterScoped,
+    /// CREATE or UPDATE of a Namespace itself: the object's own labels (none if it has no
+    /// metadata).
+    Object(BTreeMap<String, String>),
+    /// The namespace as stored: the `--namespaces-file` entry.
+    Stored(&'n BTreeMap<String, String>),
+    /// The namespace is not known: a 404 held back until a rule matches (matching notes §0.2).
+    NotFound,
+}
+
+/// The labels namespaceSelector is matched against for `review`.
+pub fn namespace_labels<'n>(
+    review: &ParsedReview<'_>,
+    namespaces: Option<&'n Namespaces>,
+) -> NamespaceLabels<'n> {
+    let request = &review.request;
+    let resource = &request.effective_resource().resource;
+    if request.namespace.is_empty() && resource != "namespaces" {
+        return NamespaceLabels::ClusterScoped;
+    }
+    let own_labels = resource == "namespaces"
+        && request.effective_sub_resource().is_empty()
+        && matches!(review.operation, Operation::Create | Operation::Update);
+    if own_labels {
+        return match ObjectLabels::of(request.object) {
+            ObjectLabels::Labels(labels) => NamespaceLabels::Object(labels),
+            _ => NamespaceLabels::Object(BTreeMap::new()),
+        };
+    }
+    match namespaces.and_then(|n| n.labels(&request.namespace)) {
+        Some(labels) => NamespaceLabels::Stored(labels),
+        None => NamespaceLabels::NotFound,
     }
 }
 

@@ -62,11 +62,25 @@ impl Rule {
 
     /// `rules.Matcher.Matches`: scope, operation, group, version and resource all match.
     pub fn matches(&self, input: &RuleInput<'_>) -> bool {
-        self.matches_scope(input)
-            && any_or_star(&self.operations, input.operation.as_str())
-            && any_or_star(&self.api_groups, &input.resource.group)
-            && any_or_star(&self.api_versions, &input.resource.version)
-            && self.matches_resource(&input.resource.resource, input.sub_resource)
+        self.mismatch(input).is_none()
+    }
+
+    /// The first part of the rule that does not match, in `rules.Matcher.Matches` order
+    /// (`scope`, `operations`, `apiGroups`, `apiVersions`, `resources`); `None` when it matches.
+    pub fn mismatch(&self, input: &RuleInput<'_>) -> Option<&'static str> {
+        if !self.matches_scope(input) {
+            Some("scope")
+        } else if !any_or_star(&self.operations, input.operation.as_str()) {
+            Some("operations")
+        } else if !any_or_star(&self.api_groups, &input.resource.group) {
+            Some("apiGroups")
+        } else if !any_or_star(&self.api_versions, &input.resource.version) {
+            Some("apiVersions")
+        } else if !self.matches_resource(&input.resource.resource, input.sub_resource) {
+            Some("resources")
+        } else {
+            None
+        }
     }
 
     /// `"r/*"` also matches `r` itself; `"*"` matches no subresource; `"*/*"` matches all
@@ -88,6 +102,43 @@ impl Rule {
             Scope::Namespaced => !is_namespace && !input.namespace.is_empty(),
             Scope::Cluster => is_namespace || input.namespace.is_empty(),
         }
+    }
+}
+
+/// As written in the configuration: `operations=[CREATE] apiGroups=[apps] apiVersions=[v1]
+/// resources=[deployments, deployments/scale] scope=*`.
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let resources: Vec<String> = self
+            .resources
+            .iter()
+            .map(|(r, s)| {
+                if s.is_empty() {
+                    r.clone()
+                } else {
+                    format!("{r}/{s}")
+                }
+            })
+            .collect();
+        let scope = match self.scope {
+            Scope::Any => "*",
+            Scope::Cluster => "Cluster",
+            Scope::Namespaced => "Namespaced",
+        };
+        // The core group is "": shown quoted so that it stays visible.
+        let groups: Vec<&str> = self
+            .api_groups
+            .iter()
+            .map(|g| if g.is_empty() { "\"\"" } else { g.as_str() })
+            .collect();
+        write!(
+            f,
+            "operations=[{}] apiGroups=[{}] apiVersions=[{}] resources=[{}] scope={scope}",
+            self.operations.join(", "),
+            groups.join(", "),
+            self.api_versions.join(", "),
+            resources.join(", ")
+        )
     }
 }
 

@@ -63,6 +63,16 @@ impl LabelSelector {
     }
 }
 
+/// The selector in `kubectl` syntax (`app=web,tier in (a,b)`); `{}` (everything) when empty.
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.selector {
+            None => f.write_str("{} (everything)"),
+            Some(s) => write!(f, "{s}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,403 @@
+//! `admission-proxy explain`: for one captured AdmissionReview, what every loaded webhook would
+//! do with it and why (KEP-3716 "Debuggability"). Depends on `config`, `matching` and `review`;
+//! the verdict is [`Matcher::decide`]'s own, so explain cannot disagree with `serve`.
+//!
+//! [`Matcher::decide`]: crate::matching::Matcher::decide
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::api::FailurePolicy;
+use crate::config::{Snapshot, Webhook};
+use crate::matching::{
+    namespace_labels, rules, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels, RuleInput,
+};
+use crate::review::ParsedReview;
+
+/// What explain reports for one review: the request in brief, then every webhook by name.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    pub uid: String,
+    /// `admission.k8s.io/v1` or `v1beta1`, as the review was written.
+    pub api_version: &'static str,
+    /// `CREATE apps/v1 deployments "web" in namespace "prod"`.
+    pub request: String,
+    pub webhooks: Vec<WebhookExplanation>,
+}
+
+/// One webhook's verdict and the evidence for it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookExplanation {
+    pub name: String,
+    pub configuration: String,
+    /// `validating` or `mutating`.
+    #[serde(rename = "type")]
+    pub webhook_type: &'static str,
+    /// `call`, `skip` or `reject` (the request fails before the webhook is called).
+    pub verdict: &'static str,
+    /// Why, in one line.
+    pub reason: String,
+    pub namespace_selector: SelectorCheck,
+    pub object_selector: ObjectSelectorCheck,
+    /// Each rule with `matched` or the first part that did not match.
+    pub rules: Vec<RuleCheck>,
+    pub match_conditions: Vec<ConditionCheck>,
+    /// `Fail` or `Ignore`.
+    pub failure_policy: &'static str,
+    /// What happens if the call to the backend fails (dispatch notes §18).
+    pub on_call_failure: &'static str,
+    /// For `call`: what would be sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallPlan>,
+}
+
+/// namespaceSelector: the selector, the labels used and where they came from.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectorCheck {
+    pub selector: String,
+    /// `none needed (empty selector)`, `none needed (cluster-scoped object...)`, `the Namespace
+    /// object itself`, `--namespaces-file`, or `namespace not found`.
+    pub labels_from: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// `match`, `no match` or `error: ...`.
+    pub result: String,
+}
+
+/// objectSelector: labels of `object` and `oldObject` (matching notes §4, §0.7).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectSelectorCheck {
+    pub selector: String,
+    /// The labels, `null` (no object) or `no metadata`.
+    pub object: String,
+    pub old_object: String,
+    pub result: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RuleCheck {
+    pub rule: String,
+    /// `matched`, or `<field> does not match`.
+    pub result: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ConditionCheck {
+    pub name: String,
+    pub expression: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The request the proxy would send to the legacy backend.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallPlan {
+    /// The negotiated AdmissionReview version (`admission.k8s.io/v1`), absent when the
+    /// webhook names none the proxy speaks (then the call fails as failurePolicy says).
+    pub admission_review_version: Option<&'static str>,
+    pub url: String,
+    pub timeout_seconds: u64,
+    /// The exact body, byte for byte.
+    pub body: Option<Box<RawValue>>,
+}
+
+/// Explains `review` against every webhook of `snapshot`, sorted by webhook name.
+pub fn explain(
+    snapshot: &Snapshot,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+) -> Explanation {
+    let r = &review.request;
+    let resource = r.effective_resource();
+    let mut request = format!(
+        "{} {}{}{}",
+        review.operation.as_str(),
+        if resource.group.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", resource.group)
+        },
+        resource.version,
+        format_args!(" {}", resource.resource)
+    );
+    let sub = r.effective_sub_resource();
+    if !sub.is_empty() {
+        let _ = write!(request, "/{sub}");
+    }
+    if !r.name.is_empty() {
+        let _ = write!(request, " {:?}", r.name);
+    }
+    if !r.namespace.is_empty() {
+        let _ = write!(request, " in namespace {:?}", r.namespace);
+    }
+    let mut webhooks: Vec<&Webhook> = snapshot.webhooks.values().map(|w| w.as_ref()).collect();
+    webhooks.sort_by(|a, b| a.name.cmp(&b.name));
+    Explanation {
+        uid: r.uid.clone(),
+        api_version: review.version.api_version(),
+        request,
+        webhooks: webhooks
+            .into_iter()
+            .map(|w| explain_webhook(w, review, namespaces))
+            .collect(),
+    }
+}
+
+fn explain_webhook(
+    webhook: &Webhook,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+) -> WebhookExplanation {
+    let m = &webhook.matcher;
+    let r = &review.request;
+    let decision = m.decide(review, namespaces);
+    let (mut verdict, mut reason) = match &decision {
+        MatchDecision::Call => ("call", "every check passed".to_string()),
+        MatchDecision::Skip(why) => ("skip", why.to_string()),
+        MatchDecision::Reject(status) => (
+            "reject",
+            format!("{} {}: {}", status.code, status.reason, status.message),
+        ),
+    };
+    // The dry-run check comes after matching, before the call (dispatch notes §10).
+    if verdict == "call" && r.is_dry_run() && !webhook.side_effects.supports_dry_run() {
+        verdict = "reject";
+        reason = format!(
+            "400 BadRequest: admission webhook {:?} does not support dry run (sideEffects {:?})",
+            webhook.name, webhook.side_effects
+        );
+    }
+    if rules::is_exempt_admission_configuration(r.effective_kind()) {
+        reason = "exempt: admission configuration kinds never reach webhooks (matching notes §7)"
+            .to_string();
+    }
+
+    let (labels_from, labels, ns_result) = if m.namespace_selector.is_empty() {
+        ("none needed (empty selector)", None, "match".to_string())
+    } else {
+        let select = |l: &BTreeMap<String, String>| {
+            if m.namespace_selector.matches(l) {
+                "match".to_string()
+            } else {
+                "no match".to_string()
+            }
+        };
+        match namespace_labels(review, namespaces) {
+            NamespaceLabels::ClusterScoped => (
+                "none needed (cluster-scoped object, never excluded)",
+                None,
+                "match".to_string(),
+            ),
+            NamespaceLabels::Object(l) => {
+                let result = select(&l);
+                ("the Namespace object itself", Some(l), result)
+            }
+            NamespaceLabels::Stored(l) => ("--namespaces-file", Some(l.clone()), select(l)),
+            NamespaceLabels::NotFound => (
+                "namespace not found",
+                None,
+                format!(
+                    "error: 404 namespaces {:?} not found (held back until a rule matches)",
+                    r.namespace
+                ),
+            ),
+        }
+    };
+
+    let object = ObjectLabels::of(r.object);
+    let old_object = ObjectLabels::of(r.old_object);
+    let object_result = if m.object_selector.is_empty()
+        || object.matches(&m.object_selector)
+        || old_object.matches(&m.object_selector)
+    {
+        "match"
+    } else {
+        "no match"
+    };
+
+    let input = RuleInput {
+        operation: review.operation,
+        resource: r.effective_resource(),
+        sub_resource: r.effective_sub_resource(),
+        namespace: &r.namespace,
+    };
+    let rules = m
+        .rules
+        .iter()
+        .map(|rule| RuleCheck {
+            rule: rule.to_string(),
+            result: match rule.mismatch(&input) {
+                None => "matched".to_string(),
+                Some(part) => format!("{part} does not match"),
+            },
+        })
+        .collect();
+
+    let match_conditions = m
+        .match_conditions
+        .iter()
+        .zip(m.match_conditions.evaluate_each(review))
+        .map(|(c, result)| {
+            let (value, error) = match result {
+                Ok(v) => (Some(v), None),
+                Err(e) => (None, Some(e)),
+            };
+            ConditionCheck {
+                name: c.name.clone(),
+                expression: c.expression.clone(),
+                value,
+                error,
+            }
+        })
+        .collect();
+
+    let (failure_policy, on_call_failure) = match webhook.failure_policy() {
+        FailurePolicy::Fail => ("Fail", "the request is rejected (500)"),
+        FailurePolicy::Ignore => ("Ignore", "the request is admitted with a warning"),
+    };
+    let call = (verdict == "call").then(|| {
+        let timeout_seconds = webhook.timeout.as_secs();
+        let version = webhook.review_version;
+        CallPlan {
+            admission_review_version: version.map(|v| v.api_version()),
+            url: format!("{}?timeout={timeout_seconds}s", webhook.backend.url),
+            timeout_seconds,
+            body: version.and_then(|v| {
+                let body = review.body_as(v);
+                std::str::from_utf8(&body)
+                    .ok()
+                    .and_then(|s| RawValue::from_string(s.to_string()).ok())
+            }),
+        }
+    });
+
+    WebhookExplanation {
+        name: webhook.name.clone(),
+        configuration: webhook.configuration.clone(),
+        webhook_type: webhook.webhook_type.as_str(),
+        verdict,
+        reason,
+        namespace_selector: SelectorCheck {
+            selector: m.namespace_selector.to_string(),
+            labels_from,
+            labels,
+            result: ns_result,
+        },
+        object_selector: ObjectSelectorCheck {
+            selector: m.object_selector.to_string(),
+            object: describe_labels(&object),
+            old_object: describe_labels(&old_object),
+            result: object_result,
+        },
+        rules,
+        match_conditions,
+        failure_policy,
+        on_call_failure,
+        call,
+    }
+}
+
+fn describe_labels(labels: &ObjectLabels) -> String {
+    match labels {
+        ObjectLabels::Null => "null".to_string(),
+        ObjectLabels::NoMetadata => "no metadata".to_string(),
+        ObjectLabels::Labels(l) if l.is_empty() => "no labels".to_string(),
+        ObjectLabels::Labels(l) => l
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
+/// The human-readable form: one block per webhook, the body last.
+pub fn render(explanation: &Explanation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "AdmissionReview {} (uid {}): {}",
+        explanation.api_version, explanation.uid, explanation.request
+    );
+    for w in &explanation.webhooks {
+        let _ = writeln!(
+            out,
+            "\nwebhook {:?} ({} configuration {:?}): {} ({})",
+            w.name,
+            w.webhook_type,
+            w.configuration,
+            w.verdict.to_uppercase(),
+            w.reason
+        );
+        let ns = &w.namespace_selector;
+        let labels = ns
+            .labels
+            .as_ref()
+            .map(|l| {
+                let text: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!(" [{}]", text.join(","))
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  namespaceSelector {}: {} (labels: {}{labels})",
+            ns.selector, ns.result, ns.labels_from
+        );
+        let os = &w.object_selector;
+        let _ = writeln!(
+            out,
+            "  objectSelector {}: {} (object: {}; oldObject: {})",
+            os.selector, os.result, os.object, os.old_object
+        );
+        for (i, rule) in w.rules.iter().enumerate() {
+            let _ = writeln!(out, "  rule {i}: {} -> {}", rule.rule, rule.result);
+        }
+        for c in &w.match_conditions {
+            let result = match (&c.value, &c.error) {
+                (Some(v), _) => v.clone(),
+                (None, Some(e)) => format!("error: {e}"),
+                (None, None) => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "  matchCondition {:?}: {} -> {result}",
+                c.name, c.expression
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  failurePolicy {}: if the call fails, {}",
+            w.failure_policy, w.on_call_failure
+        );
+        if let Some(call) = &w.call {
+            match (&call.admission_review_version, &call.body) {
+                (Some(version), Some(body)) => {
+                    let _ = writeln!(
+                        out,
+                        "  sends AdmissionReview {version} to {} (timeout {}s):\n    {}",
+                        call.url,
+                        call.timeout_seconds,
+                        body.get()
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        out,
+                        "  no AdmissionReview version the proxy speaks: the call fails ({})",
+                        w.on_call_failure
+                    );
+                }
+            }
+        }
+    }
+    out
+}

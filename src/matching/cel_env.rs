@@ -1,0 +1,392 @@
+//! The Kubernetes CEL environment for matchConditions (matching notes §8; Kubernetes
+//! `apiserver/pkg/cel/environment/base.go`): the `cel` crate's standard library, the Kubernetes
+//! libraries from `kube-cel`, and regular expressions compiled once. Depends only on `cel`,
+//! `kube-cel` and `regex`.
+//!
+//! Which crate provides what was measured (README, "CEL compatibility"): `cel` 0.15 alone lacks
+//! every Kubernetes library; `kube-cel` 0.8 on its own `cel` 0.13 lacks optional types. `kube-cel`
+//! rebuilt on `cel` 0.15 (`vendor/kube-cel/VENDORED.md`) has both.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use cel::extractors::{Arguments, This};
+use cel::objects::Value;
+use cel::{Context, Env, ExecutionError, ResolveResult};
+use kube_cel::KubeCelExt;
+use regex::Regex;
+
+/// The parse/compile environment: the standard library and the macros. Kubernetes library
+/// functions are resolved at run time through [`with_root_context`].
+pub fn env() -> Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
+}
+
+thread_local! {
+    /// The function registry (every library function), built once per thread: registering
+    /// ~120 functions costs far more than evaluating a typical condition.
+    static ROOT: Context<'static, 'static> = root_context();
+}
+
+fn root_context() -> Context<'static, 'static> {
+    let mut context = Context::with_env(env());
+    context.register_all();
+    // Cached regular expressions replace the compile-per-call versions (library-notes).
+    let _ = context.add_function("matches", matches);
+    let _ = context.add_function("find", find);
+    let _ = context.add_function("findAll", find_all);
+    context
+}
+
+/// Runs `f` with a child scope of the per-thread root context; the caller adds the request's
+/// variables to the child.
+pub fn with_root_context<R>(f: impl FnOnce(Context<'_, 'static>) -> R) -> R {
+    ROOT.with(|root| f(root.new_inner_scope()))
+}
+
+/// Regular expressions compiled at config load, keyed by pattern. Read without a lock on the
+/// request path; written only while a configuration compiles.
+fn regexes() -> &'static ArcSwap<HashMap<String, Arc<Regex>>> {
+    static REGEXES: OnceLock<ArcSwap<HashMap<String, Arc<Regex>>>> = OnceLock::new();
+    REGEXES.get_or_init(Default::default)
+}
+
+/// Most distinct patterns kept; beyond this, patterns compile per call (as `cel` does), so a
+/// stream of configurations cannot grow the cache without bound.
+const MAX_CACHED_REGEXES: usize = 4096;
+
+/// Compiles a literal pattern of `matches`/`find`/`findAll` at load, as kube-apiserver's regex
+/// optimizer does (`cel.ValidateRegexLiterals`, base.go).
+///
+/// # Errors
+/// The pattern is not a valid RE2/Rust regular expression.
+pub fn precompile_regex(pattern: &str) -> Result<(), String> {
+    if regexes().load().contains_key(pattern) {
+        return Ok(());
+    }
+    let compiled = Arc::new(Regex::new(pattern).map_err(|e| e.to_string())?);
+    regexes().rcu(|current| {
+        let mut next = HashMap::clone(current);
+        if next.len() < MAX_CACHED_REGEXES {
+            next.insert(pattern.to_string(), compiled.clone());
+        }
+        next
+    });
+    Ok(())
+}
+
+fn regex(function: &str, pattern: &str) -> Result<Arc<Regex>, ExecutionError> {
+    if let Some(re) = regexes().load().get(pattern) {
+        return Ok(re.clone());
+    }
+    Regex::new(pattern).map(Arc::new).map_err(|e| {
+        ExecutionError::function_error(function, format!("'{pattern}' not a valid regex:\n{e}"))
+    })
+}
+
+/// `string.matches(string) -> bool` (CEL standard library), with the pattern cached.
+fn matches(This(this): This<Arc<String>>, pattern: Arc<String>) -> ResolveResult {
+    Ok(Value::Bool(regex("matches", &pattern)?.is_match(&this)))
+}
+
+/// `string.find(string) -> string` (Kubernetes regex library): the first match, or `""`.
+fn find(This(this): This<Arc<String>>, pattern: Arc<String>) -> ResolveResult {
+    let found = regex("find", &pattern)?
+        .find(&this)
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    Ok(Value::String(Arc::new(found)))
+}
+
+/// `string.findAll(string [, int]) -> list(string)` (Kubernetes regex library): every match,
+/// or the first `n`; a negative `n` means all, as in Go's `FindAllString`.
+fn find_all(This(this): This<Arc<String>>, Arguments(args): Arguments) -> ResolveResult {
+    let pattern = match args.first() {
+        Some(Value::String(s)) => s.clone(),
+        _ => {
+            return Err(ExecutionError::function_error(
+                "findAll",
+                "expected a string pattern",
+            ))
+        }
+    };
+    let limit = match args.get(1) {
+        None => usize::MAX,
+        Some(Value::Int(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+        Some(_) => {
+            return Err(ExecutionError::function_error(
+                "findAll",
+                "expected an int limit",
+            ))
+        }
+    };
+    let re = regex("findAll", &pattern)?;
+    let found = re
+        .find_iter(&this)
+        .take(limit)
+        .map(|m| Value::String(Arc::new(m.as_str().to_string())))
+        .collect();
+    Ok(Value::List(Arc::new(found)))
+}
+
+/// One function of the CEL environment, with an expression that evaluates to `true` and shows
+/// it works as in Kubernetes (each example is run by the tests and listed in the README's
+/// CEL compatibility table).
+#[derive(Debug)]
+pub struct LibraryFunction {
+    /// The name as it appears in a call (`isSorted`, `sets.contains`).
+    pub name: &'static str,
+    /// The Kubernetes or cel-go library it comes from.
+    pub library: &'static str,
+    /// An expression that is `true` in kube-apiserver and here.
+    pub example: &'static str,
+}
+
+macro_rules! functions {
+    ($($library:literal: [$($name:literal => $example:literal),* $(,)?]),* $(,)?) => {
+        &[$($(LibraryFunction { name: $name, library: $library, example: $example },)*)*]
+    };
+}
+
+/// Every function an expression may call, by library: the Kubernetes 1.33 base environment
+/// (`baseOptsWithoutStrictCost` in base.go) minus [`UNSUPPORTED`]. An expression calling
+/// anything else is refused at load, as kube-apiserver's type checker refuses it.
+pub const FUNCTIONS: &[LibraryFunction] = functions! {
+    "standard": [
+        "size" => "size('abc') == 3 && size([1, 2]) == 2 && 'abc'.size() == 3",
+        "contains" => "'hello'.contains('ell')",
+        "startsWith" => "'hello'.startsWith('he')",
+        "endsWith" => "'hello'.endsWith('lo')",
+        "matches" => "'abc123'.matches('^[a-z]+[0-9]+$') && matches('x', 'x')",
+        "int" => "int('42') == 42 && int(2.9) == 2",
+        "uint" => "uint(42) == 42u",
+        "double" => "double(1) == 1.0",
+        "string" => "string(42) == '42' && string(true) == 'true'",
+        "bytes" => "bytes('abc') == b'abc'",
+        "bool" => "bool('true')",
+        "type" => "type(1) == int && type('a') == string",
+        "dyn" => "dyn(1) == 1",
+        "timestamp" => "timestamp('2024-01-01T00:00:00Z') < timestamp('2025-01-01T00:00:00Z')",
+        "duration" => "duration('1h') > duration('30m')",
+        "getFullYear" => "timestamp('2024-03-01T10:00:00Z').getFullYear() == 2024",
+        "getMonth" => "timestamp('2024-03-01T10:00:00Z').getMonth() == 2",
+        "getDayOfMonth" => "timestamp('2024-03-05T10:00:00Z').getDayOfMonth() == 4",
+        "getDate" => "timestamp('2024-03-05T10:00:00Z').getDate() == 5",
+        "getDayOfWeek" => "timestamp('2024-03-05T10:00:00Z').getDayOfWeek() == 2",
+        "getDayOfYear" => "timestamp('2024-01-02T10:00:00Z').getDayOfYear() == 1",
+        "getHours" => "timestamp('2024-03-01T10:00:00Z').getHours() == 10 && duration('2h').getHours() == 2",
+        "getMinutes" => "duration('90m').getMinutes() == 90",
+        "getSeconds" => "duration('90s').getSeconds() == 90",
+        "getMilliseconds" => "duration('1.5s').getMilliseconds() == 1500",
+    ],
+    "macros": [
+        "has" => "has(object.metadata) && !has(object.status)",
+        "all" => "[1, 2].all(x, x > 0)",
+        "exists" => "[1, 2].exists(x, x == 2)",
+        "exists_one" => "[1, 2].exists_one(x, x == 2)",
+        "map" => "[1, 2].map(x, x * 2) == [2, 4] && [1, 2].map(x, x > 1, x) == [2]",
+        "filter" => "[1, 2, 3].filter(x, x > 1) == [2, 3]",
+    ],
+    "optional types": [
+        "optional.of" => "optional.of(1).hasValue()",
+        "optional.none" => "!optional.none().hasValue()",
+        "optional.ofNonZeroValue" => "!optional.ofNonZeroValue('').hasValue()",
+        "hasValue" => "object.?metadata.?labels.?app.hasValue()",
+        "value" => "object.?metadata.?name.value() == 'p'",
+        "orValue" => "object.?spec.?missing.orValue('x') == 'x' && {'a': 1}[?'b'].orValue(2) == 2",
+        "or" => "optional.none().or(optional.of(2)).value() == 2",
+    ],
+    "cross-type numeric comparison": [
+        "_==_ (int, double, uint)" => "1 == 1.0 && 1u < 2 && 2.5 > 1",
+    ],
+    "strings (cel-go ext.Strings v2)": [
+        "charAt" => "'hello'.charAt(1) == 'e'",
+        "indexOf" => "'hello'.indexOf('l') == 2 && 'hello'.indexOf('l', 3) == 3",
+        "lastIndexOf" => "'hello'.lastIndexOf('l') == 3",
+        "lowerAscii" => "'HeLLo'.lowerAscii() == 'hello'",
+        "upperAscii" => "'hello'.upperAscii() == 'HELLO'",
+        "replace" => "'hello'.replace('l', 'L') == 'heLLo' && 'hello'.replace('l', 'L', 1) == 'heLlo'",
+        "split" => "'a,b,c'.split(',') == ['a', 'b', 'c'] && 'a,b,c'.split(',', 2) == ['a', 'b,c']",
+        "substring" => "'hello'.substring(1, 3) == 'el' && 'hello'.substring(3) == 'lo'",
+        "trim" => "'  a  '.trim() == 'a'",
+        "join" => "['a', 'b'].join('-') == 'a-b' && ['a', 'b'].join() == 'ab'",
+        "strings.quote" => "strings.quote('a\"b') == '\"a\\\\\"b\"'",
+        "format" => "'%s is %d'.format(['x', 1]) == 'x is 1' && '%.2f'.format([1.2345]) == '1.23'",
+    ],
+    "Kubernetes lists": [
+        "isSorted" => "[1, 2, 3].isSorted() && !['b', 'a'].isSorted()",
+        "sum" => "[1, 2, 3].sum() == 6 && [1.5, 2.5].sum() == 4.0",
+        "min" => "[3, 1, 2].min() == 1",
+        "max" => "[3, 1, 2].max() == 3",
+        "indexOf (list)" => "[1, 2, 3, 2].indexOf(2) == 1 && [1].indexOf(5) == -1",
+        "lastIndexOf (list)" => "[1, 2, 3, 2].lastIndexOf(2) == 3",
+    ],
+    "Kubernetes regex": [
+        "find" => "'abc 123'.find('[0-9]+') == '123' && 'abc'.find('[0-9]+') == ''",
+        "findAll" => "'1 a 22 b 333'.findAll('[0-9]+') == ['1', '22', '333'] && '1 a 22'.findAll('[0-9]+', 1) == ['1']",
+    ],
+    "Kubernetes URLs": [
+        "url" => "url('https://example.com:8443/path?k=v').getScheme() == 'https'",
+        "isURL" => "isURL('https://example.com/x') && isURL('/absolute') && !isURL('not a url')",
+        "getScheme" => "url('https://example.com').getScheme() == 'https'",
+        "getHost" => "url('https://example.com:8443/').getHost() == 'example.com:8443'",
+        "getHostname" => "url('https://[::1]:80/').getHostname() == '::1'",
+        "getPort" => "url('https://example.com:8443/').getPort() == '8443' && url('https://example.com/').getPort() == ''",
+        "getEscapedPath" => "url('https://example.com/a%20b').getEscapedPath() == '/a%20b'",
+        "getQuery" => "url('https://example.com/?k=v&k=w').getQuery() == {'k': ['v', 'w']}",
+    ],
+    "Kubernetes quantity": [
+        "quantity" => "quantity('1Gi') == quantity('1024Mi')",
+        "isQuantity" => "isQuantity('1.3G') && !isQuantity('1.3Gi1')",
+        "sign" => "quantity('-50k').sign() == -1",
+        "isInteger" => "quantity('50k').isInteger() && !quantity('1.5').isInteger()",
+        "asInteger" => "quantity('50M').asInteger() == 50000000",
+        "asApproximateFloat" => "quantity('1Mi').asApproximateFloat() == 1048576.0",
+        "add" => "quantity('50k').add(quantity('20k')) == quantity('70k') && quantity('50k').add(20) == quantity('50020')",
+        "sub" => "quantity('50k').sub(quantity('20k')) == quantity('30k') && quantity('50k').sub(20) == quantity('49980')",
+        "isGreaterThan" => "quantity('50M').isGreaterThan(quantity('50k')) && semver('2.0.0').isGreaterThan(semver('1.9.9'))",
+        "isLessThan" => "quantity('50k').isLessThan(quantity('100k')) && semver('1.2.3').isLessThan(semver('1.3.0'))",
+        "compareTo" => "quantity('50k').compareTo(quantity('50000')) == 0 && semver('1.2.3').compareTo(semver('1.2.4')) == -1",
+    ],
+    "Kubernetes IP and CIDR": [
+        "ip" => "ip('127.0.0.1') == ip('127.0.0.1') && cidr('192.168.1.0/24').ip() == ip('192.168.1.0')",
+        "isIP" => "isIP('127.0.0.1') && isIP('::1') && !isIP('127.0.0.256') && !isIP('127.0.0.1/32')",
+        "ip.isCanonical" => "ip.isCanonical('127.0.0.1') && !ip.isCanonical('2001:DB8::')",
+        "family" => "ip('127.0.0.1').family() == 4 && ip('::1').family() == 6",
+        "isLoopback" => "ip('127.0.0.1').isLoopback()",
+        "isUnspecified" => "ip('0.0.0.0').isUnspecified() && ip('::').isUnspecified()",
+        "isLinkLocalMulticast" => "ip('224.0.0.1').isLinkLocalMulticast()",
+        "isLinkLocalUnicast" => "ip('fe80::1').isLinkLocalUnicast()",
+        "isGlobalUnicast" => "ip('192.168.0.1').isGlobalUnicast() && !ip('255.255.255.255').isGlobalUnicast()",
+        "cidr" => "cidr('192.168.0.0/16') == cidr('192.168.0.0/16')",
+        "isCIDR" => "isCIDR('192.168.0.0/16') && !isCIDR('192.168.0.0')",
+        "containsIP" => "cidr('192.168.0.0/16').containsIP(ip('192.168.3.4')) && cidr('192.168.0.0/16').containsIP('192.168.3.4')",
+        "containsCIDR" => "cidr('192.168.0.0/16').containsCIDR(cidr('192.168.1.0/24')) && cidr('192.168.0.0/16').containsCIDR('192.168.1.0/24')",
+        "masked" => "cidr('192.168.1.5/24').masked() == cidr('192.168.1.0/24')",
+        "prefixLength" => "cidr('192.168.1.0/24').prefixLength() == 24",
+    ],
+    "sets (cel-go ext.Sets)": [
+        "sets.contains" => "sets.contains([1, 2, 3], [2, 3]) && !sets.contains([1], [2])",
+        "sets.equivalent" => "sets.equivalent([1, 2], [2, 1, 1])",
+        "sets.intersects" => "sets.intersects([1, 2], [2, 3]) && !sets.intersects([1], [2])",
+    ],
+    "Kubernetes format": [
+        "format.named" => "format.named('dns1123Label').hasValue() && !format.named('nope').hasValue()",
+        "format.dns1123Label" => "!format.dns1123Label().validate('my-name').hasValue() && format.dns1123Label().validate('My_Name').hasValue()",
+        "validate" => "format.dns1123Subdomain().validate('a.b').orValue([]) == []",
+        "format.dns1123Subdomain" => "!format.dns1123Subdomain().validate('a.example.com').hasValue()",
+        "format.dns1035Label" => "format.dns1035Label().validate('1abc').hasValue()",
+        "format.dns1123LabelPrefix" => "!format.dns1123LabelPrefix().validate('abc-').hasValue()",
+        "format.dns1123SubdomainPrefix" => "!format.dns1123SubdomainPrefix().validate('a.b-').hasValue()",
+        "format.dns1035LabelPrefix" => "!format.dns1035LabelPrefix().validate('abc-').hasValue()",
+        "format.qualifiedName" => "!format.qualifiedName().validate('example.com/name').hasValue()",
+        "format.labelValue" => "!format.labelValue().validate('v1.2').hasValue() && format.labelValue().validate('-x').hasValue()",
+        "format.uri" => "!format.uri().validate('https://example.com').hasValue()",
+        "format.uuid" => "!format.uuid().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+        "format.byte" => "!format.byte().validate('aGVsbG8=').hasValue()",
+        "format.date" => "!format.date().validate('2024-01-31').hasValue() && format.date().validate('2024-13-01').hasValue()",
+        "format.datetime" => "!format.datetime().validate('2024-01-31T10:00:00Z').hasValue()",
+    ],
+    "Kubernetes semver": [
+        "semver" => "semver('1.2.3') == semver('1.2.3')",
+        "isSemver" => "isSemver('1.2.3') && !isSemver('1.2') && isSemver('v1.0', true)",
+        "major" => "semver('1.2.3').major() == 1",
+        "minor" => "semver('1.2.3').minor() == 2",
+        "patch" => "semver('1.2.3').patch() == 3",
+    ],
+};
+
+/// Functions of the Kubernetes base environment this build cannot evaluate, with the reason given
+/// when an expression uses one. Two-variable comprehensions (`all(k, v, ...)`) and the
+/// `authorizer` variable are refused by the expression walker in `conditions`.
+pub const UNSUPPORTED: &[(&str, &str)] = &[
+    (
+        "transformList",
+        "two-variable comprehensions (Kubernetes 1.32) are not supported",
+    ),
+    (
+        "transformMap",
+        "two-variable comprehensions (Kubernetes 1.32) are not supported",
+    ),
+    (
+        "transformMapEntry",
+        "two-variable comprehensions (Kubernetes 1.32) are not supported",
+    ),
+    (
+        "existsOne",
+        "two-variable comprehensions (Kubernetes 1.32) are not supported",
+    ),
+    (
+        "image",
+        "the image library (Kubernetes 1.33) is not supported",
+    ),
+    (
+        "check",
+        "authorization checks (the authorizer library) are not supported",
+    ),
+    (
+        "allowed",
+        "authorization checks (the authorizer library) are not supported",
+    ),
+    (
+        "serviceAccount",
+        "authorization checks (the authorizer library) are not supported",
+    ),
+];
+
+/// Operators and internal calls the parser emits (`_==_`, `@in`, `_[_]`, `_?_:_`...).
+fn is_operator(name: &str) -> bool {
+    name.starts_with('_') || name.starts_with('@') || name == "!_" || name == "-_"
+}
+
+/// Checks that every function `expression` calls exists in [`FUNCTIONS`].
+///
+/// # Errors
+/// The first function that is unsupported or unknown, named, with the reason.
+pub fn check_functions<'a>(functions: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+    for function in functions {
+        if is_operator(function) || FUNCTIONS.iter().any(|f| f.name == function) {
+            continue;
+        }
+        if let Some((_, why)) = UNSUPPORTED.iter().find(|(name, _)| *name == function) {
+            return Err(format!("function {function:?}: {why} by admission-proxy"));
+        }
+        return Err(format!(
+            "undeclared reference to function {function:?} (not in the Kubernetes CEL environment)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matching::{ConditionsResult, MatchCondition, MatchConditions};
+    use crate::review::ParsedReview;
+
+    const POD: &str = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"ns","operation":"CREATE","userInfo":{"username":"jane"},"object":{"metadata":{"name":"p","labels":{"app":"web"}},"spec":{}},"oldObject":null}}"#;
+
+    fn eval(expression: &str) -> Result<ConditionsResult, String> {
+        let condition = MatchCondition::compile("c", expression)?;
+        let review = ParsedReview::parse(POD.as_bytes()).unwrap();
+        Ok(MatchConditions::new(vec![condition]).evaluate(&review))
+    }
+
+    /// Every function of the compatibility table works as its example shows.
+    #[test]
+    fn every_listed_function_works_as_in_kubernetes() {
+        let failures: Vec<String> = FUNCTIONS
+            .iter()
+            .filter_map(|f| match eval(f.example) {
+                Ok(ConditionsResult::Match) => None,
+                other => Some(format!(
+                    "{} ({}): {} -> {other:?}",
+                    f.name, f.library, f.example
+                )),
+            })
+            .collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
