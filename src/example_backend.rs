@@ -14,6 +14,7 @@
 //! | `/empty` | 200 with an empty body |
 //! | `/yaml` | allowed, answered in YAML |
 //! | `/wrong-uid` | denied with another uid |
+//! | `/raw/{status}/{body}` | HTTP `status` with `body` (base64url, no padding); `$UID` and `$API` in it become the request's uid and apiVersion |
 //! | `/status/{code}` | HTTP `code` with a `metav1.Status` body |
 //! | `/only/{v1,v1beta1}/{rest}` | HTTP 400 unless the review has that version, then `{rest}` |
 //!
@@ -215,6 +216,18 @@ impl ServeHttp for ExampleBackend {
                     serde_json::to_vec(&body).unwrap_or_default(),
                     "application/json",
                 )
+            }
+            // Any answer at all, for testing how a caller handles it: `$UID` and `$API` in the
+            // body become the request's uid and apiVersion.
+            ["raw", code, body] => {
+                let code: u16 = code.parse().unwrap_or(200);
+                let text = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(body)
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default()
+                    .replace("$UID", uid.as_str().unwrap_or(""))
+                    .replace("$API", api_version.as_str().unwrap_or(""));
+                json_reply(code, text.into_bytes(), "application/json")
             }
             _ => json_reply(
                 404,

@@ -389,4 +389,14 @@ mod tests {
             .collect();
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
+
+    /// The README's CEL compatibility table lists every function with its example.
+    #[test]
+    fn readme_table_lists_every_function() {
+        let readme = include_str!("../../README.md");
+        for f in FUNCTIONS {
+            let row = format!("| `{}` | `{}` |", f.name, f.example.replace('|', "\\|"));
+            assert!(readme.contains(&row), "README lacks {row}");
+        }
+    }
 }
