@@ -302,6 +302,20 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
 /// when an expression uses one. Two-variable comprehensions (`all(k, v, ...)`) and the
 /// `authorizer` variable are refused by the expression walker in `conditions`.
 pub const UNSUPPORTED: &[(&str, &str)] = &[
+    // The one-variable macros are expanded by the parser; a call left with these names has
+    // the two-variable form `all(k, v, ...)`.
+    (
+        "all",
+        "two-variable comprehensions (Kubernetes 1.32) are not supported",
+    ),
+    (
+        "exists",
+        "two-variable comprehensions (Kubernetes 1.32) are not supported",
+    ),
+    (
+        "exists_one",
+        "two-variable comprehensions (Kubernetes 1.32) are not supported",
+    ),
     (
         "transformList",
         "two-variable comprehensions (Kubernetes 1.32) are not supported",
@@ -345,17 +359,21 @@ fn is_operator(name: &str) -> bool {
 ///
 /// # Errors
 /// The first function that is unsupported or unknown, named, with the reason.
-pub fn check_functions<'a>(functions: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
-    for function in functions {
-        if is_operator(function) || FUNCTIONS.iter().any(|f| f.name == function) {
-            continue;
-        }
+pub fn check_functions<'a>(
+    functions: impl IntoIterator<Item = &'a str> + Clone,
+) -> Result<(), String> {
+    // Known-unsupported names first: `image('x').registry()` is about `image`, not `registry`.
+    for function in functions.clone() {
         if let Some((_, why)) = UNSUPPORTED.iter().find(|(name, _)| *name == function) {
             return Err(format!("function {function:?}: {why} by admission-proxy"));
         }
-        return Err(format!(
-            "undeclared reference to function {function:?} (not in the Kubernetes CEL environment)"
-        ));
+    }
+    for function in functions {
+        if !is_operator(function) && !FUNCTIONS.iter().any(|f| f.name == function) {
+            return Err(format!(
+                "undeclared reference to function {function:?} (not in the Kubernetes CEL environment)"
+            ));
+        }
     }
     Ok(())
 }

@@ -235,6 +235,8 @@ impl MatchCondition {
         }
         literal_patterns(&program.expression().expr, &mut |pattern| {
             cel_env::precompile_regex(pattern).map_err(|e| {
+                // One line: the regex crate's message spans several.
+                let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
                 format!("compilation failed: invalid regular expression {pattern:?}: {e}")
             })
         })?;
@@ -716,6 +718,14 @@ mod tests {
                 "undeclared reference to function \"reverse\"",
             ),
             ("[1].transformList(i, v, v) == [1]", "transformList"),
+            (
+                "object.metadata.labels.all(k, v, v != '')",
+                "two-variable comprehensions",
+            ),
+            (
+                "image('nginx').registry() == 'docker.io'",
+                "function \"image\"",
+            ),
             ("'a'.matches('(')", "invalid regular expression \"(\""),
             ("'a'.find('[') == ''", "invalid regular expression"),
             ("nope.contains('x')", "undeclared reference to \"nope\""),
