@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use crate::api::FailurePolicy;
 use crate::config::{Snapshot, Webhook};
 use crate::matching::{
-    namespace_labels, rules, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels, RuleInput,
+    namespace_labels, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels, RuleInput,
 };
 use crate::review::ParsedReview;
 
@@ -119,16 +119,15 @@ pub fn explain(
 ) -> Explanation {
     let r = &review.request;
     let resource = r.effective_resource();
+    let group_version = if resource.group.is_empty() {
+        resource.version.clone()
+    } else {
+        format!("{}/{}", resource.group, resource.version)
+    };
     let mut request = format!(
-        "{} {}{}{}",
+        "{} {group_version} {}",
         review.operation.as_str(),
-        if resource.group.is_empty() {
-            String::new()
-        } else {
-            format!("{}/", resource.group)
-        },
-        resource.version,
-        format_args!(" {}", resource.resource)
+        resource.resource
     );
     let sub = r.effective_sub_resource();
     if !sub.is_empty() {
@@ -176,10 +175,6 @@ fn explain_webhook(
             "400 BadRequest: admission webhook {:?} does not support dry run (sideEffects {:?})",
             webhook.name, webhook.side_effects
         );
-    }
-    if rules::is_exempt_admission_configuration(r.effective_kind()) {
-        reason = "exempt: admission configuration kinds never reach webhooks (matching notes §7)"
-            .to_string();
     }
 
     let (labels_from, labels, ns_result) = if m.namespace_selector.is_empty() {

@@ -179,6 +179,44 @@ impl Default for Req {
     }
 }
 
+impl Req {
+    /// UPDATE of the default Pod; oldObject labelled app=web.
+    fn update() -> Self {
+        Req {
+            op: "UPDATE",
+            old: labelled(json!({"app": "web"})),
+            ..Req::default()
+        }
+    }
+    /// DELETE: object null, oldObject labelled app=web.
+    fn delete() -> Self {
+        Req {
+            op: "DELETE",
+            object: Value::Null,
+            old: labelled(json!({"app": "web"})),
+            ..Req::default()
+        }
+    }
+    /// CONNECT pods/exec: the object is the options kind, without metadata.
+    fn connect() -> Self {
+        Req {
+            op: "CONNECT",
+            sub: "exec",
+            object: json!({"kind": "PodExecOptions", "apiVersion": "v1", "command": ["sh"]}),
+            ..Req::default()
+        }
+    }
+}
+
+/// A table cell: `true` means kube-apiserver calls the webhook (which allows), else skips it.
+fn called_or_skipped(called: bool) -> Expect {
+    if called {
+        Expect::Call("allowed", None)
+    } else {
+        Expect::Skip
+    }
+}
+
 fn request(r: Req) -> Value {
     let gvk = json!({"group": r.group, "version": r.api_version, "kind": r.kind});
     let gvr = json!({"group": r.group, "version": r.api_version, "resource": r.resource});
@@ -257,11 +295,7 @@ fn resources() -> Vec<Case> {
                     old: labelled(json!({"app": "web"})),
                     ..Req::default()
                 }))
-                .expect(if called {
-                    Expect::Call("allowed", None)
-                } else {
-                    Expect::Skip
-                }),
+                .expect(called_or_skipped(called)),
             );
         }
     }
@@ -272,32 +306,9 @@ fn resources() -> Vec<Case> {
 fn operations() -> Vec<Case> {
     let requests: [(&str, Req); 4] = [
         ("CREATE", Req::default()),
-        (
-            "UPDATE",
-            Req {
-                op: "UPDATE",
-                old: labelled(json!({"app": "web"})),
-                ..Req::default()
-            },
-        ),
-        (
-            "DELETE",
-            Req {
-                op: "DELETE",
-                object: Value::Null,
-                old: labelled(json!({"app": "web"})),
-                ..Req::default()
-            },
-        ),
-        (
-            "CONNECT",
-            Req {
-                op: "CONNECT",
-                sub: "exec",
-                object: json!({"kind": "PodExecOptions", "apiVersion": "v1", "command": ["sh"]}),
-                ..Req::default()
-            },
-        ),
+        ("UPDATE", Req::update()),
+        ("DELETE", Req::delete()),
+        ("CONNECT", Req::connect()),
     ];
     let table: [(&str, [bool; 4]); 6] = [
         ("CREATE", [true, false, false, false]),
@@ -314,11 +325,7 @@ fn operations() -> Vec<Case> {
                 Case::new(format!("operations [{ops}] vs {op}"), "M§2")
                     .rules(&rule(ops, "*", "*", "*/*", None))
                     .review(request(req.clone()))
-                    .expect(if called {
-                        Expect::Call("allowed", None)
-                    } else {
-                        Expect::Skip
-                    }),
+                    .expect(called_or_skipped(called)),
             );
         }
     }
@@ -357,11 +364,7 @@ fn groups_and_versions() -> Vec<Case> {
                     kind: "Thing",
                     ..Req::default()
                 }))
-                .expect(if called {
-                    Expect::Call("allowed", None)
-                } else {
-                    Expect::Skip
-                }),
+                .expect(called_or_skipped(called)),
             );
         }
     }
@@ -416,11 +419,7 @@ fn scopes() -> Vec<Case> {
                 Case::new(format!("scope {scope} vs {what}"), "M§2, M§0.5")
                     .rules(&rule("*", "*", "*", "*/*", Some(scope)))
                     .review(request(req.clone()))
-                    .expect(if called {
-                        Expect::Call("allowed", None)
-                    } else {
-                        Expect::Skip
-                    }),
+                    .expect(called_or_skipped(called)),
             );
         }
     }
@@ -569,31 +568,13 @@ fn object_selectors() -> Vec<Case> {
                 ..Req::default()
             },
         ),
-        (
-            "CONNECT options without metadata",
-            Req {
-                op: "CONNECT",
-                sub: "exec",
-                object: json!({"kind": "PodExecOptions", "command": ["sh"]}),
-                ..Req::default()
-            },
-        ),
-        (
-            "DELETE (object null, old app=web)",
-            Req {
-                op: "DELETE",
-                object: Value::Null,
-                old: labelled(json!({"app": "web"})),
-                ..Req::default()
-            },
-        ),
+        ("CONNECT options without metadata", Req::connect()),
+        ("DELETE (object null, old app=web)", Req::delete()),
         (
             "UPDATE new app=db, old app=web",
             Req {
-                op: "UPDATE",
                 object: labelled(json!({"app": "db"})),
-                old: labelled(json!({"app": "web"})),
-                ..Req::default()
+                ..Req::update()
             },
         ),
     ];
@@ -634,11 +615,7 @@ fn object_selectors() -> Vec<Case> {
                 )
                 .field(format!("objectSelector: {selector}"))
                 .review(request(req.clone()))
-                .expect(if called {
-                    Expect::Call("allowed", None)
-                } else {
-                    Expect::Skip
-                }),
+                .expect(called_or_skipped(called)),
             );
         }
     }
