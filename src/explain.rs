@@ -211,10 +211,7 @@ fn explain_webhook(
 
     let object = ObjectLabels::of(r.object);
     let old_object = ObjectLabels::of(r.old_object);
-    let object_result = if m.object_selector.is_empty()
-        || object.matches(&m.object_selector)
-        || old_object.matches(&m.object_selector)
-    {
+    let object_result = if m.object_selector_matches(&object, &old_object) {
         "match"
     } else {
         "no match"

@@ -46,6 +46,9 @@ struct Names {
     variables: Vec<String>,
     /// Called functions, namespaced ones qualified (`sets.contains`).
     functions: Vec<String>,
+    /// String-literal patterns of `matches`, `find` and `findAll`, compiled (and checked) once
+    /// at load (`cel.ValidateRegexLiterals`, base.go).
+    patterns: Vec<String>,
 }
 
 /// Collects the free identifiers and the functions an expression calls.
@@ -82,6 +85,14 @@ fn free_variables(
                 Some(ns) => format!("{ns}.{}", call.func_name),
                 None => call.func_name.clone(),
             };
+            if matches!(function.as_str(), "matches" | "find" | "findAll") {
+                use cel::common::ast::LiteralValue;
+                // `s.matches(p)` or `matches(s, p)`: the pattern is the last string argument.
+                let pattern = call.args.get(usize::from(call.target.is_none()));
+                if let Some(Expr::Literal(LiteralValue::String(p))) = pattern.map(|a| &a.expr) {
+                    out.patterns.push(p.to_string());
+                }
+            }
             if !out.functions.contains(&function) {
                 out.functions.push(function);
             }
@@ -233,13 +244,13 @@ impl MatchCondition {
         if names.variables.iter().any(|v| v == "authorizer") {
             return Err("compilation failed: the `authorizer` variable (authorization checks) is not supported by admission-proxy".to_string());
         }
-        literal_patterns(&program.expression().expr, &mut |pattern| {
+        for pattern in &names.patterns {
             cel_env::precompile_regex(pattern).map_err(|e| {
                 // One line: the regex crate's message spans several.
                 let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
                 format!("compilation failed: invalid regular expression {pattern:?}: {e}")
-            })
-        })?;
+            })?;
+        }
         if let Some(kind) = static_non_bool(&program.expression().expr) {
             return Err(format!("must evaluate to bool, but evaluates to {kind}"));
         }
@@ -249,67 +260,6 @@ impl MatchCondition {
             program,
         })
     }
-}
-
-/// Calls `f` with every string-literal pattern of `matches`, `find` and `findAll`, so that it is
-/// compiled (and checked) once at load (`cel.ValidateRegexLiterals`, base.go).
-fn literal_patterns(
-    expr: &cel::common::ast::Expr,
-    f: &mut dyn FnMut(&str) -> Result<(), String>,
-) -> Result<(), String> {
-    use cel::common::ast::{EntryExpr, Expr, LiteralValue};
-    match expr {
-        Expr::Call(call) => {
-            if matches!(call.func_name.as_str(), "matches" | "find" | "findAll") {
-                // `s.matches(p)` or `matches(s, p)`: the pattern is the last string argument.
-                let pattern = if call.target.is_some() {
-                    call.args.first()
-                } else {
-                    call.args.get(1)
-                };
-                if let Some(Expr::Literal(LiteralValue::String(p))) = pattern.map(|a| &a.expr) {
-                    f(p)?;
-                }
-            }
-            if let Some(target) = &call.target {
-                literal_patterns(&target.expr, f)?;
-            }
-            for arg in &call.args {
-                literal_patterns(&arg.expr, f)?;
-            }
-        }
-        Expr::Select(select) => literal_patterns(&select.operand.expr, f)?,
-        Expr::List(list) => {
-            for e in &list.elements {
-                literal_patterns(&e.expr, f)?;
-            }
-        }
-        Expr::Map(cel::common::ast::MapExpr { entries })
-        | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => {
-            for entry in entries {
-                match &entry.expr {
-                    EntryExpr::StructField(sf) => literal_patterns(&sf.value.expr, f)?,
-                    EntryExpr::MapEntry(m) => {
-                        literal_patterns(&m.key.expr, f)?;
-                        literal_patterns(&m.value.expr, f)?;
-                    }
-                }
-            }
-        }
-        Expr::Comprehension(c) => {
-            for e in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                literal_patterns(&e.expr, f)?;
-            }
-        }
-        Expr::Unspecified | Expr::Literal(_) | Expr::Ident(_) => {}
-    }
-    Ok(())
 }
 
 /// The static type of an expression when it is certainly not bool. Without a type checker in
@@ -377,18 +327,17 @@ impl MatchConditions {
         if self.conditions.is_empty() {
             return ConditionsResult::Match;
         }
-        cel_env::with_root_context(|context| self.evaluate_in(context, review))
+        cel_env::with_root_context(|mut context| {
+            self.bind(&mut context, review);
+            self.first_false_or_errors(&context)
+        })
     }
 
-    fn evaluate_in(
-        &self,
-        mut context: cel::Context<'_, 'static>,
-        review: &ParsedReview<'_>,
-    ) -> ConditionsResult {
-        self.bind(&mut context, review);
+    /// The verdict over all conditions in `context` (matcher.go `Match`).
+    fn first_false_or_errors(&self, context: &cel::Context<'_, 'static>) -> ConditionsResult {
         let mut errors: Vec<String> = Vec::new();
         for condition in &self.conditions {
-            match condition.program.execute(&context) {
+            match condition.program.execute(context) {
                 Ok(Value::Bool(false)) => {
                     return ConditionsResult::NoMatch {
                         condition: condition.name.clone(),
@@ -407,9 +356,7 @@ impl MatchConditions {
             _ => ConditionsResult::Error(format!("[{}]", errors.join(", "))),
         }
     }
-}
 
-impl MatchConditions {
     /// Adds the variables the conditions reference (matching notes §8) to `context`.
     fn bind(&self, context: &mut cel::Context<'_, 'static>, review: &ParsedReview<'_>) {
         let request = &review.request;

@@ -103,7 +103,7 @@ impl ObjectLabels {
     }
 
     /// `matchObject` of the object matcher: false for null objects and objects without metadata.
-    pub fn matches(&self, selector: &LabelSelector) -> bool {
+    fn matches(&self, selector: &LabelSelector) -> bool {
         match self {
             ObjectLabels::Labels(labels) => selector.matches(labels),
             ObjectLabels::Null | ObjectLabels::NoMetadata => false,
@@ -189,8 +189,21 @@ impl Matcher {
             return true;
         }
         let request = &review.request;
-        ObjectLabels::of(request.object).matches(&self.object_selector)
-            || ObjectLabels::of(request.old_object).matches(&self.object_selector)
+        self.object_selector_matches(
+            &ObjectLabels::of(request.object),
+            &ObjectLabels::of(request.old_object),
+        )
+    }
+
+    /// objectSelector against both objects: either one matching is enough (matching notes §0.7).
+    pub fn object_selector_matches(
+        &self,
+        object: &ObjectLabels,
+        old_object: &ObjectLabels,
+    ) -> bool {
+        self.object_selector.is_empty()
+            || object.matches(&self.object_selector)
+            || old_object.matches(&self.object_selector)
     }
 }
 
