@@ -96,6 +96,9 @@ pub struct ConditionCheck {
     pub value: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The CEL cost kube-apiserver would charge; absent when the condition did not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<u64>,
 }
 
 /// The request the proxy would send to the legacy backend.
@@ -239,8 +242,8 @@ fn explain_webhook(
         .match_conditions
         .iter()
         .zip(m.match_conditions.evaluate_each(review))
-        .map(|(c, result)| {
-            let (value, error) = match result {
+        .map(|(c, evaluation)| {
+            let (value, error) = match evaluation.value {
                 Ok(v) => (Some(v), None),
                 Err(e) => (None, Some(e)),
             };
@@ -249,6 +252,7 @@ fn explain_webhook(
                 expression: c.expression.clone(),
                 value,
                 error,
+                cost: evaluation.cost,
             }
         })
         .collect();
@@ -359,9 +363,10 @@ pub fn render(explanation: &Explanation) -> String {
                 (None, Some(e)) => format!("error: {e}"),
                 (None, None) => String::new(),
             };
+            let cost = c.cost.map(|n| format!(" (cost {n})")).unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  matchCondition {:?}: {} -> {result}",
+                "  matchCondition {:?}: {} -> {result}{cost}",
                 c.name, c.expression
             );
         }

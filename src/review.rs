@@ -235,6 +235,11 @@ pub struct ParsedReview<'a> {
 }
 
 impl<'a> ParsedReview<'a> {
+    /// Length of the AdmissionReview body, in bytes.
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+
     /// Parses an AdmissionReview request body.
     ///
     /// # Errors

@@ -698,6 +698,90 @@ fn match_conditions() -> Vec<Case> {
         Case::new("regex matches", "M§8").field(cond(&["object.metadata.name.matches('^p$')"])),
         Case::new("optional field access", "M§8").field(cond(&["object.?spec.?nodeName.orValue('') == ''"])),
     ]
+    .into_iter()
+    .chain(cost_limits())
+    .collect()
+}
+
+/// M§8 "Cost limits", M§0.3: the per-call limit (1,000,000) is a per-condition error; the
+/// per-webhook budget (2,500,000) fails the whole evaluation, even over an earlier `false`.
+fn cost_limits() -> Vec<Case> {
+    let cond = |list: &[&str]| {
+        let items: Vec<String> = list
+            .iter()
+            .enumerate()
+            .map(|(i, e)| format!("{{name: c{i}, expression: {e:?}}}"))
+            .collect();
+        format!("matchConditions: [{}]", items.join(", "))
+    };
+    // `contains` costs ceil(len/10) × ceil(sub/10): 2 × 2 on 20 characters; 1,050 × 1,050
+    // = 1,102,500 on 10,500 (over the per-call limit; two fit the budget, three do not).
+    let contains = "object.metadata.annotations.a.contains(object.metadata.annotations.b)";
+    let annotated = |len: usize| {
+        request(Req {
+            object: json!({"metadata": {"name": "p", "annotations": {"a": "x".repeat(len), "b": "x".repeat(len)}}}),
+            ..Req::default()
+        })
+    };
+    // A comprehension: 1,000 iterations of 300 × 300 on 3,000 characters.
+    let ten = "[0,1,2,3,4,5,6,7,8,9]";
+    let looped = format!("{ten}.all(a, {ten}.all(b, {ten}.all(c, {contains})))");
+    let cancelled = "resulted in error: operation cancelled: actual cost limit exceeded";
+    let budget = "is forbidden: validation failed due to running out of cost budget, no further validation rules will be run";
+    let big = || annotated(10_500);
+    vec![
+        Case::new("short strings are cheap: called", "M§8 cost limits")
+            .field(cond(&[contains]))
+            .review(annotated(20)),
+        Case::new("per-call limit under Fail rejects 403", "M§8 cost limits")
+            .field(cond(&[contains]))
+            .review(big())
+            .expect(Expect::Reject("rejected", 403))
+            .message(cancelled),
+        Case::new("per-call limit in a comprehension", "M§8 cost limits")
+            .field(cond(&[&looped]))
+            .review(annotated(3_000))
+            .expect(Expect::Reject("rejected", 403))
+            .message(cancelled),
+        Case::new("per-call limit under Ignore skips", "M§8 cost limits")
+            .field(cond(&[contains]))
+            .review(big())
+            .field("failurePolicy: Ignore")
+            .expect(Expect::Skip),
+        Case::new("per-call limit loses to a false", "M§0.3")
+            .field(cond(&[contains, "false"]))
+            .review(big())
+            .expect(Expect::Skip),
+        Case::new(
+            "two cancelled conditions stay within the budget",
+            "M§8 cost limits",
+        )
+        .field(cond(&[contains, contains]))
+        .review(big())
+        .expect(Expect::Reject("rejected", 403))
+        .message("is forbidden: [expression"),
+        Case::new(
+            "budget out under Fail rejects even after a false",
+            "M§0.3, M§8",
+        )
+        .field(cond(&["false", contains, contains, contains]))
+        .review(big())
+        .expect(Expect::Reject("rejected", 403))
+        .message(budget),
+        Case::new("budget out under Ignore skips", "M§8 cost limits")
+            .field(cond(&[contains, contains, contains]))
+            .review(big())
+            .field("failurePolicy: Ignore")
+            .expect(Expect::Skip),
+        Case::new(
+            "one step over the whole budget is a budget error",
+            "M§8 cost limits",
+        )
+        .field(cond(&[contains]))
+        .review(annotated(20_000))
+        .expect(Expect::Reject("rejected", 403))
+        .message(budget),
+    ]
 }
 
 /// README "CEL compatibility": every listed function, through the server, as a matchCondition

@@ -70,6 +70,8 @@ fn namespace_create_on_the_bundled_config() {
         "exclude-system-users"
     );
     assert_eq!(require["matchConditions"][0]["value"], "true");
+    // `request` + `userInfo` + `username` + startsWith on "admin" (1) + `!`: cel-go's cost.
+    assert_eq!(require["matchConditions"][0]["cost"], 5);
     let call = &require["call"];
     assert_eq!(call["admissionReviewVersion"], "admission.k8s.io/v1");
     assert_eq!(
@@ -114,7 +116,7 @@ fn text_output_shows_evidence_and_the_exact_body() {
         "{out}"
     );
     assert!(
-        out.contains("matchCondition \"skip-dry-run\": !request.dryRun -> true"),
+        out.contains("matchCondition \"skip-dry-run\": !request.dryRun -> true (cost 3)"),
         "{out}"
     );
     assert!(

@@ -17,6 +17,14 @@ use cel::{Context, Env, ExecutionError, ResolveResult};
 use kube_cel::KubeCelExt;
 use regex::Regex;
 
+/// Function namespaces a call may name (`optional.of(...)`, `sets.contains(...)`).
+const NAMESPACES: [&str; 5] = ["optional", "sets", "strings", "ip", "format"];
+
+/// True for a function namespace (`sets` in `sets.contains(...)`) rather than a receiver.
+pub fn is_namespace(name: &str) -> bool {
+    NAMESPACES.contains(&name)
+}
+
 /// The parse/compile environment: the standard library and the macros. Kubernetes library
 /// functions are resolved at run time through [`with_root_context`].
 pub fn env() -> Arc<Env> {

@@ -9,6 +9,7 @@ use cel::objects::{Key, Map};
 use cel::{Program, Value};
 
 use super::cel_env::{self, env};
+use super::cost::{self, Cancelled};
 
 use crate::review::ParsedReview;
 
@@ -21,9 +22,6 @@ const VARIABLES: [&str; 5] = [
     "namespaceObject",
     "authorizer",
 ];
-
-/// Function namespaces a call may name (`optional.of(...)`, `sets.contains(...)`).
-const NAMESPACES: [&str; 5] = ["optional", "sets", "strings", "ip", "format"];
 
 /// Type names, usable as values (`type(x) == int`).
 const TYPE_NAMES: [&str; 10] = [
@@ -74,9 +72,7 @@ fn free_variables(
         }
         Expr::Call(call) => {
             let namespace = match call.target.as_ref().map(|t| &t.expr) {
-                Some(Expr::Ident(ns))
-                    if NAMESPACES.contains(&ns.as_str()) && !bound.contains(ns) =>
-                {
+                Some(Expr::Ident(ns)) if cel_env::is_namespace(ns) && !bound.contains(ns) => {
                     Some(ns)
                 }
                 _ => None,
@@ -205,6 +201,9 @@ fn request_fields(expr: &cel::common::ast::Expr, out: &mut Vec<String>) -> bool 
 pub struct MatchConditions {
     conditions: Vec<MatchCondition>,
     uses: Uses,
+    /// Largest request body (bytes) for which the conditions cannot reach a cost limit, so
+    /// their cost need not be tracked ([`cost::fast_path_max_body`]); `None`: always track.
+    untracked_max_body: Option<u64>,
 }
 
 /// The result of evaluating all conditions (matcher.go `Match`).
@@ -214,9 +213,26 @@ pub enum ConditionsResult {
     Match,
     /// The first condition that evaluated to false; the webhook is skipped whatever else errored.
     NoMatch { condition: String },
-    /// No condition was false but some errored; failurePolicy decides. The message aggregates
-    /// the errors as `utilerrors.NewAggregate` does.
+    /// No condition was false but some errored, or the webhook's cost budget ran out;
+    /// failurePolicy decides. The message aggregates the errors as `utilerrors.NewAggregate`
+    /// does.
     Error(String),
+}
+
+/// One condition's evaluation, for `explain`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConditionEvaluation {
+    /// The value as CEL prints it, or the error message.
+    pub value: Result<String, String>,
+    /// The cost kube-apiserver would charge (cel-go runtime cost); `None` when the condition
+    /// did not run because the webhook's budget had run out.
+    pub cost: Option<u64>,
+}
+
+/// One condition's result inside [`MatchConditions::run`].
+struct Ran {
+    result: Result<Value, String>,
+    cost: Option<u64>,
 }
 
 impl MatchCondition {
@@ -304,7 +320,13 @@ impl MatchConditions {
             whole_request |= !request_fields(&c.program.expression().expr, &mut fields);
         }
         uses.request_fields = (!whole_request).then_some(fields);
-        MatchConditions { conditions, uses }
+        let untracked_max_body =
+            cost::fast_path_max_body(conditions.iter().map(|c| c.program.expression()));
+        MatchConditions {
+            conditions,
+            uses,
+            untracked_max_body,
+        }
     }
 
     /// True when the webhook has no matchConditions.
@@ -318,8 +340,9 @@ impl MatchConditions {
     }
 
     /// Evaluates every condition in order (no short-circuit between conditions, matching notes
-    /// §8), then: first `false` → [`ConditionsResult::NoMatch`]; else any error →
-    /// [`ConditionsResult::Error`]; else [`ConditionsResult::Match`].
+    /// §8), then: the webhook's cost budget ran out → [`ConditionsResult::Error`] whatever the
+    /// results; first `false` → [`ConditionsResult::NoMatch`]; else any error (a per-call cost
+    /// limit included) → [`ConditionsResult::Error`]; else [`ConditionsResult::Match`].
     ///
     /// A non-bool result of a `dyn` expression counts as "not false", as in matcher.go, which
     /// only compares results with `celtypes.False`.
@@ -327,34 +350,86 @@ impl MatchConditions {
         if self.conditions.is_empty() {
             return ConditionsResult::Match;
         }
+        let track = self
+            .untracked_max_body
+            .is_none_or(|max| review.body_len() as u64 > max);
         cel_env::with_root_context(|mut context| {
             self.bind(&mut context, review);
-            self.first_false_or_errors(&context)
+            let Ok(ran) = self.run(&context, track) else {
+                return ConditionsResult::Error(cost::OUT_OF_BUDGET_ERROR.to_string());
+            };
+            if let Some(i) = ran
+                .iter()
+                .position(|r| matches!(r.result, Ok(Value::Bool(false))))
+            {
+                return ConditionsResult::NoMatch {
+                    condition: self.conditions[i].name.clone(),
+                };
+            }
+            let mut errors: Vec<String> = self
+                .conditions
+                .iter()
+                .zip(&ran)
+                .filter_map(|(c, r)| {
+                    let e = r.result.as_ref().err()?;
+                    Some(format!(
+                        "expression '{}' resulted in error: {e}",
+                        c.expression
+                    ))
+                })
+                .collect();
+            match errors.len() {
+                0 => ConditionsResult::Match,
+                1 => ConditionsResult::Error(errors.remove(0)),
+                _ => ConditionsResult::Error(format!("[{}]", errors.join(", "))),
+            }
         })
     }
 
-    /// The verdict over all conditions in `context` (matcher.go `Match`).
-    fn first_false_or_errors(&self, context: &cel::Context<'_, 'static>) -> ConditionsResult {
-        let mut errors: Vec<String> = Vec::new();
+    /// Runs every condition in `context`, in order (`condition.go` `ForInput`). With `track`,
+    /// each is charged its cel-go cost first: over [`cost::PER_CALL_LIMIT`] it is cancelled (a
+    /// per-condition error), and its cost is taken from the webhook's
+    /// [`cost::WEBHOOK_BUDGET`].
+    ///
+    /// # Errors
+    /// The budget ran out: the evaluator as a whole fails; the results so far (the condition
+    /// that ran out included) are returned for `explain`.
+    fn run(&self, context: &cel::Context<'_, 'static>, track: bool) -> Result<Vec<Ran>, Vec<Ran>> {
+        let mut remaining = cost::WEBHOOK_BUDGET;
+        let mut ran = Vec::with_capacity(self.conditions.len());
         for condition in &self.conditions {
-            match condition.program.execute(context) {
-                Ok(Value::Bool(false)) => {
-                    return ConditionsResult::NoMatch {
-                        condition: condition.name.clone(),
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => errors.push(format!(
-                    "expression '{}' resulted in error: {e}",
-                    condition.expression
-                )),
+            let execute = || {
+                condition
+                    .program
+                    .execute(context)
+                    .map_err(|e| e.to_string())
+            };
+            if !track {
+                ran.push(Ran {
+                    result: execute(),
+                    cost: None,
+                });
+                continue;
+            }
+            let (spent, result) = match cost::actual_cost(
+                condition.program.expression(),
+                context,
+                cost::PER_CALL_LIMIT,
+            ) {
+                Ok(spent) => (spent, execute()),
+                Err(Cancelled(spent)) => (spent, Err(cost::PER_CALL_LIMIT_ERROR.to_string())),
+            };
+            let out_of_budget = spent > remaining;
+            remaining = remaining.saturating_sub(spent);
+            ran.push(Ran {
+                result,
+                cost: Some(spent),
+            });
+            if out_of_budget {
+                return Err(ran);
             }
         }
-        match errors.len() {
-            0 => ConditionsResult::Match,
-            1 => ConditionsResult::Error(errors.remove(0)),
-            _ => ConditionsResult::Error(format!("[{}]", errors.join(", "))),
-        }
+        Ok(ran)
     }
 
     /// Adds the variables the conditions reference (matching notes §8) to `context`.
@@ -378,23 +453,43 @@ impl MatchConditions {
         context.add_variable_from_value("namespaceObject", Value::Null);
     }
 
-    /// Every condition's own result, in list order, for `explain` (KEP-3716 "Debuggability"):
-    /// the value as CEL prints it, or the error message. The decision itself is
-    /// [`MatchConditions::evaluate`]'s.
-    pub fn evaluate_each(&self, review: &ParsedReview<'_>) -> Vec<Result<String, String>> {
+    /// Every condition's own result and cost, in list order, for `explain` (KEP-3716
+    /// "Debuggability"): the value as CEL prints it, or the error message. Cost is always
+    /// tracked here. The decision itself is [`MatchConditions::evaluate`]'s.
+    pub fn evaluate_each(&self, review: &ParsedReview<'_>) -> Vec<ConditionEvaluation> {
         cel_env::with_root_context(|mut context| {
             self.bind(&mut context, review);
-            self.conditions
-                .iter()
-                .map(|c| match c.program.execute(&context) {
-                    Ok(Value::Bool(b)) => Ok(b.to_string()),
-                    Ok(Value::String(s)) => Ok(format!("{s:?}")),
-                    Ok(Value::Int(i)) => Ok(i.to_string()),
-                    Ok(Value::Null) => Ok("null".to_string()),
-                    Ok(other) => Ok(format!("{other:?}")),
-                    Err(e) => Err(e.to_string()),
+            let (ran, out_of_budget) = match self.run(&context, true) {
+                Ok(ran) => (ran, false),
+                Err(ran) => (ran, true),
+            };
+            let last = ran.len().saturating_sub(1);
+            let mut each: Vec<ConditionEvaluation> = ran
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| ConditionEvaluation {
+                    value: if out_of_budget && i == last {
+                        Err(cost::OUT_OF_BUDGET_ERROR.to_string())
+                    } else {
+                        r.result.map(|v| match v {
+                            Value::Bool(b) => b.to_string(),
+                            Value::String(s) => format!("{s:?}"),
+                            Value::Int(i) => i.to_string(),
+                            Value::Null => "null".to_string(),
+                            other => format!("{other:?}"),
+                        })
+                    },
+                    cost: r.cost,
                 })
-                .collect()
+                .collect();
+            each.resize(
+                self.conditions.len(),
+                ConditionEvaluation {
+                    value: Err("not evaluated: the webhook's cost budget ran out".to_string()),
+                    cost: None,
+                },
+            );
+            each
         })
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod cel_env;
 pub mod conditions;
+pub mod cost;
 pub mod namespaces;
 pub mod rules;
 pub mod selector;
