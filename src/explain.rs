@@ -165,12 +165,32 @@ fn explain_webhook(
     let decision = m.decide(review, namespaces);
     let (mut verdict, mut reason) = match &decision {
         MatchDecision::Call => ("call", "every check passed".to_string()),
+        MatchDecision::CallConverted(c) => {
+            let i = &c.invocation;
+            (
+                "call",
+                format!(
+                    "every check passed; a rule matches the equivalent {}/{} {} (matchPolicy Equivalent), so the webhook receives {} {} objects",
+                    i.group,
+                    i.version,
+                    i.resource,
+                    crate::conversion::api_version((i.kind_group, i.kind_version)),
+                    i.kind
+                ),
+            )
+        }
         MatchDecision::Skip(why) => ("skip", why.to_string()),
         MatchDecision::Reject(status) => (
             "reject",
             format!("{} {}: {}", status.code, status.reason, status.message),
         ),
     };
+    // What the webhook sees: the request rewritten for its version, when converted.
+    let converted = match &decision {
+        MatchDecision::CallConverted(c) => ParsedReview::parse(&c.body).ok(),
+        _ => None,
+    };
+    let seen = converted.as_ref().unwrap_or(review);
     // The dry-run check comes after matching, before the call (dispatch notes §10).
     if verdict == "call" && r.is_dry_run() && !webhook.side_effects.supports_dry_run() {
         verdict = "reject";
@@ -241,7 +261,7 @@ fn explain_webhook(
     let match_conditions = m
         .match_conditions
         .iter()
-        .zip(m.match_conditions.evaluate_each(review))
+        .zip(m.match_conditions.evaluate_each(seen))
         .map(|(c, evaluation)| {
             let (value, error) = match evaluation.value {
                 Ok(v) => (Some(v), None),
@@ -269,7 +289,7 @@ fn explain_webhook(
             url: format!("{}?timeout={timeout_seconds}s", webhook.backend.url),
             timeout_seconds,
             body: version.and_then(|v| {
-                let body = review.body_as(v);
+                let body = seen.body_as(v);
                 std::str::from_utf8(&body)
                     .ok()
                     .and_then(|s| RawValue::from_string(s.to_string()).ok())

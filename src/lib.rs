@@ -1,11 +1,12 @@
 //! admission-proxy: a sidecar in front of legacy Kubernetes admission webhooks.
 //!
-//! Module dependencies point one way: `api`, `review` → `matching` → `config` → `explain`,
+//! Module dependencies point one way: `api`, `review` → `conversion` → `matching` → `config` → `explain`,
 //! `dispatch` → `server` → `reload`, `demo`. `metrics`, `tls` and `example_backend` are leaves.
 
 pub mod api;
 pub mod bench;
 pub mod config;
+pub mod conversion;
 pub mod demo;
 pub mod dispatch;
 pub mod example_backend;

@@ -356,6 +356,8 @@ fn groups_and_versions() -> Vec<Case> {
                     format!("apiGroups [{groups}] apiVersions [{versions}] vs {group}/{version}"),
                     "M§2",
                 )
+                // The exact pass; the Equivalent pass is `tests/equivalent.rs`'s.
+                .field("matchPolicy: Exact")
                 .rules(&rule("*", groups, versions, "*", None))
                 .review(request(Req {
                     group,

@@ -31,8 +31,6 @@ pub struct Webhook {
     pub source: PathBuf,
     /// Selection, including the webhook's `failurePolicy` (see [`Webhook::failure_policy`]).
     pub matcher: Matcher,
-    /// Equivalent is matched as Exact for now (README, "Not done yet").
-    pub match_policy: MatchPolicy,
     pub side_effects: SideEffects,
     /// `timeoutSeconds` (1-30 s).
     pub timeout: Duration,
@@ -636,8 +634,8 @@ fn compile_webhook(
                     object_selector,
                     match_conditions: MatchConditions::new(conditions),
                     failure_policy,
+                    match_policy,
                 },
-                match_policy,
                 side_effects,
                 timeout: Duration::from_secs(timeout_seconds as u64),
                 admission_review_versions,

@@ -31,7 +31,7 @@ fn v1_defaults() {
     let snap = load_one("v1.yaml", V1).unwrap();
     let w = snap.webhook("pods.policy.example.com").unwrap();
     assert_eq!(w.failure_policy(), FailurePolicy::Fail);
-    assert_eq!(w.match_policy, MatchPolicy::Equivalent);
+    assert_eq!(w.matcher.match_policy, MatchPolicy::Equivalent);
     assert_eq!(w.timeout, Duration::from_secs(10));
     assert_eq!(w.review_version, Some(ReviewVersion::V1));
     assert_eq!(w.configuration, "policy");
@@ -52,7 +52,7 @@ webhooks:
     let snap = load_one("beta.yaml", text).unwrap();
     let w = snap.webhook("legacy.hooks.example.com").unwrap();
     assert_eq!(w.failure_policy(), FailurePolicy::Ignore);
-    assert_eq!(w.match_policy, MatchPolicy::Exact);
+    assert_eq!(w.matcher.match_policy, MatchPolicy::Exact);
     assert_eq!(w.timeout, Duration::from_secs(30));
     assert_eq!(w.side_effects, SideEffects::Unknown);
     assert_eq!(w.review_version, Some(ReviewVersion::V1beta1));

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use crate::api::FailurePolicy;
 use crate::config::Webhook;
-use crate::matching::{MatchDecision, Namespaces};
+use crate::conversion;
+use crate::matching::{Converted, MatchDecision, Namespaces};
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
 pub use client::{HttpClient, HttpReply, Target, TransportError};
 pub use verify::VerifiedResponse;
@@ -193,7 +194,7 @@ impl Dispatcher {
         received: Instant,
     ) -> Answer {
         let uid = &review.request.uid;
-        match webhook.matcher.decide(review, namespaces) {
+        let converted = match webhook.matcher.decide(review, namespaces) {
             MatchDecision::Skip(reason) => {
                 return answer(
                     review,
@@ -203,8 +204,16 @@ impl Dispatcher {
                 );
             }
             MatchDecision::Reject(status) => return deny(review, status, Decision::Rejected),
-            MatchDecision::Call => {}
-        }
+            MatchDecision::Call => None,
+            MatchDecision::CallConverted(converted) => Some(converted),
+        };
+        // The matcher built and parsed the rewritten review already; it parses here too.
+        let converted_review = match converted.as_deref().map(|c| ParsedReview::parse(&c.body)) {
+            None => None,
+            Some(Ok(r)) => Some(r),
+            Some(Err(e)) => return deny(review, internal_error(e.to_string()), Decision::Rejected),
+        };
+        let sent = converted_review.as_ref().unwrap_or(review);
         // Dry run: Unknown/Some is a 400 that failurePolicy does not cover (dispatch notes §10).
         if review.request.is_dry_run() && !webhook.side_effects.supports_dry_run() {
             let message = format!(
@@ -230,7 +239,7 @@ impl Dispatcher {
         // The URL only appears in failure messages; built there, not on every call.
         let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
         let path = format!("{}?timeout={timeout}s", webhook.backend.path);
-        let body = review.body_as(version);
+        let body = sent.body_as(version);
         let target = Target::new(&webhook.backend);
         let call = self.client.post(&target, &path, &body, &[]);
         let reply = match tokio::time::timeout(budget, call).await {
@@ -266,6 +275,15 @@ impl Dispatcher {
                 if !allowed && response.status.is_none() {
                     response.status = Some(serde_json::json!({}));
                 }
+                if let (Some(c), Some(patch)) = (converted.as_deref(), response.patch.as_deref()) {
+                    match patch_back(review, sent, c, patch) {
+                        Ok(back) => {
+                            response.patch_type = back.as_ref().map(|_| "JSONPatch".to_string());
+                            response.patch = back;
+                        }
+                        Err(status) => return deny(review, status, Decision::Rejected),
+                    }
+                }
                 let decision = if allowed {
                     Decision::Allowed
                 } else {
@@ -300,6 +318,50 @@ impl Dispatcher {
             },
         }
     }
+}
+
+/// 500 InternalError, as kube-apiserver answers conversion and patch problems whatever
+/// failurePolicy says (dispatch notes §7).
+fn internal_error(message: String) -> Status {
+    Status::failure(
+        500,
+        "InternalError",
+        format!("Internal error occurred: {message}"),
+    )
+}
+
+/// The backend's patch (against the converted object in `sent`) as a patch against the
+/// caller's object in `review`; `None` when the result equals the caller's object.
+fn patch_back(
+    review: &ParsedReview<'_>,
+    sent: &ParsedReview<'_>,
+    converted: &Converted,
+    patch: &str,
+) -> Result<Option<String>, Status> {
+    let parse = |raw: Option<&serde_json::value::RawValue>| {
+        raw.and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+    };
+    let (Some(original), Some(sent_object)) =
+        (parse(review.request.object), parse(sent.request.object))
+    else {
+        return Err(internal_error(
+            "the webhook attempted to modify the object, which is not supported for this operation"
+                .to_string(),
+        ));
+    };
+    let kind = review.request.effective_kind();
+    let i = &converted.invocation;
+    let back = conversion::patch_back(
+        &original,
+        &sent_object,
+        patch,
+        i.kind,
+        (&kind.group, &kind.version),
+        (i.kind_group, i.kind_version),
+    )
+    .map_err(|e| internal_error(e.to_string()))?;
+    // `W10=` is `[]`: nothing changed in the caller's version.
+    Ok((back != "W10=").then_some(back))
 }
 
 fn answer(

@@ -1,6 +1,6 @@
 //! Whether kube-apiserver would call a webhook for a request: `ShouldCallHook` of
 //! `apiserver/admission/plugin/webhook/generic/webhook.go` (matching notes §1).
-//! Depends on `api` and `review`; everything here is compiled at config load.
+//! Depends on `api`, `review` and `conversion`; everything here is compiled at config load.
 
 pub mod cel_env;
 pub mod conditions;
@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::api::FailurePolicy;
+use crate::api::{FailurePolicy, MatchPolicy};
+use crate::conversion::{self, Equivalent};
 use crate::review::{Operation, ParsedReview, Status};
 pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
 pub use namespaces::Namespaces;
@@ -29,6 +30,8 @@ pub struct Matcher {
     pub match_conditions: MatchConditions,
     /// Only consulted for matchCondition errors here (matching notes §0.1).
     pub failure_policy: FailurePolicy,
+    /// Equivalent also tries the request's equivalent resources (matching notes §6).
+    pub match_policy: MatchPolicy,
 }
 
 /// Why a webhook is not called.
@@ -64,10 +67,23 @@ impl std::fmt::Display for SkipReason {
 #[derive(Clone, Debug, PartialEq)]
 pub enum MatchDecision {
     Call,
+    /// Call, with the request rewritten for a rule matched through an equivalent resource
+    /// (matchPolicy Equivalent, matching notes §6).
+    CallConverted(Box<Converted>),
     Skip(SkipReason),
     /// The request fails whatever failurePolicy says (namespace not found) or because
     /// failurePolicy is Fail (matchCondition error). The status kube-apiserver would return.
     Reject(Status),
+}
+
+/// A request rewritten for the version a webhook registered for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Converted {
+    /// The equivalent resource the rule matched, and the kind the webhook is invoked with.
+    pub invocation: Equivalent,
+    /// The rewritten AdmissionReview, in the caller's AdmissionReview version
+    /// ([`conversion::rewrite_review`]).
+    pub body: Vec<u8>,
 }
 
 /// Labels of `object` / `oldObject`, or why there are none.
@@ -139,15 +155,80 @@ impl Matcher {
             sub_resource: request.effective_sub_resource(),
             namespace: &request.namespace,
         };
-        if !self.rules.iter().any(|rule| rule.matches(&input)) {
-            // Held-back selector errors are dropped when no rule matches (matching notes §0.2).
-            return MatchDecision::Skip(SkipReason::NoRuleMatched);
-        }
+        let invocation = if self.rules.iter().any(|rule| rule.matches(&input)) {
+            None
+        } else {
+            match self.equivalent_match(&input) {
+                Some(equivalent) => Some(equivalent),
+                // Held-back selector errors are dropped when no rule matches (matching notes
+                // §0.2).
+                None => return MatchDecision::Skip(SkipReason::NoRuleMatched),
+            }
+        };
         if let Some(status) = ns_error {
             return MatchDecision::Reject(status);
         }
+        let Some(invocation) = invocation else {
+            return self.decide_conditions(review, MatchDecision::Call);
+        };
+        // kube-apiserver converts before matchConditions, and a failed conversion is an internal
+        // error whatever failurePolicy says (`ShouldCallHook`, `VersionedAttribute`).
+        let internal_error = |e: String| {
+            MatchDecision::Reject(Status::failure(
+                500,
+                "InternalError",
+                format!("Internal error occurred: {e}"),
+            ))
+        };
+        let body = match conversion::rewrite_review(review, &invocation) {
+            Ok(body) => body,
+            Err(e) => return internal_error(e.to_string()),
+        };
+        // matchConditions see the converted object.
+        let converted_review = match ParsedReview::parse(&body) {
+            Ok(r) => r,
+            Err(e) => return internal_error(e.to_string()),
+        };
+        let call = MatchDecision::CallConverted(Box::new(Converted {
+            invocation,
+            body: body.clone(),
+        }));
+        self.decide_conditions(&converted_review, call)
+    }
+
+    /// The Equivalent pass (matching notes §6): rules in order, and for each the request's
+    /// equivalent resources in registry order; the first match. `None` under Exact.
+    pub fn equivalent_match(&self, input: &RuleInput<'_>) -> Option<Equivalent> {
+        if self.match_policy != MatchPolicy::Equivalent {
+            return None;
+        }
+        let resource = input.resource;
+        self.rules.iter().find_map(|rule| {
+            conversion::equivalents(
+                &resource.group,
+                &resource.version,
+                &resource.resource,
+                input.sub_resource,
+            )
+            .find(|e| {
+                let gvr = crate::review::GroupVersionResource {
+                    group: e.group.to_string(),
+                    version: e.version.to_string(),
+                    resource: e.resource.to_string(),
+                };
+                rule.matches(&RuleInput {
+                    resource: &gvr,
+                    ..*input
+                })
+            })
+        })
+    }
+
+    /// matchConditions on `review` (the converted one when the Equivalent pass matched):
+    /// `call` when they match.
+    fn decide_conditions(&self, review: &ParsedReview<'_>, call: MatchDecision) -> MatchDecision {
         match self.match_conditions.evaluate(review) {
-            ConditionsResult::Match => MatchDecision::Call,
+            ConditionsResult::Match => call,
             ConditionsResult::NoMatch { condition } => {
                 MatchDecision::Skip(SkipReason::MatchCondition(condition))
             }

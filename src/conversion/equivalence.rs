@@ -1,0 +1,284 @@
+//! Which group/version/resources are the same resource under other names (kube-apiserver's
+//! `EquivalentResourceRegistry`; matching notes §6), for matchPolicy Equivalent. Plain data.
+
+/// A group and version, `("apps", "v1")`; the core group is `""`.
+pub type GroupVersion = (&'static str, &'static str);
+
+/// A resource and every group/version serving the same objects, hub (newest) first; this is the
+/// registry order the Equivalent pass walks (matching notes §6: rule order first, then this).
+#[derive(Debug)]
+pub struct Equivalence {
+    pub resource: &'static str,
+    /// The kind, the same in every version.
+    pub kind: &'static str,
+    pub versions: &'static [GroupVersion],
+    /// The `scale` subresource's kind per entry of `versions` (`KindFor(…, "scale")`, kind
+    /// `Scale`), when the resource has one.
+    pub scale: Option<&'static [GroupVersion]>,
+}
+
+const APPS: &[GroupVersion] = &[
+    ("apps", "v1"),
+    ("apps", "v1beta2"),
+    ("extensions", "v1beta1"),
+];
+const APPS_SCALE: &[GroupVersion] = &[
+    ("autoscaling", "v1"),
+    ("apps", "v1beta2"),
+    ("extensions", "v1beta1"),
+];
+const RBAC: &[GroupVersion] = &[
+    ("rbac.authorization.k8s.io", "v1"),
+    ("rbac.authorization.k8s.io", "v1beta1"),
+    ("rbac.authorization.k8s.io", "v1alpha1"),
+];
+const FLOWCONTROL: &[GroupVersion] = &[
+    ("flowcontrol.apiserver.k8s.io", "v1"),
+    ("flowcontrol.apiserver.k8s.io", "v1beta3"),
+    ("flowcontrol.apiserver.k8s.io", "v1beta2"),
+    ("flowcontrol.apiserver.k8s.io", "v1beta1"),
+];
+const STORAGE: &[GroupVersion] = &[("storage.k8s.io", "v1"), ("storage.k8s.io", "v1beta1")];
+
+const fn eq(
+    resource: &'static str,
+    kind: &'static str,
+    versions: &'static [GroupVersion],
+) -> Equivalence {
+    Equivalence {
+        resource,
+        kind,
+        versions,
+        scale: None,
+    }
+}
+
+/// The built-in equivalences, including versions removed from current clusters that legacy
+/// webhooks still register for. Sources: each group's `install.go` and the storage wiring in
+/// `pkg/registry` (which versions share one storage), Kubernetes 1.33 plus the removed versions
+/// (extensions/v1beta1 workloads until 1.16 and ingresses until 1.22, apps v1beta1/v1beta2 until
+/// 1.16, batch v1beta1 and policy v1beta1 until 1.25, autoscaling v2beta1/v2beta2 until
+/// 1.25/1.26, apiextensions v1beta1 until 1.22, flowcontrol v1beta1–v1beta3 until 1.25–1.32).
+pub const EQUIVALENCES: &[Equivalence] = &[
+    Equivalence {
+        resource: "deployments",
+        kind: "Deployment",
+        versions: &[
+            ("apps", "v1"),
+            ("apps", "v1beta2"),
+            ("apps", "v1beta1"),
+            ("extensions", "v1beta1"),
+        ],
+        scale: Some(&[
+            ("autoscaling", "v1"),
+            ("apps", "v1beta2"),
+            ("apps", "v1beta1"),
+            ("extensions", "v1beta1"),
+        ]),
+    },
+    Equivalence {
+        resource: "replicasets",
+        kind: "ReplicaSet",
+        versions: APPS,
+        scale: Some(APPS_SCALE),
+    },
+    eq("daemonsets", "DaemonSet", APPS),
+    Equivalence {
+        resource: "statefulsets",
+        kind: "StatefulSet",
+        versions: &[("apps", "v1"), ("apps", "v1beta2"), ("apps", "v1beta1")],
+        scale: Some(&[
+            ("autoscaling", "v1"),
+            ("apps", "v1beta2"),
+            ("apps", "v1beta1"),
+        ]),
+    },
+    eq(
+        "ingresses",
+        "Ingress",
+        &[
+            ("networking.k8s.io", "v1"),
+            ("networking.k8s.io", "v1beta1"),
+            ("extensions", "v1beta1"),
+        ],
+    ),
+    eq(
+        "networkpolicies",
+        "NetworkPolicy",
+        &[("networking.k8s.io", "v1"), ("extensions", "v1beta1")],
+    ),
+    eq(
+        "cronjobs",
+        "CronJob",
+        &[("batch", "v1"), ("batch", "v1beta1")],
+    ),
+    eq(
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        &[("policy", "v1"), ("policy", "v1beta1")],
+    ),
+    eq(
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        &[
+            ("autoscaling", "v2"),
+            ("autoscaling", "v1"),
+            ("autoscaling", "v2beta2"),
+            ("autoscaling", "v2beta1"),
+        ],
+    ),
+    eq(
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        &[
+            ("apiextensions.k8s.io", "v1"),
+            ("apiextensions.k8s.io", "v1beta1"),
+        ],
+    ),
+    eq("roles", "Role", RBAC),
+    eq("rolebindings", "RoleBinding", RBAC),
+    eq("clusterroles", "ClusterRole", RBAC),
+    eq("clusterrolebindings", "ClusterRoleBinding", RBAC),
+    eq("storageclasses", "StorageClass", STORAGE),
+    eq("volumeattachments", "VolumeAttachment", STORAGE),
+    eq("csidrivers", "CSIDriver", STORAGE),
+    eq("csinodes", "CSINode", STORAGE),
+    eq(
+        "priorityclasses",
+        "PriorityClass",
+        &[
+            ("scheduling.k8s.io", "v1"),
+            ("scheduling.k8s.io", "v1beta1"),
+            ("scheduling.k8s.io", "v1alpha1"),
+        ],
+    ),
+    eq(
+        "leases",
+        "Lease",
+        &[
+            ("coordination.k8s.io", "v1"),
+            ("coordination.k8s.io", "v1beta1"),
+        ],
+    ),
+    eq(
+        "events",
+        "Event",
+        &[("events.k8s.io", "v1"), ("events.k8s.io", "v1beta1")],
+    ),
+    eq(
+        "endpointslices",
+        "EndpointSlice",
+        &[("discovery.k8s.io", "v1"), ("discovery.k8s.io", "v1beta1")],
+    ),
+    eq(
+        "certificatesigningrequests",
+        "CertificateSigningRequest",
+        &[
+            ("certificates.k8s.io", "v1"),
+            ("certificates.k8s.io", "v1beta1"),
+        ],
+    ),
+    eq("flowschemas", "FlowSchema", FLOWCONTROL),
+    eq(
+        "prioritylevelconfigurations",
+        "PriorityLevelConfiguration",
+        FLOWCONTROL,
+    ),
+    eq(
+        "runtimeclasses",
+        "RuntimeClass",
+        &[("node.k8s.io", "v1"), ("node.k8s.io", "v1beta1")],
+    ),
+];
+
+/// One equivalent of a request's resource: the group/version/resource to match rules against
+/// and the kind the webhook is invoked with (`KindFor`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Equivalent {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub resource: &'static str,
+    pub kind_group: &'static str,
+    pub kind_version: &'static str,
+    pub kind: &'static str,
+}
+
+/// The equivalents of `group/version/resource` with `sub_resource` (`""` for the main
+/// resource), in registry order, the request's own version excluded; empty when the resource
+/// has no equivalents here (custom resources, core resources) or the subresource is not known
+/// to be served by every version (only the main resource and `status`, and `scale` where the
+/// table lists it, are).
+pub fn equivalents(
+    group: &str,
+    version: &str,
+    resource: &str,
+    sub_resource: &str,
+) -> impl Iterator<Item = Equivalent> {
+    let found = EQUIVALENCES.iter().find(|e| {
+        e.resource == resource && e.versions.iter().any(|&(g, v)| g == group && v == version)
+    });
+    let scale_sub = sub_resource == "scale";
+    let entries = found
+        .filter(|e| matches!(sub_resource, "" | "status") || (scale_sub && e.scale.is_some()))
+        .map(move |e| {
+            e.versions.iter().enumerate().map(move |(i, &(g, v))| {
+                let (kind_group, kind_version, kind) = match e.scale {
+                    Some(scale) if scale_sub => (scale[i].0, scale[i].1, "Scale"),
+                    _ => (g, v, e.kind),
+                };
+                Equivalent {
+                    group: g,
+                    version: v,
+                    resource: e.resource,
+                    kind_group,
+                    kind_version,
+                    kind,
+                }
+            })
+        });
+    let (group, version) = (group.to_string(), version.to_string());
+    entries
+        .into_iter()
+        .flatten()
+        .filter(move |e| !(e.group == group && e.version == version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployments_walk_in_registry_order_without_the_request_version() {
+        let found: Vec<_> = equivalents("apps", "v1", "deployments", "")
+            .map(|e| format!("{}/{}", e.group, e.version))
+            .collect();
+        assert_eq!(
+            found,
+            ["apps/v1beta2", "apps/v1beta1", "extensions/v1beta1"]
+        );
+    }
+
+    #[test]
+    fn scale_kinds_follow_kind_for() {
+        // Matching notes §6: for apps/v1 deployments/scale the kind is autoscaling/v1 Scale.
+        let e: Vec<_> = equivalents("extensions", "v1beta1", "deployments", "scale").collect();
+        assert_eq!(e[0].group, "apps");
+        assert_eq!(
+            (e[0].kind_group, e[0].kind_version, e[0].kind),
+            ("autoscaling", "v1", "Scale")
+        );
+        assert_eq!(equivalents("apps", "v1", "daemonsets", "scale").count(), 0);
+    }
+
+    #[test]
+    fn no_equivalents_for_core_or_unknown_resources() {
+        assert_eq!(equivalents("", "v1", "pods", "").count(), 0);
+        assert_eq!(equivalents("example.com", "v1", "widgets", "").count(), 0);
+        // Every table entry names each group/version once.
+        for e in EQUIVALENCES {
+            for (i, gv) in e.versions.iter().enumerate() {
+                assert!(!e.versions[..i].contains(gv), "{} {gv:?}", e.resource);
+            }
+        }
+    }
+}

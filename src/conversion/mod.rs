@@ -1,0 +1,268 @@
+//! matchPolicy Equivalent (matching notes §6; KEP-492 "Convert to webhook-requested
+//! version"): the equivalence table, object conversion, rewriting the AdmissionReview a legacy
+//! webhook receives, and carrying its patch back to the caller's version. Depends on `review`.
+
+pub mod equivalence;
+pub mod objects;
+
+use base64::Engine;
+use serde_json::Value;
+
+pub use equivalence::{equivalents, Equivalent};
+pub use objects::{api_version, convert, ConversionError};
+
+use crate::review::ParsedReview;
+
+/// Why a request could not be rewritten for a webhook, or its patch carried back. kube-apiserver
+/// answers both with 500 InternalError whatever failurePolicy says (dispatch notes §7: patch
+/// problems and conversion are not call failures).
+#[derive(Debug, thiserror::Error)]
+pub enum EquivalentError {
+    #[error(transparent)]
+    Conversion(#[from] ConversionError),
+    /// The caller's AdmissionReview could not be re-read as JSON (it parsed once already).
+    #[error("could not rewrite the AdmissionReview: {0}")]
+    Review(String),
+    /// The webhook's patch does not apply to the converted object (json-patch v4 semantics).
+    #[error("{0}")]
+    Patch(String),
+}
+
+/// The AdmissionReview `review` becomes for a webhook matched through `invocation` (matching
+/// notes §6, `CreateV1AdmissionReview`): `kind`, `resource` and `object`/`oldObject` are the
+/// invocation's; `requestKind`, `requestResource` and `requestSubResource` keep the original;
+/// everything else is unchanged. The result is in the caller's AdmissionReview version.
+///
+/// # Errors
+/// [`EquivalentError::Conversion`] when an object cannot be converted to the invocation's
+/// version: the webhook must never see a version it did not register for.
+pub fn rewrite_review(
+    review: &ParsedReview<'_>,
+    invocation: &Equivalent,
+) -> Result<Vec<u8>, EquivalentError> {
+    let mut envelope: Value = serde_json::from_slice(review.body())
+        .map_err(|e| EquivalentError::Review(e.to_string()))?;
+    let request = &review.request;
+    let kind = request.effective_kind();
+    let resource = request.effective_resource();
+    let from = (kind.group.as_str(), kind.version.as_str());
+    let to = (invocation.kind_group, invocation.kind_version);
+    let Some(out) = envelope.get_mut("request").and_then(Value::as_object_mut) else {
+        return Err(EquivalentError::Review("no request".into()));
+    };
+    for field in ["object", "oldObject"] {
+        if let Some(object) = out.get(field).filter(|o| !o.is_null()) {
+            let converted = convert_static(object, invocation.kind, from, to)?;
+            out.insert(field.into(), converted);
+        }
+    }
+    out.insert(
+        "requestKind".into(),
+        serde_json::json!({"group": kind.group, "version": kind.version, "kind": kind.kind}),
+    );
+    out.insert(
+        "requestResource".into(),
+        serde_json::json!({"group": resource.group, "version": resource.version, "resource": resource.resource}),
+    );
+    let sub_resource = request.effective_sub_resource();
+    if !sub_resource.is_empty() {
+        out.insert("requestSubResource".into(), sub_resource.into());
+    }
+    out.insert(
+        "kind".into(),
+        serde_json::json!({"group": invocation.kind_group, "version": invocation.kind_version, "kind": invocation.kind}),
+    );
+    out.insert(
+        "resource".into(),
+        serde_json::json!({"group": invocation.group, "version": invocation.version, "resource": invocation.resource}),
+    );
+    serde_json::to_vec(&envelope).map_err(|e| EquivalentError::Review(e.to_string()))
+}
+
+fn convert_static(
+    object: &Value,
+    kind: &str,
+    from: (&str, &str),
+    to: (&'static str, &'static str),
+) -> Result<Value, ConversionError> {
+    // The request's group/version is borrowed; the table's are 'static. Look the request's
+    // up in the table so both ends are table entries.
+    let from = equivalence::EQUIVALENCES
+        .iter()
+        .flat_map(|e| e.versions.iter().chain(e.scale.into_iter().flatten()))
+        .find(|&&(g, v)| g == from.0 && v == from.1)
+        .copied()
+        .ok_or_else(|| ConversionError::NoPath {
+            kind: kind.to_string(),
+            from: format!("{}/{}", from.0, from.1),
+            to: api_version(to),
+        })?;
+    convert(object, kind, from, to)
+}
+
+/// Carries a mutating webhook's patch back (issue 5): applies `patch_base64` (against the
+/// object in the invocation's version, json-patch v4 semantics) to `converted`, converts the
+/// result back to the caller's version and answers with the JSON Patch, base64, that turns the
+/// caller's `original` object into it.
+///
+/// # Errors
+/// [`EquivalentError::Patch`] when the patch does not decode or apply;
+/// [`EquivalentError::Conversion`] when the result cannot be converted back.
+pub fn patch_back(
+    original: &Value,
+    converted: &Value,
+    patch_base64: &str,
+    kind: &str,
+    caller: (&str, &str),
+    invocation: (&'static str, &'static str),
+) -> Result<String, EquivalentError> {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let bytes = engine
+        .decode(patch_base64)
+        .map_err(|e| EquivalentError::Patch(e.to_string()))?;
+    let operations: Vec<Value> =
+        serde_json::from_slice(&bytes).map_err(|e| EquivalentError::Patch(e.to_string()))?;
+    let mut patched = converted.clone();
+    apply_v4(&mut patched, operations)?;
+    let caller_version = equivalence::EQUIVALENCES
+        .iter()
+        .flat_map(|e| e.versions.iter())
+        .find(|&&(g, v)| g == caller.0 && v == caller.1)
+        .copied()
+        .ok_or_else(|| ConversionError::NoPath {
+            kind: kind.to_string(),
+            from: api_version(invocation),
+            to: format!("{}/{}", caller.0, caller.1),
+        })?;
+    let back = convert(&patched, kind, invocation, caller_version)?;
+    let diff = json_patch::diff(original, &back);
+    let json = serde_json::to_vec(&diff).map_err(|e| EquivalentError::Patch(e.to_string()))?;
+    Ok(engine.encode(json))
+}
+
+/// Applies JSON Patch operations one by one with evanphx/json-patch v4's leniencies (dispatch
+/// notes §0.4; library-notes "json-patch 5"): `replace` of a missing object member adds it, and
+/// a negative array index counts from the end.
+fn apply_v4(doc: &mut Value, operations: Vec<Value>) -> Result<(), EquivalentError> {
+    for mut op in operations {
+        for key in ["path", "from"] {
+            if let Some(path) = op.get(key).and_then(Value::as_str) {
+                let resolved = resolve_negative(doc, path);
+                op[key] = Value::String(resolved);
+            }
+        }
+        if op.get("op").and_then(Value::as_str) == Some("replace") {
+            let path = op.get("path").and_then(Value::as_str).unwrap_or("");
+            if doc.pointer(path).is_none() {
+                let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+                if doc.pointer(parent).is_some_and(Value::is_object) {
+                    op["op"] = Value::String("add".into());
+                }
+            }
+        }
+        let operation: json_patch::PatchOperation =
+            serde_json::from_value(op).map_err(|e| EquivalentError::Patch(e.to_string()))?;
+        json_patch::patch(doc, &[operation]).map_err(|e| EquivalentError::Patch(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Rewrites `-N` array indices of `path` against `doc` to `len - N`.
+fn resolve_negative(doc: &Value, path: &str) -> String {
+    if !path.contains("/-") {
+        return path.to_string();
+    }
+    let mut current = Some(doc);
+    let mut out = String::new();
+    for segment in path.split('/').skip(1) {
+        let mut segment = segment.to_string();
+        if let (Some(Value::Array(items)), Ok(n)) = (current, segment.parse::<i64>()) {
+            if n < 0 {
+                let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
+                segment = (len + n).to_string();
+            }
+        }
+        current = current.and_then(|v| match v {
+            Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
+            Value::Object(map) => map.get(&segment.replace("~1", "/").replace("~0", "~")),
+            _ => None,
+        });
+        out.push('/');
+        out.push_str(&segment);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn b64(v: Value) -> String {
+        base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&v).unwrap())
+    }
+
+    fn decode(s: &str) -> Value {
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(s).unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_v1beta1_patch_lands_as_a_v1_patch() {
+        let original = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "annotations": {"deprecated.deployment.rollback.to": "2"}},
+            "spec": {"replicas": 1}});
+        let converted = convert(
+            &original,
+            "Deployment",
+            ("apps", "v1"),
+            ("extensions", "v1beta1"),
+        )
+        .unwrap();
+        assert_eq!(converted["spec"]["rollbackTo"], json!({"revision": 2}));
+        // The legacy webhook clears rollbackTo and sets replicas.
+        let patch = b64(json!([
+            {"op": "remove", "path": "/spec/rollbackTo"},
+            {"op": "replace", "path": "/spec/replicas", "value": 3}
+        ]));
+        let back = patch_back(
+            &original,
+            &converted,
+            &patch,
+            "Deployment",
+            ("apps", "v1"),
+            ("extensions", "v1beta1"),
+        )
+        .unwrap();
+        let mut result = original.clone();
+        json_patch::patch(
+            &mut result,
+            &serde_json::from_value::<json_patch::Patch>(decode(&back)).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            result,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"}, "spec": {"replicas": 3}})
+        );
+    }
+
+    #[test]
+    fn v4_semantics_replace_adds_and_negative_indices_count_from_the_end() {
+        let mut doc = json!({"metadata": {}, "list": [1, 2, 3]});
+        apply_v4(
+            &mut doc,
+            vec![
+                json!({"op": "replace", "path": "/metadata/labels", "value": {"a": "b"}}),
+                json!({"op": "remove", "path": "/list/-1"}),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            doc,
+            json!({"metadata": {"labels": {"a": "b"}}, "list": [1, 2]})
+        );
+        let err = apply_v4(&mut doc, vec![json!({"op": "remove", "path": "/nope/x"})]).unwrap_err();
+        assert!(matches!(err, EquivalentError::Patch(_)));
+    }
+}

@@ -1,0 +1,242 @@
+//! matchPolicy Equivalent end to end (issue 5; matching notes §6): a legacy webhook registered
+//! for an old version receives the request converted to that version, and its patch comes back
+//! as a patch of the caller's object. Real proxy, real TLS, real example backend.
+
+mod common;
+
+use base64::Engine;
+use common::{fixture, webhook_config, TestBackend, TestProxy};
+use serde_json::{json, Value};
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// A mutating webhook `name` registered for `group/version resource`, answering with `patch`
+/// (JSON Patch, in the registered version) through the example backend's `/raw`.
+fn legacy_mutating(
+    backend: &TestBackend,
+    name: &str,
+    group: &str,
+    version: &str,
+    resource: &str,
+    patch: Value,
+    extra: &str,
+) -> String {
+    let answer = json!({"apiVersion": "$API", "kind": "AdmissionReview", "response": {
+        "uid": "$UID", "allowed": true, "patchType": "JSONPatch",
+        "patch": B64.encode(patch.to_string())}});
+    let path = format!(
+        "/raw/200/{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(answer.to_string())
+    );
+    webhook_config(
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+        name,
+        &backend.client_config(&path),
+        &format!("[{{operations: [\"*\"], apiGroups: [\"{group}\"], apiVersions: [\"{version}\"], resources: [\"{resource}\"]}}]"),
+        &format!("sideEffects: None\n  admissionReviewVersions: [v1]\n  {extra}"),
+    )
+}
+
+/// What the backend received last.
+fn received(backend: &TestBackend) -> Value {
+    let (_, body) = backend.recorder.last().expect("the backend was called");
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// The caller's object after applying the proxy's answer patch.
+fn patched(review: &[u8], reply: &common::Reply) -> Value {
+    let review: Value = serde_json::from_slice(review).unwrap();
+    let mut object = review["request"]["object"].clone();
+    let patch = reply.json["response"]["patch"].as_str().expect("a patch");
+    assert_eq!(reply.json["response"]["patchType"], "JSONPatch");
+    let ops: json_patch::Patch = serde_json::from_slice(&B64.decode(patch).unwrap()).unwrap();
+    json_patch::patch(&mut object, &ops).unwrap();
+    object
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extensions_v1beta1_deployment_webhook_gets_v1beta1_and_patches_apps_v1() {
+    let backend = TestBackend::start();
+    // The legacy webhook sets rollbackTo (a v1beta1-only field) and an annotation, with a
+    // v4-style `replace` of an annotation that does not exist yet.
+    let patch = json!([
+        {"op": "add", "path": "/spec/rollbackTo", "value": {"revision": 4}},
+        {"op": "replace", "path": "/metadata/annotations/legacy", "value": "seen"}
+    ]);
+    let proxy = TestProxy::start(&legacy_mutating(
+        &backend,
+        "deploy.legacy.example.com",
+        "extensions",
+        "v1beta1",
+        "deployments",
+        patch,
+        "",
+    ));
+    let review = fixture("0064-create-apps-v1-deployments-v1.json");
+    let reply = proxy.review("deploy.legacy.example.com", &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+
+    // matching notes §6: kind/resource and the object are the invocation's; request* the
+    // original's.
+    let sent = received(&backend);
+    let request = &sent["request"];
+    assert_eq!(
+        request["kind"],
+        json!({"group": "extensions", "version": "v1beta1", "kind": "Deployment"})
+    );
+    assert_eq!(
+        request["resource"],
+        json!({"group": "extensions", "version": "v1beta1", "resource": "deployments"})
+    );
+    assert_eq!(
+        request["requestKind"],
+        json!({"group": "apps", "version": "v1", "kind": "Deployment"})
+    );
+    assert_eq!(
+        request["requestResource"],
+        json!({"group": "apps", "version": "v1", "resource": "deployments"})
+    );
+    assert_eq!(request["object"]["apiVersion"], "extensions/v1beta1");
+    let original: Value = serde_json::from_slice(&review).unwrap();
+    assert_eq!(request["uid"], original["request"]["uid"]);
+    assert_eq!(
+        request["object"]["spec"],
+        original["request"]["object"]["spec"]
+    );
+
+    // The patch lands as an apps/v1 patch: rollbackTo becomes the annotation apps/v1 keeps it in.
+    let after = patched(&review, &reply);
+    assert_eq!(after["apiVersion"], "apps/v1");
+    assert_eq!(
+        after["metadata"]["annotations"]["deprecated.deployment.rollback.to"],
+        "4"
+    );
+    assert_eq!(after["metadata"]["annotations"]["legacy"], "seen");
+    assert!(after["spec"].get("rollbackTo").is_none());
+    let mut expected = original["request"]["object"].clone();
+    expected["metadata"]["annotations"]["legacy"] = json!("seen");
+    expected["metadata"]["annotations"]["deprecated.deployment.rollback.to"] = json!("4");
+    assert_eq!(after, expected);
+
+    // Under matchPolicy Exact the same registration never sees the request.
+    let backend2 = TestBackend::start();
+    let exact = TestProxy::start(&legacy_mutating(
+        &backend2,
+        "exact.legacy.example.com",
+        "extensions",
+        "v1beta1",
+        "deployments",
+        json!([]),
+        "matchPolicy: Exact",
+    ));
+    let reply = exact.review("exact.legacy.example.com", &review).await;
+    assert_eq!(reply.decision, "skipped");
+    assert_eq!(backend2.recorder.calls(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingress_v1beta1_webhook_gets_service_name_and_port() {
+    let backend = TestBackend::start();
+    let patch = json!([{"op": "replace", "path": "/spec/rules/0/http/paths/0/backend/servicePort", "value": 8080}]);
+    let proxy = TestProxy::start(&legacy_mutating(
+        &backend,
+        "ingress.legacy.example.com",
+        "networking.k8s.io",
+        "v1beta1",
+        "ingresses",
+        patch,
+        "",
+    ));
+    let review = fixture("0103-create-networking.k8s.io-v1-ingresses-v1.json");
+    let reply = proxy.review("ingress.legacy.example.com", &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    let sent = received(&backend);
+    let object = &sent["request"]["object"];
+    assert_eq!(object["apiVersion"], "networking.k8s.io/v1beta1");
+    assert_eq!(
+        object["spec"]["rules"][0]["http"]["paths"][0]["backend"],
+        json!({"serviceName": "tf-serving", "servicePort": 8501})
+    );
+    let after = patched(&review, &reply);
+    assert_eq!(
+        after["spec"]["rules"][0]["http"]["paths"][0]["backend"],
+        json!({"service": {"name": "tf-serving", "port": {"number": 8080}}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cronjob_v1beta1_webhook_and_match_conditions_see_the_converted_object() {
+    let backend = TestBackend::start();
+    let patch = json!([{"op": "add", "path": "/spec/suspend", "value": true}]);
+    let config = legacy_mutating(
+        &backend,
+        "cron.legacy.example.com",
+        "batch",
+        "v1beta1",
+        "cronjobs",
+        patch,
+        "matchConditions: [{name: converted, expression: \"object.apiVersion == 'batch/v1beta1' && request.kind.version == 'v1beta1' && request.requestKind.version == 'v1'\"}]",
+    );
+    let proxy = TestProxy::start(&config);
+    let object = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "production"},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "job", "image": "busybox"}], "restartPolicy": "Never"}}}}}});
+    let gvk = json!({"group": "batch", "version": "v1", "kind": "CronJob"});
+    let gvr = json!({"group": "batch", "version": "v1", "resource": "cronjobs"});
+    let review = serde_json::to_vec(&json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {"uid": "c0c0c0c0-0000-4000-8000-000000000001", "kind": gvk, "resource": gvr,
+            "requestKind": gvk, "requestResource": gvr, "name": "nightly", "namespace": "production",
+            "operation": "CREATE", "userInfo": {"username": "jane"}, "object": object,
+            "oldObject": null, "dryRun": false, "options": null}})).unwrap();
+    let reply = proxy.review("cron.legacy.example.com", &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    assert_eq!(
+        backend.recorder.calls(),
+        1,
+        "the matchCondition saw batch/v1beta1"
+    );
+    assert_eq!(
+        received(&backend)["request"]["object"]["apiVersion"],
+        "batch/v1beta1"
+    );
+    let after = patched(&review, &reply);
+    assert_eq!(after["apiVersion"], "batch/v1");
+    assert_eq!(after["spec"]["suspend"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_conversion_path_is_an_internal_error_and_never_reaches_the_backend() {
+    let backend = TestBackend::start();
+    let proxy = TestProxy::start(&legacy_mutating(
+        &backend,
+        "hpa.legacy.example.com",
+        "autoscaling",
+        "v1",
+        "horizontalpodautoscalers",
+        json!([]),
+        "failurePolicy: Ignore",
+    ));
+    let gvk = json!({"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"});
+    let gvr =
+        json!({"group": "autoscaling", "version": "v2", "resource": "horizontalpodautoscalers"});
+    let review = serde_json::to_vec(&json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {"uid": "c0c0c0c0-0000-4000-8000-000000000002", "kind": gvk, "resource": gvr,
+            "requestKind": gvk, "requestResource": gvr, "name": "web", "namespace": "production",
+            "operation": "CREATE", "userInfo": {"username": "jane"},
+            "object": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"}},
+            "oldObject": null, "dryRun": false, "options": null}})).unwrap();
+    let reply = proxy.review("hpa.legacy.example.com", &review).await;
+    // Not a call failure: failurePolicy Ignore does not admit it (matching notes §6).
+    assert!(!reply.allowed());
+    assert_eq!(reply.outcome().1, Some(500));
+    assert!(
+        reply.message().contains(
+            "no conversion from autoscaling/v2 to autoscaling/v1 for kind HorizontalPodAutoscaler"
+        ),
+        "{}",
+        reply.message()
+    );
+    assert_eq!(backend.recorder.calls(), 0);
+}
