@@ -662,16 +662,19 @@ fn exemptions() -> Vec<Case> {
     cases
 }
 
+/// A `matchConditions` field naming the expressions c0, c1, ...
+fn match_conditions_field(list: &[&str]) -> String {
+    let items: Vec<String> = list
+        .iter()
+        .enumerate()
+        .map(|(i, e)| format!("{{name: c{i}, expression: {e:?}}}"))
+        .collect();
+    format!("matchConditions: [{}]", items.join(", "))
+}
+
 /// M§8, M§0.3, KEP-3716: matchConditions.
 fn match_conditions() -> Vec<Case> {
-    let cond = |list: &[&str]| {
-        let items: Vec<String> = list
-            .iter()
-            .enumerate()
-            .map(|(i, e)| format!("{{name: c{i}, expression: {e:?}}}"))
-            .collect();
-        format!("matchConditions: [{}]", items.join(", "))
-    };
+    let cond = match_conditions_field;
     let err = "object.spec.missing == 1";
     vec![
         Case::new("true calls", "M§8").field(cond(&["true"])),
@@ -708,14 +711,7 @@ fn match_conditions() -> Vec<Case> {
 /// M§8 "Cost limits", M§0.3: the per-call limit (1,000,000) is a per-condition error; the
 /// per-webhook budget (2,500,000) fails the whole evaluation, even over an earlier `false`.
 fn cost_limits() -> Vec<Case> {
-    let cond = |list: &[&str]| {
-        let items: Vec<String> = list
-            .iter()
-            .enumerate()
-            .map(|(i, e)| format!("{{name: c{i}, expression: {e:?}}}"))
-            .collect();
-        format!("matchConditions: [{}]", items.join(", "))
-    };
+    let cond = match_conditions_field;
     // `contains` costs ceil(len/10) × ceil(sub/10): 2 × 2 on 20 characters; 1,050 × 1,050
     // = 1,102,500 on 10,500 (over the per-call limit; two fit the budget, three do not).
     let contains = "object.metadata.annotations.a.contains(object.metadata.annotations.b)";

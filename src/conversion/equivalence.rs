@@ -243,6 +243,16 @@ pub fn equivalents(
         .filter(move |e| !(e.group == group && e.version == version))
 }
 
+/// The table's own `(group, version)` equal to `group/version` (a resource's or a `scale`
+/// kind's), so a request's borrowed names become the table's `'static` ones.
+pub fn table_version(group: &str, version: &str) -> Option<GroupVersion> {
+    EQUIVALENCES
+        .iter()
+        .flat_map(|e| e.versions.iter().chain(e.scale.into_iter().flatten()))
+        .find(|&&(g, v)| g == group && v == version)
+        .copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,25 +79,22 @@ pub fn rewrite_review(
     serde_json::to_vec(&envelope).map_err(|e| EquivalentError::Review(e.to_string()))
 }
 
+/// [`convert`] between group/versions named by borrowed strings (a request's), looked up in
+/// the table.
 fn convert_static(
     object: &Value,
     kind: &str,
     from: (&str, &str),
-    to: (&'static str, &'static str),
+    to: (&str, &str),
 ) -> Result<Value, ConversionError> {
-    // The request's group/version is borrowed; the table's are 'static. Look the request's
-    // up in the table so both ends are table entries.
-    let from = equivalence::EQUIVALENCES
-        .iter()
-        .flat_map(|e| e.versions.iter().chain(e.scale.into_iter().flatten()))
-        .find(|&&(g, v)| g == from.0 && v == from.1)
-        .copied()
-        .ok_or_else(|| ConversionError::NoPath {
-            kind: kind.to_string(),
-            from: format!("{}/{}", from.0, from.1),
-            to: api_version(to),
-        })?;
-    convert(object, kind, from, to)
+    let no_path = || ConversionError::NoPath {
+        kind: kind.to_string(),
+        from: format!("{}/{}", from.0, from.1),
+        to: format!("{}/{}", to.0, to.1),
+    };
+    let table_from = equivalence::table_version(from.0, from.1).ok_or_else(no_path)?;
+    let table_to = equivalence::table_version(to.0, to.1).ok_or_else(no_path)?;
+    convert(object, kind, table_from, table_to)
 }
 
 /// Carries a mutating webhook's patch back (issue 5): applies `patch_base64` (against the
@@ -124,17 +121,7 @@ pub fn patch_back(
         serde_json::from_slice(&bytes).map_err(|e| EquivalentError::Patch(e.to_string()))?;
     let mut patched = converted.clone();
     apply_v4(&mut patched, operations)?;
-    let caller_version = equivalence::EQUIVALENCES
-        .iter()
-        .flat_map(|e| e.versions.iter())
-        .find(|&&(g, v)| g == caller.0 && v == caller.1)
-        .copied()
-        .ok_or_else(|| ConversionError::NoPath {
-            kind: kind.to_string(),
-            from: api_version(invocation),
-            to: format!("{}/{}", caller.0, caller.1),
-        })?;
-    let back = convert(&patched, kind, invocation, caller_version)?;
+    let back = convert_static(&patched, kind, invocation, caller)?;
     let diff = json_patch::diff(original, &back);
     let json = serde_json::to_vec(&diff).map_err(|e| EquivalentError::Patch(e.to_string()))?;
     Ok(engine.encode(json))
