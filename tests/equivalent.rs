@@ -38,6 +38,25 @@ fn legacy_mutating(
     )
 }
 
+/// A v1 AdmissionReview: CREATE of `object` as `(group, version, kind, resource)` in
+/// namespace "production", by jane.
+fn create_review(
+    (group, version, kind, resource): (&str, &str, &str, &str),
+    object: Value,
+) -> Vec<u8> {
+    let gvk = json!({"group": group, "version": version, "kind": kind});
+    let gvr = json!({"group": group, "version": version, "resource": resource});
+    let name = object["metadata"]["name"].clone();
+    serde_json::to_vec(
+        &json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {"uid": "c0c0c0c0-0000-4000-8000-000000000001", "kind": gvk, "resource": gvr,
+            "requestKind": gvk, "requestResource": gvr, "name": name, "namespace": "production",
+            "operation": "CREATE", "userInfo": {"username": "jane"}, "object": object,
+            "oldObject": null, "dryRun": false, "options": null}}),
+    )
+    .unwrap()
+}
+
 /// What the backend received last.
 fn received(backend: &TestBackend) -> Value {
     let (_, body) = backend.recorder.last().expect("the backend was called");
@@ -183,13 +202,7 @@ async fn cronjob_v1beta1_webhook_and_match_conditions_see_the_converted_object()
         "metadata": {"name": "nightly", "namespace": "production"},
         "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": {
             "containers": [{"name": "job", "image": "busybox"}], "restartPolicy": "Never"}}}}}});
-    let gvk = json!({"group": "batch", "version": "v1", "kind": "CronJob"});
-    let gvr = json!({"group": "batch", "version": "v1", "resource": "cronjobs"});
-    let review = serde_json::to_vec(&json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-        "request": {"uid": "c0c0c0c0-0000-4000-8000-000000000001", "kind": gvk, "resource": gvr,
-            "requestKind": gvk, "requestResource": gvr, "name": "nightly", "namespace": "production",
-            "operation": "CREATE", "userInfo": {"username": "jane"}, "object": object,
-            "oldObject": null, "dryRun": false, "options": null}})).unwrap();
+    let review = create_review(("batch", "v1", "CronJob", "cronjobs"), object);
     let reply = proxy.review("cron.legacy.example.com", &review).await;
     assert!(reply.allowed(), "{}", reply.json);
     assert_eq!(
@@ -218,15 +231,16 @@ async fn no_conversion_path_is_an_internal_error_and_never_reaches_the_backend()
         json!([]),
         "failurePolicy: Ignore",
     ));
-    let gvk = json!({"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"});
-    let gvr =
-        json!({"group": "autoscaling", "version": "v2", "resource": "horizontalpodautoscalers"});
-    let review = serde_json::to_vec(&json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-        "request": {"uid": "c0c0c0c0-0000-4000-8000-000000000002", "kind": gvk, "resource": gvr,
-            "requestKind": gvk, "requestResource": gvr, "name": "web", "namespace": "production",
-            "operation": "CREATE", "userInfo": {"username": "jane"},
-            "object": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"}},
-            "oldObject": null, "dryRun": false, "options": null}})).unwrap();
+    let object = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"}});
+    let review = create_review(
+        (
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+        ),
+        object,
+    );
     let reply = proxy.review("hpa.legacy.example.com", &review).await;
     // Not a call failure: failurePolicy Ignore does not admit it (matching notes §6).
     assert!(!reply.allowed());

@@ -214,14 +214,23 @@ pub fn equivalents(
     resource: &str,
     sub_resource: &str,
 ) -> impl Iterator<Item = Equivalent> {
-    let found = EQUIVALENCES.iter().find(|e| {
-        e.resource == resource && e.versions.iter().any(|&(g, v)| g == group && v == version)
+    let found = EQUIVALENCES.iter().find_map(|e| {
+        let own = e
+            .versions
+            .iter()
+            .position(|&(g, v)| g == group && v == version)?;
+        (e.resource == resource).then_some((e, own))
     });
     let scale_sub = sub_resource == "scale";
     let entries = found
-        .filter(|e| matches!(sub_resource, "" | "status") || (scale_sub && e.scale.is_some()))
-        .map(move |e| {
-            e.versions.iter().enumerate().map(move |(i, &(g, v))| {
+        .filter(|(e, _)| matches!(sub_resource, "" | "status") || (scale_sub && e.scale.is_some()))
+        .map(move |(e, own)| {
+            let others = e
+                .versions
+                .iter()
+                .enumerate()
+                .filter(move |&(i, _)| i != own);
+            others.map(move |(i, &(g, v))| {
                 let (kind_group, kind_version, kind) = match e.scale {
                     Some(scale) if scale_sub => (scale[i].0, scale[i].1, "Scale"),
                     _ => (g, v, e.kind),
@@ -236,11 +245,7 @@ pub fn equivalents(
                 }
             })
         });
-    let (group, version) = (group.to_string(), version.to_string());
-    entries
-        .into_iter()
-        .flatten()
-        .filter(move |e| !(e.group == group && e.version == version))
+    entries.into_iter().flatten()
 }
 
 /// The table's own `(group, version)` equal to `group/version` (a resource's or a `scale`

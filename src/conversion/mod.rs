@@ -58,25 +58,28 @@ pub fn rewrite_review(
     }
     out.insert(
         "requestKind".into(),
-        serde_json::json!({"group": kind.group, "version": kind.version, "kind": kind.kind}),
+        gvk(&kind.group, &kind.version, &kind.kind),
     );
     out.insert(
         "requestResource".into(),
-        serde_json::json!({"group": resource.group, "version": resource.version, "resource": resource.resource}),
+        gvr(&resource.group, &resource.version, &resource.resource),
     );
     let sub_resource = request.effective_sub_resource();
     if !sub_resource.is_empty() {
         out.insert("requestSubResource".into(), sub_resource.into());
     }
-    out.insert(
-        "kind".into(),
-        serde_json::json!({"group": invocation.kind_group, "version": invocation.kind_version, "kind": invocation.kind}),
-    );
-    out.insert(
-        "resource".into(),
-        serde_json::json!({"group": invocation.group, "version": invocation.version, "resource": invocation.resource}),
-    );
+    let i = invocation;
+    out.insert("kind".into(), gvk(i.kind_group, i.kind_version, i.kind));
+    out.insert("resource".into(), gvr(i.group, i.version, i.resource));
     serde_json::to_vec(&envelope).map_err(|e| EquivalentError::Review(e.to_string()))
+}
+
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
+    serde_json::json!({"group": group, "version": version, "kind": kind})
+}
+
+fn gvr(group: &str, version: &str, resource: &str) -> Value {
+    serde_json::json!({"group": group, "version": version, "resource": resource})
 }
 
 /// [`convert`] between group/versions named by borrowed strings (a request's), looked up in
@@ -100,7 +103,7 @@ fn convert_static(
 /// Carries a mutating webhook's patch back (issue 5): applies `patch_base64` (against the
 /// object in the invocation's version, json-patch v4 semantics) to `converted`, converts the
 /// result back to the caller's version and answers with the JSON Patch, base64, that turns the
-/// caller's `original` object into it.
+/// caller's `original` object into it; `None` when the result equals `original`.
 ///
 /// # Errors
 /// [`EquivalentError::Patch`] when the patch does not decode or apply;
@@ -112,7 +115,7 @@ pub fn patch_back(
     kind: &str,
     caller: (&str, &str),
     invocation: (&'static str, &'static str),
-) -> Result<String, EquivalentError> {
+) -> Result<Option<String>, EquivalentError> {
     let engine = base64::engine::general_purpose::STANDARD;
     let bytes = engine
         .decode(patch_base64)
@@ -123,8 +126,11 @@ pub fn patch_back(
     apply_v4(&mut patched, operations)?;
     let back = convert_static(&patched, kind, invocation, caller)?;
     let diff = json_patch::diff(original, &back);
+    if diff.0.is_empty() {
+        return Ok(None);
+    }
     let json = serde_json::to_vec(&diff).map_err(|e| EquivalentError::Patch(e.to_string()))?;
-    Ok(engine.encode(json))
+    Ok(Some(engine.encode(json)))
 }
 
 /// Applies JSON Patch operations one by one with evanphx/json-patch v4's leniencies (dispatch
@@ -220,7 +226,8 @@ mod tests {
             ("apps", "v1"),
             ("extensions", "v1beta1"),
         )
-        .unwrap();
+        .unwrap()
+        .expect("a change");
         let mut result = original.clone();
         json_patch::patch(
             &mut result,

@@ -303,14 +303,8 @@ fn rename(o: &mut Value, path: &[&str], from: &str, to: &str) {
     }
 }
 
-fn object_member<'a>(o: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
-    let map = match o {
-        Value::Object(map) => map,
-        other => {
-            *other = Value::Object(Map::new());
-            other.as_object_mut().expect("just made an object")
-        }
-    };
+/// The object at `key` of `map`, created (or replacing a non-object) when needed.
+fn member<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
     let member = map
         .entry(key.to_string())
         .or_insert_with(|| Value::Object(Map::new()));
@@ -320,19 +314,20 @@ fn object_member<'a>(o: &'a mut Value, key: &str) -> &'a mut Map<String, Value> 
     member.as_object_mut().expect("just made an object")
 }
 
+/// `o` as an object (a non-object becomes an empty one).
+fn as_map(o: &mut Value) -> &mut Map<String, Value> {
+    if !o.is_object() {
+        *o = Value::Object(Map::new());
+    }
+    o.as_object_mut().expect("just made an object")
+}
+
 fn spec(o: &mut Value) -> &mut Map<String, Value> {
-    object_member(o, "spec")
+    member(as_map(o), "spec")
 }
 
 fn annotations(o: &mut Value) -> &mut Map<String, Value> {
-    let metadata = object_member(o, "metadata");
-    let member = metadata
-        .entry("annotations".to_string())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !member.is_object() {
-        *member = Value::Object(Map::new());
-    }
-    member.as_object_mut().expect("just made an object")
+    member(member(as_map(o), "metadata"), "annotations")
 }
 
 /// Removes an annotation, and the `annotations` map when that empties it (Go's `omitempty`).

@@ -351,7 +351,7 @@ fn patch_back(
     };
     let kind = review.request.effective_kind();
     let i = &converted.invocation;
-    let back = conversion::patch_back(
+    conversion::patch_back(
         &original,
         &sent_object,
         patch,
@@ -359,9 +359,7 @@ fn patch_back(
         (&kind.group, &kind.version),
         (i.kind_group, i.kind_version),
     )
-    .map_err(|e| internal_error(e.to_string()))?;
-    // `W10=` is `[]`: nothing changed in the caller's version.
-    Ok((back != "W10=").then_some(back))
+    .map_err(|e| internal_error(e.to_string()))
 }
 
 fn answer(

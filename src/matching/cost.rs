@@ -14,6 +14,8 @@
 //! from an upper bound of every condition's cost, the largest request body for which no limit
 //! can be reached; smaller requests skip the walk.
 
+use std::borrow::Cow;
+
 use cel::common::ast::{operators, EntryExpr, Expr, LiteralValue};
 use cel::common::types::{CelBool, CelString, Kind};
 use cel::common::value::Val;
@@ -238,12 +240,12 @@ fn call_cost(function: &str, operands: &[Operand], traversal: u64, result: u64) 
 
 /// The function a call names, namespaced ones qualified (`ip.isCanonical`), and whether its
 /// target is a namespace rather than a receiver value.
-fn function_name(call: &cel::common::ast::CallExpr) -> (String, bool) {
+fn function_name(call: &cel::common::ast::CallExpr) -> (Cow<'_, str>, bool) {
     match call.target.as_deref().map(|t| &t.expr) {
         Some(Expr::Ident(ns)) if super::cel_env::is_namespace(ns) => {
-            (format!("{ns}.{}", call.func_name), true)
+            (Cow::Owned(format!("{ns}.{}", call.func_name)), true)
         }
-        _ => (call.func_name.clone(), false),
+        _ => (Cow::Borrowed(call.func_name.as_str()), false),
     }
 }
 
@@ -485,13 +487,13 @@ fn bound(expr: &Expression, max_size: u64) -> (u64, u64) {
                     list: true,
                 })
                 .collect();
-            let own = match function.as_str() {
+            let own = match &*function {
                 operators::CONDITIONAL | operators::LOGICAL_AND | operators::LOGICAL_OR => 0,
                 operators::OPT_SELECT => 1,
                 // A traversal costs at most one unit per byte of what is traversed.
                 _ => call_cost(&function, &operands, sizes.max(n), u64::MAX),
             };
-            let size = match function.as_str() {
+            let size = match &*function {
                 // Results that may outgrow their operands.
                 "replace" | "join" | "format" | "quote" | "strings.quote" => u64::MAX,
                 // Concatenation; anything else is no larger than its operands or the request
@@ -546,12 +548,8 @@ mod tests {
 
     /// The cost of `expression` with `object` bound to `object`, as kube-apiserver charges it.
     fn cost(expression: &str, object: serde_json::Value) -> Result<u64, Cancelled> {
-        let program = crate::matching::cel_env::env().compile(expression).unwrap();
-        crate::matching::cel_env::with_root_context(|mut context| {
-            context
-                .add_variable_from_value("object", super::super::conditions::json_to_cel(&object));
-            actual_cost(program.expression(), &context, PER_CALL_LIMIT)
-        })
+        let object = super::super::conditions::json_to_cel(&object);
+        cost_with(expression, vec![("object", object)], PER_CALL_LIMIT)
     }
 
     fn object() -> serde_json::Value {

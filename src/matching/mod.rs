@@ -169,7 +169,9 @@ impl Matcher {
             return MatchDecision::Reject(status);
         }
         let Some(invocation) = invocation else {
-            return self.decide_conditions(review, MatchDecision::Call);
+            return self
+                .conditions_verdict(review)
+                .unwrap_or(MatchDecision::Call);
         };
         // kube-apiserver converts before matchConditions, and a failed conversion is an internal
         // error whatever failurePolicy says (`ShouldCallHook`, `VersionedAttribute`).
@@ -185,15 +187,13 @@ impl Matcher {
             Err(e) => return internal_error(e.to_string()),
         };
         // matchConditions see the converted object.
-        let converted_review = match ParsedReview::parse(&body) {
-            Ok(r) => r,
+        let verdict = match ParsedReview::parse(&body) {
+            Ok(converted_review) => self.conditions_verdict(&converted_review),
             Err(e) => return internal_error(e.to_string()),
         };
-        let call = MatchDecision::CallConverted(Box::new(Converted {
-            invocation,
-            body: body.clone(),
-        }));
-        self.decide_conditions(&converted_review, call)
+        verdict.unwrap_or_else(|| {
+            MatchDecision::CallConverted(Box::new(Converted { invocation, body }))
+        })
     }
 
     /// The Equivalent pass (matching notes §6): rules in order, and for each the request's
@@ -224,20 +224,20 @@ impl Matcher {
         })
     }
 
-    /// matchConditions on `review` (the converted one when the Equivalent pass matched):
-    /// `call` when they match.
-    fn decide_conditions(&self, review: &ParsedReview<'_>, call: MatchDecision) -> MatchDecision {
+    /// matchConditions on `review` (the converted one when the Equivalent pass matched): the
+    /// skip or rejection they cause, `None` when they match.
+    fn conditions_verdict(&self, review: &ParsedReview<'_>) -> Option<MatchDecision> {
         match self.match_conditions.evaluate(review) {
-            ConditionsResult::Match => call,
+            ConditionsResult::Match => None,
             ConditionsResult::NoMatch { condition } => {
-                MatchDecision::Skip(SkipReason::MatchCondition(condition))
+                Some(MatchDecision::Skip(SkipReason::MatchCondition(condition)))
             }
-            ConditionsResult::Error(message) => match self.failure_policy {
+            ConditionsResult::Error(message) => Some(match self.failure_policy {
                 FailurePolicy::Ignore => {
                     MatchDecision::Skip(SkipReason::MatchConditionErrorIgnored(message))
                 }
                 FailurePolicy::Fail => MatchDecision::Reject(forbidden(review, &message)),
-            },
+            }),
         }
     }
 
