@@ -17,6 +17,7 @@
 //! | `/raw/{status}/{body}` | HTTP `status` with `body` (base64url, no padding); `$UID` and `$API` in it become the request's uid and apiVersion |
 //! | `/status/{code}` | HTTP `code` with a `metav1.Status` body |
 //! | `/only/{v1,v1beta1}/{rest}` | HTTP 400 unless the review has that version, then `{rest}` |
+//! | `/convert` | a CRD conversion webhook: answers a ConversionReview, renaming `spec.count` (versions before v2) to `spec.replicas` (v2 and later) and back |
 //!
 //! Depends on `server` (to serve) only.
 
@@ -88,6 +89,52 @@ fn review(api_version: &Value, response: Value) -> Vec<u8> {
         &json!({"apiVersion": api_version, "kind": "AdmissionReview", "response": response}),
     )
     .unwrap_or_default()
+}
+
+/// The answer of the example conversion webhook to a ConversionReview: every object gets the
+/// desired `apiVersion`; `spec.count` (before v2) and `spec.replicas` (v2 and later) are the
+/// same field under two names.
+fn convert(review: &Value) -> Vec<u8> {
+    let request = review.get("request").cloned().unwrap_or(Value::Null);
+    let desired = request
+        .get("desiredAPIVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let v2_or_later = desired
+        .rsplit('/')
+        .next()
+        .and_then(|v| v.strip_prefix('v'))
+        .and_then(|v| v.chars().next())
+        .and_then(|c| c.to_digit(10))
+        .is_some_and(|major| major >= 2);
+    let (from, to) = if v2_or_later {
+        ("count", "replicas")
+    } else {
+        ("replicas", "count")
+    };
+    let objects: Vec<Value> = request
+        .get("objects")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut object| {
+            object["apiVersion"] = json!(desired);
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                if let Some(value) = spec.remove(from) {
+                    spec.insert(to.into(), value);
+                }
+            }
+            object
+        })
+        .collect();
+    let answer = json!({
+        "apiVersion": review.get("apiVersion").cloned().unwrap_or(Value::Null),
+        "kind": "ConversionReview",
+        "response": {"uid": request.get("uid").cloned().unwrap_or(Value::Null),
+                     "result": {"status": "Success"}, "convertedObjects": objects},
+    });
+    serde_json::to_vec(&answer).unwrap_or_default()
 }
 
 fn has_labels(obj: Option<&Value>) -> bool {
@@ -186,6 +233,7 @@ impl ServeHttp for ExampleBackend {
                 }
                 json_reply(200, review(&api_version, response), "application/json")
             }
+            ["convert"] => json_reply(200, convert(&request), "application/json"),
             ["slow", ms] => {
                 tokio::time::sleep(Duration::from_millis(ms.parse().unwrap_or(1000))).await;
                 json_reply(200, review(&api_version, allow), "application/json")

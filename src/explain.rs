@@ -155,6 +155,18 @@ pub fn explain(
     }
 }
 
+/// "a rule matches the equivalent G/V R (matchPolicy Equivalent), so the webhook receives …".
+fn equivalent_reason(i: &crate::conversion::Equivalent) -> String {
+    format!(
+        "a rule matches the equivalent {}/{} {} (matchPolicy Equivalent), so the webhook receives {} {} objects",
+        i.group,
+        i.version,
+        i.resource,
+        crate::conversion::api_version((&i.kind_group, &i.kind_version)),
+        i.kind
+    )
+}
+
 fn explain_webhook(
     webhook: &Webhook,
     review: &ParsedReview<'_>,
@@ -165,17 +177,21 @@ fn explain_webhook(
     let decision = m.decide(review, namespaces);
     let (mut verdict, mut reason) = match &decision {
         MatchDecision::Call => ("call", "every check passed".to_string()),
-        MatchDecision::CallConverted(c) => {
-            let i = &c.invocation;
+        MatchDecision::CallConverted(c) => (
+            "call",
+            format!("every check passed; {}", equivalent_reason(&c.invocation)),
+        ),
+        MatchDecision::ConvertByWebhook(i) => {
+            let crd = i.custom.as_deref();
+            let url = crd
+                .and_then(|c| c.conversion_webhook())
+                .map_or("", |w| w.backend.url.as_str());
             (
                 "call",
                 format!(
-                    "every check passed; a rule matches the equivalent {}/{} {} (matchPolicy Equivalent), so the webhook receives {} {} objects",
-                    i.group,
-                    i.version,
-                    i.resource,
-                    crate::conversion::api_version((i.kind_group, i.kind_version)),
-                    i.kind
+                    "the selectors and rules pass; {}, converted by the conversion webhook of CustomResourceDefinition {:?} ({url}), which explain does not call: matchConditions run on the converted objects (shown here on the caller's)",
+                    equivalent_reason(i),
+                    crd.map_or("", |c| c.name.as_str()),
                 ),
             )
         }
@@ -191,6 +207,7 @@ fn explain_webhook(
         _ => None,
     };
     let seen = converted.as_ref().unwrap_or(review);
+    let pending_conversion = matches!(decision, MatchDecision::ConvertByWebhook(_));
     // The dry-run check comes after matching, before the call (dispatch notes §10).
     if verdict == "call" && r.is_dry_run() && !webhook.side_effects.supports_dry_run() {
         verdict = "reject";
@@ -288,7 +305,8 @@ fn explain_webhook(
             admission_review_version: version.map(|v| v.api_version()),
             url: format!("{}?timeout={timeout_seconds}s", webhook.backend.url),
             timeout_seconds,
-            body: version.and_then(|v| {
+            // The converted body is unknown until the conversion webhook answers.
+            body: version.filter(|_| !pending_conversion).and_then(|v| {
                 let body = seen.body_as(v);
                 std::str::from_utf8(&body)
                     .ok()

@@ -1,9 +1,10 @@
 //! admission-proxy: a sidecar in front of legacy Kubernetes admission webhooks.
 //!
-//! Module dependencies point one way: `api`, `review` → `conversion` → `matching` → `config` → `explain`,
+//! Module dependencies point one way: `api` → `backend`; `api`, `backend`, `review` → `conversion` → `matching` → `config` → `explain`,
 //! `dispatch` → `server` → `reload`, `demo`. `metrics`, `tls` and `example_backend` are leaves.
 
 pub mod api;
+pub mod backend;
 pub mod bench;
 pub mod config;
 pub mod conversion;

@@ -157,6 +157,11 @@ struct ServeArgs {
     /// Milliseconds kept back from kube-apiserver's ?timeout= so the proxy answers first.
     #[arg(long, default_value_t = 250)]
     timeout_margin_ms: u64,
+    /// Seconds each CRD conversion webhook call may take (matchPolicy Equivalent on a custom
+    /// resource with strategy Webhook); kube-apiserver uses 30 and the CRD cannot set it. Always
+    /// bounded by kube-apiserver's own ?timeout= as well.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=30))]
+    conversion_webhook_timeout_seconds: u64,
     /// Seconds between periodic re-reads of watched files (a backstop for missed events).
     #[arg(long, default_value_t = 30)]
     resync_seconds: u64,
@@ -353,13 +358,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let resolver = Arc::new(tls::CertResolver::new(key));
     tracing::info!(
         webhooks = snapshot.webhooks.len(),
+        custom_resources = snapshot.custom_resources.len(),
         files = snapshot.files.len(),
         "webhook configuration loaded"
     );
     let mut state = server::State::new(
         snapshot,
         namespaces,
-        Dispatcher::new(Duration::from_millis(args.timeout_margin_ms)),
+        Dispatcher::new(Duration::from_millis(args.timeout_margin_ms))
+            .with_conversion_timeout(Duration::from_secs(args.conversion_webhook_timeout_seconds)),
         args.max_body_bytes,
     );
     state.metrics = admission_proxy::metrics::install();

@@ -61,3 +61,9 @@ pub fn bad_request(reason: &'static str) {
 pub fn reload(result: &'static str) {
     metrics::counter!("admission_proxy_config_reloads_total", "result" => result).increment(1);
 }
+
+/// A CRD conversion webhook call failed:
+/// `admission_proxy_conversion_webhook_failures_total{crd,class}`.
+pub fn conversion_failure(crd: &str, class: &'static str) {
+    metrics::counter!("admission_proxy_conversion_webhook_failures_total", "crd" => crd.to_string(), "class" => class).increment(1);
+}

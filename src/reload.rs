@@ -108,6 +108,7 @@ impl Sources {
                     }
                     tracing::info!(
                         webhooks = snapshot.webhooks.len(),
+                        custom_resources = snapshot.custom_resources.len(),
                         files = snapshot.files.len(),
                         "webhook configuration reloaded"
                     );

@@ -254,3 +254,169 @@ async fn no_conversion_path_is_an_internal_error_and_never_reaches_the_backend()
     );
     assert_eq!(backend.recorder.calls(), 0);
 }
+
+/// A CustomResourceDefinition for `widgets.example.com` serving v2 (storage) and v1, with
+/// `conversion` (YAML flow mapping) as its `spec.conversion`.
+fn widgets_crd(conversion: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: widgets.example.com}}\nspec:\n  group: example.com\n  names: {{plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}}\n  scope: Namespaced\n  versions:\n  - {{name: v2, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}\n  - {{name: v1, served: true, storage: false, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}\n  conversion: {conversion}\n---\n"
+    )
+}
+
+/// CREATE of an example.com/v2 Widget with `spec.replicas: 3`.
+fn widget_review() -> Vec<u8> {
+    create_review(
+        ("example.com", "v2", "Widget", "widgets"),
+        json!({"apiVersion": "example.com/v2", "kind": "Widget",
+               "metadata": {"name": "w1", "namespace": "production", "uid": "8f1c0e2a-0000-4000-8000-00000000000a",
+                            "labels": {"app": "web"}},
+               "spec": {"replicas": 3, "color": "blue"}}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_with_strategy_none_changes_only_the_api_version() {
+    let backend = TestBackend::start();
+    let config = widgets_crd("{strategy: None}")
+        + &legacy_mutating(
+            &backend,
+            "widgets.legacy.example.com",
+            "example.com",
+            "v1",
+            "widgets",
+            json!([{"op": "replace", "path": "/spec/color", "value": "red"}]),
+            "matchConditions: [{name: v1, expression: \"object.apiVersion == 'example.com/v1'\"}]",
+        );
+    let proxy = TestProxy::start(&config);
+    let review = widget_review();
+    let reply = proxy.review("widgets.legacy.example.com", &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    let request = &received(&backend)["request"];
+    assert_eq!(
+        request["kind"],
+        json!({"group": "example.com", "version": "v1", "kind": "Widget"})
+    );
+    assert_eq!(
+        request["requestResource"],
+        json!({"group": "example.com", "version": "v2", "resource": "widgets"})
+    );
+    let original: Value = serde_json::from_slice(&review).unwrap();
+    let mut expected_sent = original["request"]["object"].clone();
+    expected_sent["apiVersion"] = json!("example.com/v1");
+    assert_eq!(request["object"], expected_sent, "nothing but apiVersion");
+    let after = patched(&review, &reply);
+    let mut expected = original["request"]["object"].clone();
+    expected["spec"]["color"] = json!("red");
+    assert_eq!(after, expected);
+    // The answer's patch touches only what the webhook changed.
+    let patch = B64
+        .decode(reply.json["response"]["patch"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&patch).unwrap(),
+        json!([{"op": "replace", "path": "/spec/color", "value": "red"}])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resource_conversion_webhook_converts_both_ways() {
+    let backend = TestBackend::start();
+    let converter = TestBackend::start();
+    let conversion = format!(
+        "{{strategy: Webhook, webhook: {{clientConfig: {}, conversionReviewVersions: [v1]}}}}",
+        converter.client_config("/convert")
+    );
+    // The legacy webhook only knows v1's `spec.count`; its matchCondition sees the converted
+    // object.
+    let config = widgets_crd(&conversion)
+        + &legacy_mutating(
+            &backend,
+            "widgets.legacy.example.com",
+            "example.com",
+            "v1",
+            "widgets",
+            json!([{"op": "replace", "path": "/spec/count", "value": 5}]),
+            "matchConditions: [{name: converted, expression: \"object.spec.count == 3\"}]",
+        );
+    let proxy = TestProxy::start(&config);
+    let review = widget_review();
+    let reply = proxy.review("widgets.legacy.example.com", &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    assert_eq!(backend.recorder.calls(), 1, "the matchCondition matched");
+    let sent = &received(&backend)["request"]["object"];
+    assert_eq!(sent["apiVersion"], "example.com/v1");
+    assert_eq!(sent["spec"], json!({"count": 3, "color": "blue"}));
+    // Two ConversionReviews: v2 -> v1 for the call, v1 -> v2 for the patch.
+    assert_eq!(converter.recorder.calls(), 2);
+    let (path, last) = converter.recorder.last().unwrap();
+    assert_eq!(path, "/convert");
+    let last: Value = serde_json::from_slice(&last).unwrap();
+    assert_eq!(last["apiVersion"], "apiextensions.k8s.io/v1");
+    assert_eq!(last["request"]["desiredAPIVersion"], "example.com/v2");
+    assert_eq!(last["request"]["objects"][0]["spec"]["count"], 5);
+    let after = patched(&review, &reply);
+    let original: Value = serde_json::from_slice(&review).unwrap();
+    let mut expected = original["request"]["object"].clone();
+    expected["spec"]["replicas"] = json!(5);
+    assert_eq!(after, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversion_webhook_failures_are_internal_errors_whatever_failure_policy_says() {
+    let backend = TestBackend::start();
+    let converter = TestBackend::start();
+    let failure = json!({"apiVersion": "$API", "kind": "ConversionReview",
+        "response": {"uid": "$UID", "result": {"status": "Failure", "message": "v1 widgets are retired"}}});
+    let raw = format!(
+        "/raw/200/{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(failure.to_string())
+    );
+    let cases = [
+        (
+            raw.as_str(),
+            "/webhooks/widgets.legacy.example.com?timeout=10s",
+            "conversion webhook for example.com/v2, Kind=Widget failed: v1 widgets are retired"
+                .to_string(),
+        ),
+        (
+            "/slow/3000",
+            // kube-apiserver's deadline (1 s, less the 250 ms margin) bounds the conversion.
+            "/webhooks/widgets.legacy.example.com?timeout=1s",
+            format!(
+                "conversion webhook for example.com/v2, Kind=Widget failed: Post \"{}/slow/3000\": context deadline exceeded",
+                converter.url
+            ),
+        ),
+    ];
+    for (path, call, expected) in cases {
+        let conversion = format!(
+            "{{strategy: Webhook, webhook: {{clientConfig: {}, conversionReviewVersions: [v1]}}}}",
+            converter.client_config(path)
+        );
+        let config = widgets_crd(&conversion)
+            + &legacy_mutating(
+                &backend,
+                "widgets.legacy.example.com",
+                "example.com",
+                "v1",
+                "widgets",
+                json!([]),
+                "failurePolicy: Ignore",
+            );
+        let proxy = TestProxy::start(&config);
+        let reply = proxy.post(call, &widget_review()).await;
+        assert_eq!(reply.status, 200);
+        assert!(!reply.allowed(), "{}", reply.json);
+        assert_eq!(reply.outcome(), ("rejected", Some(500)));
+        assert_eq!(reply.json["response"]["status"]["reason"], "InternalError");
+        assert_eq!(
+            reply.message(),
+            format!("Internal error occurred: {expected}")
+        );
+    }
+    assert_eq!(
+        backend.recorder.calls(),
+        0,
+        "the legacy webhook never sees v2"
+    );
+}

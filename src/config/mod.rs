@@ -1,9 +1,10 @@
 //! Webhook configuration from files: discovery, parsing (YAML multi-doc, JSON, `List`),
 //! per-version defaults (matching notes §9), validation as kube-apiserver does on create
 //! (matching notes §10), and compilation into a [`Snapshot`] the request path reads without
-//! locks. Depends on `api`, `review` and `matching`.
+//! locks. CustomResourceDefinitions in the same files declare custom resources for matchPolicy
+//! Equivalent. Depends on `api`, `backend`, `review`, `conversion` and `matching`.
 
-pub mod backend;
+pub mod crd;
 pub mod names;
 
 use std::collections::{HashMap, HashSet};
@@ -15,9 +16,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::api::{self, FailurePolicy, MatchPolicy, SideEffects, WebhookType};
+pub use crate::backend::Backend;
+use crate::conversion::custom::CustomResources;
 use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
 use crate::review::ReviewVersion;
-pub use backend::Backend;
 
 /// One loaded, validated and compiled webhook: a route of the proxy.
 #[derive(Debug)]
@@ -52,6 +54,8 @@ impl Webhook {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     pub webhooks: HashMap<String, Arc<Webhook>>,
+    /// CustomResourceDefinitions declared in the files (shared with every webhook's matcher).
+    pub custom_resources: Arc<CustomResources>,
     /// Files read, in load order.
     pub files: Vec<PathBuf>,
     /// Problems that did not stop loading (e.g. `sideEffects: Unknown`).
@@ -170,6 +174,8 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
     let mut errors = Vec::new();
     let mut snapshot = Snapshot::default();
     let mut routes: HashMap<String, (PathBuf, String)> = HashMap::new();
+    let mut compiled: Vec<Webhook> = Vec::new();
+    let mut custom = CustomResources::default();
     for (file, text) in files {
         snapshot.files.push(file.clone());
         let is_json = file.extension().is_some_and(|e| e == "json");
@@ -193,6 +199,10 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                 }
             };
             for (prefix, item) in configuration_items(value, &base, &mut errors) {
+                if item.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition") {
+                    declare_custom_resource(item, &prefix, &base, &mut custom, &mut errors);
+                    continue;
+                }
                 let Some(webhooks) = compile_configuration(
                     item,
                     &prefix,
@@ -221,12 +231,18 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                         webhook.name.clone(),
                         (file.clone(), webhook.configuration.clone()),
                     );
-                    snapshot
-                        .webhooks
-                        .insert(webhook.name.clone(), Arc::new(webhook));
+                    compiled.push(webhook);
                 }
             }
         }
+    }
+    // Every matcher sees every declared custom resource, whichever file declares it.
+    snapshot.custom_resources = Arc::new(custom);
+    for mut webhook in compiled {
+        webhook.matcher.custom_resources = snapshot.custom_resources.clone();
+        snapshot
+            .webhooks
+            .insert(webhook.name.clone(), Arc::new(webhook));
     }
     if errors.is_empty() {
         Ok(snapshot)
@@ -272,7 +288,10 @@ fn configuration_items(
         .unwrap_or("")
         .to_string();
     match kind.as_str() {
-        "List" | "ValidatingWebhookConfigurationList" | "MutatingWebhookConfigurationList" => {
+        "List"
+        | "ValidatingWebhookConfigurationList"
+        | "MutatingWebhookConfigurationList"
+        | "CustomResourceDefinitionList" => {
             let items = match value.get("items") {
                 Some(serde_json::Value::Array(items)) => items.clone(),
                 None | Some(serde_json::Value::Null) => Vec::new(),
@@ -293,6 +312,52 @@ fn configuration_items(
                 .collect()
         }
         _ => vec![(String::new(), value)],
+    }
+}
+
+/// Adds one CustomResourceDefinition to `custom`, or its problems to `errors` (also when
+/// another object already declares the same group and plural).
+fn declare_custom_resource(
+    value: serde_json::Value,
+    prefix: &str,
+    base: &Problem,
+    custom: &mut CustomResources,
+    errors: &mut Vec<Problem>,
+) {
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(|n| n.as_str())
+        .map(str::to_string);
+    let problem = |field: &str, message: String| Problem {
+        kind: Some("CustomResourceDefinition".into()),
+        configuration: name.clone(),
+        field: format!("{prefix}{field}"),
+        message,
+        ..base.clone()
+    };
+    let v1beta1 = match value.get("apiVersion").and_then(|v| v.as_str()) {
+        Some("apiextensions.k8s.io/v1") => false,
+        Some("apiextensions.k8s.io/v1beta1") => true,
+        other => {
+            errors.push(problem("apiVersion", format!("Unsupported value: {:?}: expected apiextensions.k8s.io/v1 or apiextensions.k8s.io/v1beta1", other.unwrap_or(""))));
+            return;
+        }
+    };
+    match crd::compile(value, v1beta1) {
+        Ok(resource) => {
+            let (group, plural) = (resource.group.clone(), resource.plural.clone());
+            if custom.insert(resource).is_some() {
+                errors.push(problem(
+                    "spec.names.plural",
+                    format!("Duplicate value: {plural}.{group} is declared by more than one CustomResourceDefinition"),
+                ));
+            }
+        }
+        Err(problems) => {
+            for (field, message) in problems {
+                errors.push(problem(&field, message));
+            }
+        }
     }
 }
 
@@ -327,7 +392,7 @@ fn compile_configuration(
         "ValidatingWebhookConfiguration" => WebhookType::Validating,
         "MutatingWebhookConfiguration" => WebhookType::Mutating,
         other => {
-            errors.push(problem(format!("{prefix}kind"), format!("Unsupported value: {other:?}: expected ValidatingWebhookConfiguration, MutatingWebhookConfiguration or a List of them")));
+            errors.push(problem(format!("{prefix}kind"), format!("Unsupported value: {other:?}: expected ValidatingWebhookConfiguration, MutatingWebhookConfiguration, CustomResourceDefinition or a List of them")));
             return None;
         }
     };
@@ -426,6 +491,7 @@ fn webhook_name_at(value: &serde_json::Value, path: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// `(field, message)` problems of one object.
 type FieldProblems = Vec<(String, String)>;
 
 /// Defaults (matching notes §9), validates (§10) and compiles one webhook.
@@ -635,6 +701,7 @@ fn compile_webhook(
                     match_conditions: MatchConditions::new(conditions),
                     failure_policy,
                     match_policy,
+                    custom_resources: Arc::default(),
                 },
                 side_effects,
                 timeout: Duration::from_secs(timeout_seconds as u64),

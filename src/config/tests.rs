@@ -220,3 +220,129 @@ fn wrong_kinds_and_bad_yaml() {
     )[0]
     .contains("apiVersion"));
 }
+
+const CRD_V1: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {plural: widgets, kind: Widget}
+  scope: Namespaced
+  versions:
+  - {name: v2, served: true, storage: true, subresources: {status: {}, scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}}}
+  - {name: v1, served: true, storage: false}
+  conversion:
+    strategy: Webhook
+    webhook:
+      clientConfig: {service: {name: widget-conversion, namespace: system, path: /convert}}
+      conversionReviewVersions: [v2, v1beta1, v1]
+"#;
+
+#[test]
+fn custom_resource_definitions_declare_equivalents() {
+    use crate::conversion::custom::{ConversionReviewVersion, ConversionStrategy};
+    // In the same directory as the webhooks, in any file order; `List`s as kubectl prints.
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n- {}",
+        V1.trim().replace('\n', "\n  ")
+    );
+    let snap = load_contents(&[
+        (PathBuf::from("a-webhooks.yaml"), list),
+        (PathBuf::from("b-crds.yaml"), CRD_V1.to_string()),
+    ])
+    .unwrap();
+    let crd = snap.custom_resources.get("example.com", "widgets").unwrap();
+    assert_eq!(crd.kind, "Widget");
+    let names: Vec<_> = crd
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.status, v.scale))
+        .collect();
+    assert_eq!(names, [("v2", true, true), ("v1", false, false)]);
+    let ConversionStrategy::Webhook(w) = &crd.strategy else {
+        panic!("strategy Webhook")
+    };
+    assert_eq!(
+        w.backend.url,
+        "https://widget-conversion.system.svc:443/convert"
+    );
+    // The first version kube-apiserver knows, in the CRD's order.
+    assert_eq!(w.review_version, Some(ConversionReviewVersion::V1beta1));
+    let w = snap.webhook("pods.policy.example.com").unwrap();
+    assert!(w
+        .matcher
+        .custom_resources
+        .get("example.com", "widgets")
+        .is_some());
+}
+
+#[test]
+fn v1beta1_custom_resource_definition_defaults() {
+    use crate::conversion::custom::{ConversionReviewVersion, ConversionStrategy};
+    let text = r#"
+apiVersion: apiextensions.k8s.io/v1beta1
+kind: CustomResourceDefinition
+metadata: {name: crontabs.stable.example.com}
+spec:
+  group: stable.example.com
+  names: {plural: crontabs, kind: CronTab}
+  scope: Namespaced
+  version: v1
+  subresources: {status: {}}
+  conversion:
+    strategy: Webhook
+    webhookClientConfig: {url: "https://127.0.0.1:9443/convert"}
+"#;
+    let snap = load_one("crd.yaml", text).unwrap();
+    let crd = snap
+        .custom_resources
+        .get("stable.example.com", "crontabs")
+        .unwrap();
+    assert_eq!(crd.versions.len(), 1);
+    assert!(crd.versions[0].served && crd.versions[0].status);
+    let ConversionStrategy::Webhook(w) = &crd.strategy else {
+        panic!("strategy Webhook")
+    };
+    assert_eq!(w.review_versions, ["v1beta1"]);
+    assert_eq!(w.review_version, Some(ConversionReviewVersion::V1beta1));
+}
+
+#[test]
+fn custom_resource_definition_problems() {
+    let bad = CRD_V1
+        .replace("{name: widgets.example.com}", "{name: widgets}")
+        .replace("storage: false", "storage: true")
+        .replace(
+            "conversionReviewVersions: [v2, v1beta1, v1]",
+            "conversionReviewVersions: [v2]",
+        );
+    assert_eq!(
+        problems("crd.yaml", &bad),
+        [
+            "crd.yaml (document 0): CustomResourceDefinition \"widgets\": metadata.name: Invalid value: \"widgets\": must be spec.names.plural+\".\"+spec.group (\"widgets.example.com\")",
+            "crd.yaml (document 0): CustomResourceDefinition \"widgets\": spec.versions: Invalid value: must have exactly one version marked as storage version",
+            "crd.yaml (document 0): CustomResourceDefinition \"widgets\": spec.conversion.webhook.conversionReviewVersions: Invalid value: [\"v2\"]: must include at least one of v1, v1beta1",
+        ]
+    );
+    let no_webhook = CRD_V1.replace("    webhook:\n      clientConfig: {service: {name: widget-conversion, namespace: system, path: /convert}}\n      conversionReviewVersions: [v2, v1beta1, v1]\n", "");
+    assert_eq!(
+        problems("crd.yaml", &no_webhook),
+        ["crd.yaml (document 0): CustomResourceDefinition \"widgets.example.com\": spec.conversion.webhook: Required value: required when strategy is set to Webhook"]
+    );
+    let twice = format!("{CRD_V1}---{CRD_V1}");
+    assert_eq!(
+        problems("crd.yaml", &twice),
+        ["crd.yaml (document 1): CustomResourceDefinition \"widgets.example.com\": spec.names.plural: Duplicate value: widgets.example.com is declared by more than one CustomResourceDefinition"]
+    );
+    let http = CRD_V1.replace(
+        "{service: {name: widget-conversion, namespace: system, path: /convert}}",
+        "{url: \"http://example.com/convert\"}",
+    );
+    let found = problems("crd.yaml", &http);
+    assert_eq!(found.len(), 1);
+    assert!(
+        found[0].contains("spec.conversion.webhook.clientConfig.url: Invalid value: \"http://example.com/convert\": 'https' is required"),
+        "{found:?}"
+    );
+}

@@ -1,5 +1,11 @@
 //! Which group/version/resources are the same resource under other names (kube-apiserver's
-//! `EquivalentResourceRegistry`; matching notes §6), for matchPolicy Equivalent. Plain data.
+//! `EquivalentResourceRegistry`; matching notes §6), for matchPolicy Equivalent. Plain data;
+//! depends on `custom` (the declared custom resources) only.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::custom::CustomResource;
 
 /// A group and version, `("apps", "v1")`; the core group is `""`.
 pub type GroupVersion = (&'static str, &'static str);
@@ -192,15 +198,18 @@ pub const EQUIVALENCES: &[Equivalence] = &[
 ];
 
 /// One equivalent of a request's resource: the group/version/resource to match rules against
-/// and the kind the webhook is invoked with (`KindFor`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// and the kind the webhook is invoked with (`KindFor`). Built-in names borrow the table;
+/// custom resources' are owned.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Equivalent {
-    pub group: &'static str,
-    pub version: &'static str,
-    pub resource: &'static str,
-    pub kind_group: &'static str,
-    pub kind_version: &'static str,
-    pub kind: &'static str,
+    pub group: Cow<'static, str>,
+    pub version: Cow<'static, str>,
+    pub resource: Cow<'static, str>,
+    pub kind_group: Cow<'static, str>,
+    pub kind_version: Cow<'static, str>,
+    pub kind: Cow<'static, str>,
+    /// The declared custom resource, `None` for built-in resources.
+    pub custom: Option<Arc<CustomResource>>,
 }
 
 /// The equivalents of `group/version/resource` with `sub_resource` (`""` for the main
@@ -236,12 +245,13 @@ pub fn equivalents(
                     _ => (g, v, e.kind),
                 };
                 Equivalent {
-                    group: g,
-                    version: v,
-                    resource: e.resource,
-                    kind_group,
-                    kind_version,
-                    kind,
+                    group: Cow::Borrowed(g),
+                    version: Cow::Borrowed(v),
+                    resource: Cow::Borrowed(e.resource),
+                    kind_group: Cow::Borrowed(kind_group),
+                    kind_version: Cow::Borrowed(kind_version),
+                    kind: Cow::Borrowed(kind),
+                    custom: None,
                 }
             })
         });
@@ -279,7 +289,7 @@ mod tests {
         let e: Vec<_> = equivalents("extensions", "v1beta1", "deployments", "scale").collect();
         assert_eq!(e[0].group, "apps");
         assert_eq!(
-            (e[0].kind_group, e[0].kind_version, e[0].kind),
+            (&*e[0].kind_group, &*e[0].kind_version, &*e[0].kind),
             ("autoscaling", "v1", "Scale")
         );
         assert_eq!(equivalents("apps", "v1", "daemonsets", "scale").count(), 0);

@@ -2,8 +2,10 @@
 //! version"): the equivalence table, object conversion, rewriting the AdmissionReview a legacy
 //! webhook receives, and carrying its patch back to the caller's version. Depends on `review`.
 
+pub mod custom;
 pub mod equivalence;
 pub mod objects;
+pub mod webhook;
 
 use base64::Engine;
 use serde_json::Value;
@@ -11,7 +13,8 @@ use serde_json::Value;
 pub use equivalence::{equivalents, Equivalent};
 pub use objects::{api_version, convert, ConversionError};
 
-use crate::review::ParsedReview;
+use crate::review::{ParsedReview, Status};
+use custom::{ConversionStrategy, CustomResource};
 
 /// Why a request could not be rewritten for a webhook, or its patch carried back. kube-apiserver
 /// answers both with 500 InternalError whatever failurePolicy says (dispatch notes §7: patch
@@ -26,35 +29,124 @@ pub enum EquivalentError {
     /// The webhook's patch does not apply to the converted object (json-patch v4 semantics).
     #[error("{0}")]
     Patch(String),
+    /// The CRD's conversion webhook failed or answered wrongly (`webhook_converter.go`
+    /// messages: `conversion webhook for <gvk> failed: …`).
+    #[error("{0}")]
+    ConversionWebhook(String),
+}
+
+/// The 500 kube-apiserver answers a conversion or patch problem with, whatever failurePolicy
+/// says (`apierrors.NewInternalError`; dispatch notes §7).
+pub fn internal_error(e: &dyn std::fmt::Display) -> Status {
+    Status::failure(
+        500,
+        "InternalError",
+        format!("Internal error occurred: {e}"),
+    )
+}
+
+/// The caller's request kind as `(group, version)`.
+fn request_kind<'r>(review: &'r ParsedReview<'_>) -> (&'r str, &'r str) {
+    let kind = review.request.effective_kind();
+    (kind.group.as_str(), kind.version.as_str())
+}
+
+/// Whether getting `review`'s objects to `invocation`'s version takes the custom resource's
+/// conversion webhook (strategy `Webhook` and a different version; `scale` is autoscaling/v1
+/// Scale in every version and never needs it).
+pub fn needs_webhook(review: &ParsedReview<'_>, invocation: &Equivalent) -> bool {
+    invocation
+        .custom
+        .as_deref()
+        .and_then(CustomResource::conversion_webhook)
+        .is_some()
+        && request_kind(review) != (&invocation.kind_group, &invocation.kind_version)
+}
+
+/// Converts `object` (a `kind` in `from`) to `to` without any webhook: built-in kinds field by
+/// field ([`convert`]), custom resources with strategy `None` by their `apiVersion` alone
+/// (`nopConverter`).
+///
+/// # Errors
+/// [`EquivalentError::Conversion`] for built-in versions without a conversion path;
+/// [`EquivalentError::ConversionWebhook`] for a custom resource that needs its webhook.
+pub fn convert_locally(
+    object: &Value,
+    kind: &str,
+    from: (&str, &str),
+    to: (&str, &str),
+    custom: Option<&CustomResource>,
+) -> Result<Value, EquivalentError> {
+    if from == to {
+        return Ok(object.clone());
+    }
+    match custom.map(|c| &c.strategy) {
+        None => Ok(convert_static(object, kind, from, to)?),
+        Some(ConversionStrategy::None) => {
+            let mut object = object.clone();
+            if let Some(map) = object.as_object_mut() {
+                map.insert(
+                    "apiVersion".into(),
+                    Value::String(format!("{}/{}", to.0, to.1)),
+                );
+            }
+            Ok(object)
+        }
+        Some(ConversionStrategy::Webhook(_)) => Err(EquivalentError::ConversionWebhook(format!(
+            "converting {kind} to {}/{} needs the conversion webhook",
+            to.0, to.1
+        ))),
+    }
+}
+
+/// The caller's AdmissionReview as JSON with `object` and `oldObject` taken out, to be
+/// converted and put back by [`rewrite_review`]. Parsed once per rewrite.
+#[derive(Debug)]
+pub struct Unconverted {
+    envelope: Value,
+    /// `object` and `oldObject`, `None` when null or absent.
+    pub objects: [Option<Value>; 2],
+}
+
+const OBJECT_FIELDS: [&str; 2] = ["object", "oldObject"];
+
+/// Splits `review` into its envelope and the objects to convert.
+///
+/// # Errors
+/// [`EquivalentError::Review`] when the body does not re-parse or has no `request`.
+pub fn take_objects(review: &ParsedReview<'_>) -> Result<Unconverted, EquivalentError> {
+    let mut envelope: Value = serde_json::from_slice(review.body())
+        .map_err(|e| EquivalentError::Review(e.to_string()))?;
+    let Some(request) = envelope.get_mut("request").and_then(Value::as_object_mut) else {
+        return Err(EquivalentError::Review("no request".into()));
+    };
+    let objects = OBJECT_FIELDS.map(|f| request.remove(f).filter(|o| !o.is_null()));
+    Ok(Unconverted { envelope, objects })
 }
 
 /// The AdmissionReview `review` becomes for a webhook matched through `invocation` (matching
-/// notes §6, `CreateV1AdmissionReview`): `kind`, `resource` and `object`/`oldObject` are the
-/// invocation's; `requestKind`, `requestResource` and `requestSubResource` keep the original;
-/// everything else is unchanged. The result is in the caller's AdmissionReview version.
+/// notes §6, `CreateV1AdmissionReview`): `kind`, `resource` and `object`/`oldObject` (given,
+/// converted, in `converted`) are the invocation's; `requestKind`, `requestResource` and
+/// `requestSubResource` keep the original; everything else is unchanged. The result is in the
+/// caller's AdmissionReview version.
 ///
 /// # Errors
-/// [`EquivalentError::Conversion`] when an object cannot be converted to the invocation's
-/// version: the webhook must never see a version it did not register for.
+/// [`EquivalentError::Review`] when the result does not serialize.
 pub fn rewrite_review(
+    unconverted: Unconverted,
     review: &ParsedReview<'_>,
     invocation: &Equivalent,
+    converted: [Option<Value>; 2],
 ) -> Result<Vec<u8>, EquivalentError> {
-    let mut envelope: Value = serde_json::from_slice(review.body())
-        .map_err(|e| EquivalentError::Review(e.to_string()))?;
+    let mut envelope = unconverted.envelope;
     let request = &review.request;
     let kind = request.effective_kind();
     let resource = request.effective_resource();
-    let from = (kind.group.as_str(), kind.version.as_str());
-    let to = (invocation.kind_group, invocation.kind_version);
     let Some(out) = envelope.get_mut("request").and_then(Value::as_object_mut) else {
         return Err(EquivalentError::Review("no request".into()));
     };
-    for field in ["object", "oldObject"] {
-        if let Some(object) = out.get(field).filter(|o| !o.is_null()) {
-            let converted = convert_static(object, invocation.kind, from, to)?;
-            out.insert(field.into(), converted);
-        }
+    for (field, object) in OBJECT_FIELDS.into_iter().zip(converted) {
+        out.insert(field.into(), object.unwrap_or(Value::Null));
     }
     out.insert(
         "requestKind".into(),
@@ -69,9 +161,31 @@ pub fn rewrite_review(
         out.insert("requestSubResource".into(), sub_resource.into());
     }
     let i = invocation;
-    out.insert("kind".into(), gvk(i.kind_group, i.kind_version, i.kind));
-    out.insert("resource".into(), gvr(i.group, i.version, i.resource));
+    out.insert("kind".into(), gvk(&i.kind_group, &i.kind_version, &i.kind));
+    out.insert("resource".into(), gvr(&i.group, &i.version, &i.resource));
     serde_json::to_vec(&envelope).map_err(|e| EquivalentError::Review(e.to_string()))
+}
+
+/// [`rewrite_review`] with objects converted by [`convert_locally`].
+///
+/// # Errors
+/// [`EquivalentError::Conversion`] when an object cannot be converted to the invocation's
+/// version: the webhook must never see a version it did not register for.
+pub fn rewrite_locally(
+    review: &ParsedReview<'_>,
+    invocation: &Equivalent,
+) -> Result<Vec<u8>, EquivalentError> {
+    let mut unconverted = take_objects(review)?;
+    let from = request_kind(review);
+    let to = (&*invocation.kind_group, &*invocation.kind_version);
+    let custom = invocation.custom.as_deref();
+    let mut converted = [None, None];
+    for (slot, object) in converted.iter_mut().zip(&mut unconverted.objects) {
+        if let Some(object) = object.as_ref() {
+            *slot = Some(convert_locally(object, &invocation.kind, from, to, custom)?);
+        }
+    }
+    rewrite_review(unconverted, review, invocation, converted)
 }
 
 fn gvk(group: &str, version: &str, kind: &str) -> Value {
@@ -100,10 +214,40 @@ fn convert_static(
     convert(object, kind, table_from, table_to)
 }
 
-/// Carries a mutating webhook's patch back (issue 5): applies `patch_base64` (against the
-/// object in the invocation's version, json-patch v4 semantics) to `converted`, converts the
-/// result back to the caller's version and answers with the JSON Patch, base64, that turns the
-/// caller's `original` object into it; `None` when the result equals `original`.
+/// Applies a mutating webhook's patch (base64 JSON Patch against the object in the
+/// invocation's version, json-patch v4 semantics) to `converted`.
+///
+/// # Errors
+/// [`EquivalentError::Patch`] when the patch does not decode or apply.
+pub fn apply_patch(converted: &Value, patch_base64: &str) -> Result<Value, EquivalentError> {
+    let engine = base64::engine::general_purpose::STANDARD;
+    let bytes = engine
+        .decode(patch_base64)
+        .map_err(|e| EquivalentError::Patch(e.to_string()))?;
+    let operations: Vec<Value> =
+        serde_json::from_slice(&bytes).map_err(|e| EquivalentError::Patch(e.to_string()))?;
+    let mut patched = converted.clone();
+    apply_v4(&mut patched, operations)?;
+    Ok(patched)
+}
+
+/// The JSON Patch, base64, that turns the caller's `original` object into `result` (the
+/// patched object converted back to the caller's version); `None` when they are equal.
+///
+/// # Errors
+/// [`EquivalentError::Patch`] when the patch does not serialize.
+pub fn patch_between(original: &Value, result: &Value) -> Result<Option<String>, EquivalentError> {
+    let diff = json_patch::diff(original, result);
+    if diff.0.is_empty() {
+        return Ok(None);
+    }
+    let json = serde_json::to_vec(&diff).map_err(|e| EquivalentError::Patch(e.to_string()))?;
+    Ok(Some(base64::engine::general_purpose::STANDARD.encode(json)))
+}
+
+/// Carries a mutating webhook's patch back (issue 5) without any webhook: [`apply_patch`] to
+/// `converted`, [`convert_locally`] back from `invocation` to the caller's version, then
+/// [`patch_between`] the caller's `original` and the result.
 ///
 /// # Errors
 /// [`EquivalentError::Patch`] when the patch does not decode or apply;
@@ -114,23 +258,12 @@ pub fn patch_back(
     patch_base64: &str,
     kind: &str,
     caller: (&str, &str),
-    invocation: (&'static str, &'static str),
+    invocation: (&str, &str),
+    custom: Option<&CustomResource>,
 ) -> Result<Option<String>, EquivalentError> {
-    let engine = base64::engine::general_purpose::STANDARD;
-    let bytes = engine
-        .decode(patch_base64)
-        .map_err(|e| EquivalentError::Patch(e.to_string()))?;
-    let operations: Vec<Value> =
-        serde_json::from_slice(&bytes).map_err(|e| EquivalentError::Patch(e.to_string()))?;
-    let mut patched = converted.clone();
-    apply_v4(&mut patched, operations)?;
-    let back = convert_static(&patched, kind, invocation, caller)?;
-    let diff = json_patch::diff(original, &back);
-    if diff.0.is_empty() {
-        return Ok(None);
-    }
-    let json = serde_json::to_vec(&diff).map_err(|e| EquivalentError::Patch(e.to_string()))?;
-    Ok(Some(engine.encode(json)))
+    let patched = apply_patch(converted, patch_base64)?;
+    let back = convert_locally(&patched, kind, invocation, caller, custom)?;
+    patch_between(original, &back)
 }
 
 /// Applies JSON Patch operations one by one with evanphx/json-patch v4's leniencies (dispatch
@@ -225,6 +358,7 @@ mod tests {
             "Deployment",
             ("apps", "v1"),
             ("extensions", "v1beta1"),
+            None,
         )
         .unwrap()
         .expect("a change");

@@ -30,7 +30,7 @@ pub enum ConversionError {
 }
 
 /// `group/version` as `apiVersion` writes it (`v1` for the core group).
-pub fn api_version((group, version): GroupVersion) -> String {
+pub fn api_version((group, version): (&str, &str)) -> String {
     if group.is_empty() {
         version.to_string()
     } else {

@@ -1,6 +1,6 @@
 //! HTTP/1.1 POSTs over pingora's pooled upstream connector, with TLS verified against a
 //! webhook's `caBundle` (system roots when absent). Used for legacy backends, and by `demo`
-//! and the tests to talk to the proxy. Depends on `config::Backend`.
+//! and the tests to talk to the proxy. Depends on `backend`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use pingora::protocols::http::client::HttpSession;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::WrappedX509;
 
-use crate::config::Backend;
+use crate::backend::Backend;
 
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);

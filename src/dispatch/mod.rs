@@ -2,17 +2,20 @@
 //! AdmissionReview version negotiation, the deadline, the backend call, verification, and
 //! failurePolicy (dispatch notes §2-§10, §18). Every failure is classified once as a
 //! [`CallFailure`], which drives the answer, the log line and the metrics.
-//! Depends on `config`, `matching`, `review` and `metrics`.
+//! Depends on `config`, `conversion`, `matching`, `review` and `metrics`.
 
 pub mod client;
+pub mod conversion_webhook;
 pub mod verify;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use crate::api::FailurePolicy;
 use crate::config::Webhook;
-use crate::conversion;
+use crate::conversion::{self, Equivalent, EquivalentError};
 use crate::matching::{Converted, MatchDecision, Namespaces};
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
 pub use client::{HttpClient, HttpReply, Target, TransportError};
@@ -120,6 +123,16 @@ pub struct Dispatcher {
     client: HttpClient,
     /// Subtracted from kube-apiserver's `?timeout=` so the proxy answers in time.
     timeout_margin: Duration,
+    /// The bound on each CRD conversion webhook call (kube-apiserver: 30 s).
+    conversion_timeout: Duration,
+}
+
+/// When the request arrived and kube-apiserver's `?timeout=`: what every deadline of one
+/// admission is measured against.
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    received: Instant,
+    caller_timeout: Option<Duration>,
 }
 
 /// The backend deadline: `min(timeoutSeconds, caller's ?timeout - margin - time already spent)`
@@ -179,7 +192,88 @@ impl Dispatcher {
         Dispatcher {
             client: HttpClient::new(),
             timeout_margin,
+            conversion_timeout: conversion_webhook::DEFAULT_CONVERSION_TIMEOUT,
         }
+    }
+
+    /// Bounds each CRD conversion webhook call by `timeout` instead of kube-apiserver's 30 s
+    /// (always also by kube-apiserver's own deadline).
+    pub fn with_conversion_timeout(mut self, timeout: Duration) -> Self {
+        self.conversion_timeout = timeout;
+        self
+    }
+
+    /// The time left for a call bounded by `limit`, within kube-apiserver's deadline.
+    fn budget(&self, limit: Duration, clock: Clock) -> Duration {
+        backend_budget(
+            limit,
+            clock.caller_timeout,
+            self.timeout_margin,
+            clock.received.elapsed(),
+        )
+    }
+
+    /// Converts one object with the conversion webhook of `invocation`'s custom resource.
+    async fn convert_by_webhook(
+        &self,
+        invocation: &Equivalent,
+        object: &Value,
+        desired_api_version: &str,
+        clock: Clock,
+    ) -> Result<Value, EquivalentError> {
+        let crd = invocation.custom.as_deref();
+        let Some((crd, webhook)) = crd.and_then(|c| Some((c, c.conversion_webhook()?))) else {
+            return Err(EquivalentError::ConversionWebhook(
+                "no conversion webhook".into(),
+            ));
+        };
+        let budget = self.budget(self.conversion_timeout, clock);
+        conversion_webhook::convert(
+            &self.client,
+            crd,
+            webhook,
+            object,
+            desired_api_version,
+            budget,
+        )
+        .await
+        .map_err(|f| EquivalentError::ConversionWebhook(f.message))
+    }
+
+    /// [`Self::convert_by_webhook`] for an object that may be absent (`oldObject` on CREATE).
+    async fn convert_optional(
+        &self,
+        invocation: &Equivalent,
+        object: Option<&Value>,
+        desired_api_version: &str,
+        clock: Clock,
+    ) -> Result<Option<Value>, EquivalentError> {
+        match object {
+            None => Ok(None),
+            Some(o) => self
+                .convert_by_webhook(invocation, o, desired_api_version, clock)
+                .await
+                .map(Some),
+        }
+    }
+
+    /// The request rewritten for `invocation`, its objects converted by the custom resource's
+    /// conversion webhook (`object` and `oldObject` concurrently, one ConversionReview each).
+    async fn rewrite_by_webhook(
+        &self,
+        review: &ParsedReview<'_>,
+        invocation: &Equivalent,
+        clock: Clock,
+    ) -> Result<Vec<u8>, EquivalentError> {
+        let unconverted = conversion::take_objects(review)?;
+        let desired = format!("{}/{}", invocation.kind_group, invocation.kind_version);
+        let [object, old_object] = &unconverted.objects;
+        let (object, old_object) = tokio::join!(
+            self.convert_optional(invocation, object.as_ref(), &desired, clock),
+            self.convert_optional(invocation, old_object.as_ref(), &desired, clock),
+        );
+        let converted = [object?, old_object?];
+        conversion::rewrite_review(unconverted, review, invocation, converted)
     }
 
     /// The whole decision for one request to one webhook: match (as `ShouldCallHook`), then
@@ -194,7 +288,20 @@ impl Dispatcher {
         received: Instant,
     ) -> Answer {
         let uid = &review.request.uid;
-        let converted = match webhook.matcher.decide(review, namespaces) {
+        let clock = Clock {
+            received,
+            caller_timeout,
+        };
+        let mut decision = webhook.matcher.decide(review, namespaces);
+        if let MatchDecision::ConvertByWebhook(invocation) = decision {
+            // kube-apiserver converts before matchConditions; a failed conversion is a 500
+            // whatever failurePolicy says (matching notes §1 B.7).
+            decision = match self.rewrite_by_webhook(review, &invocation, clock).await {
+                Ok(body) => webhook.matcher.decide_converted(*invocation, body),
+                Err(e) => MatchDecision::Reject(conversion::internal_error(&e)),
+            };
+        }
+        let converted = match decision {
             MatchDecision::Skip(reason) => {
                 return answer(
                     review,
@@ -206,12 +313,17 @@ impl Dispatcher {
             MatchDecision::Reject(status) => return deny(review, status, Decision::Rejected),
             MatchDecision::Call => None,
             MatchDecision::CallConverted(converted) => Some(converted),
+            MatchDecision::ConvertByWebhook(_) => {
+                unreachable!("resolved above")
+            }
         };
         // The matcher built and parsed the rewritten review already; it parses here too.
         let converted_review = match converted.as_deref().map(|c| ParsedReview::parse(&c.body)) {
             None => None,
             Some(Ok(r)) => Some(r),
-            Some(Err(e)) => return deny(review, internal_error(e.to_string()), Decision::Rejected),
+            Some(Err(e)) => {
+                return deny(review, conversion::internal_error(&e), Decision::Rejected)
+            }
         };
         let sent = converted_review.as_ref().unwrap_or(review);
         // Dry run: Unknown/Some is a 400 that failurePolicy does not cover (dispatch notes §10).
@@ -229,12 +341,7 @@ impl Dispatcher {
         let Some(version) = webhook.review_version else {
             return self.fail(webhook, review, CallFailure::NoKnownReviewVersion);
         };
-        let budget = backend_budget(
-            webhook.timeout,
-            caller_timeout,
-            self.timeout_margin,
-            received.elapsed(),
-        );
+        let budget = self.budget(webhook.timeout, clock);
         let timeout = timeout_param(budget);
         // The URL only appears in failure messages; built there, not on every call.
         let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
@@ -276,7 +383,7 @@ impl Dispatcher {
                     response.status = Some(serde_json::json!({}));
                 }
                 if let (Some(c), Some(patch)) = (converted.as_deref(), response.patch.as_deref()) {
-                    match patch_back(review, sent, c, patch) {
+                    match self.patch_back(review, sent, c, patch, clock).await {
                         Ok(back) => {
                             response.patch_type = back.as_ref().map(|_| "JSONPatch".to_string());
                             response.patch = back;
@@ -292,6 +399,43 @@ impl Dispatcher {
                 answer(review, response, decision, String::new())
             }
         }
+    }
+
+    /// The backend's patch (against the converted object in `sent`) as a patch against the
+    /// caller's object in `review`; `None` when the result equals the caller's object. Errors
+    /// are the 500 kube-apiserver answers patch and conversion problems with (dispatch notes
+    /// §7).
+    async fn patch_back(
+        &self,
+        review: &ParsedReview<'_>,
+        sent: &ParsedReview<'_>,
+        converted: &Converted,
+        patch: &str,
+        clock: Clock,
+    ) -> Result<Option<String>, Status> {
+        let parse = |raw: Option<&serde_json::value::RawValue>| {
+            raw.and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+        };
+        let (Some(original), Some(sent_object)) =
+            (parse(review.request.object), parse(sent.request.object))
+        else {
+            return Err(conversion::internal_error(
+                &"the webhook attempted to modify the object, which is not supported for this operation",
+            ));
+        };
+        let kind = review.request.effective_kind();
+        let caller = (kind.group.as_str(), kind.version.as_str());
+        let i = &converted.invocation;
+        let internal = |e: EquivalentError| conversion::internal_error(&e);
+        let patched = conversion::apply_patch(&sent_object, patch).map_err(internal)?;
+        let back = if conversion::needs_webhook(review, i) {
+            let desired = conversion::api_version(caller);
+            self.convert_by_webhook(i, &patched, &desired, clock).await
+        } else {
+            let from = (&*i.kind_group, &*i.kind_version);
+            conversion::convert_locally(&patched, &i.kind, from, caller, i.custom.as_deref())
+        };
+        conversion::patch_between(&original, &back.map_err(internal)?).map_err(internal)
     }
 
     /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation;
@@ -318,48 +462,6 @@ impl Dispatcher {
             },
         }
     }
-}
-
-/// 500 InternalError, as kube-apiserver answers conversion and patch problems whatever
-/// failurePolicy says (dispatch notes §7).
-fn internal_error(message: String) -> Status {
-    Status::failure(
-        500,
-        "InternalError",
-        format!("Internal error occurred: {message}"),
-    )
-}
-
-/// The backend's patch (against the converted object in `sent`) as a patch against the
-/// caller's object in `review`; `None` when the result equals the caller's object.
-fn patch_back(
-    review: &ParsedReview<'_>,
-    sent: &ParsedReview<'_>,
-    converted: &Converted,
-    patch: &str,
-) -> Result<Option<String>, Status> {
-    let parse = |raw: Option<&serde_json::value::RawValue>| {
-        raw.and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-    };
-    let (Some(original), Some(sent_object)) =
-        (parse(review.request.object), parse(sent.request.object))
-    else {
-        return Err(internal_error(
-            "the webhook attempted to modify the object, which is not supported for this operation"
-                .to_string(),
-        ));
-    };
-    let kind = review.request.effective_kind();
-    let i = &converted.invocation;
-    conversion::patch_back(
-        &original,
-        &sent_object,
-        patch,
-        i.kind,
-        (&kind.group, &kind.version),
-        (i.kind_group, i.kind_version),
-    )
-    .map_err(|e| internal_error(e.to_string()))
 }
 
 fn answer(

@@ -10,10 +10,12 @@ pub mod rules;
 pub mod selector;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use crate::api::{FailurePolicy, MatchPolicy};
+use crate::conversion::custom::CustomResources;
 use crate::conversion::{self, Equivalent};
 use crate::review::{Operation, ParsedReview, Status};
 pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
@@ -32,6 +34,8 @@ pub struct Matcher {
     pub failure_policy: FailurePolicy,
     /// Equivalent also tries the request's equivalent resources (matching notes §6).
     pub match_policy: MatchPolicy,
+    /// The custom resources the configuration declares: their versions are equivalents too.
+    pub custom_resources: Arc<CustomResources>,
 }
 
 /// Why a webhook is not called.
@@ -70,6 +74,10 @@ pub enum MatchDecision {
     /// Call, with the request rewritten for a rule matched through an equivalent resource
     /// (matchPolicy Equivalent, matching notes §6).
     CallConverted(Box<Converted>),
+    /// The Equivalent pass matched a custom resource whose objects only its conversion webhook
+    /// can convert: the caller converts (asynchronously) and then asks
+    /// [`Matcher::decide_converted`], since matchConditions must see the converted object.
+    ConvertByWebhook(Box<Equivalent>),
     Skip(SkipReason),
     /// The request fails whatever failurePolicy says (namespace not found) or because
     /// failurePolicy is Fail (matchCondition error). The status kube-apiserver would return.
@@ -131,7 +139,7 @@ impl ObjectLabels {
 impl Matcher {
     /// `ShouldCallHook` for one webhook, in kube-apiserver's order (matching notes §1 B):
     /// namespaceSelector, objectSelector, rules, held-back selector errors, matchConditions.
-    /// matchPolicy Equivalent is matched exactly for now (README: not done yet).
+    /// matchPolicy Equivalent matches through equivalent resources (matching notes §6).
     pub fn decide(
         &self,
         review: &ParsedReview<'_>,
@@ -173,23 +181,23 @@ impl Matcher {
                 .conditions_verdict(review)
                 .unwrap_or(MatchDecision::Call);
         };
+        if conversion::needs_webhook(review, &invocation) {
+            return MatchDecision::ConvertByWebhook(Box::new(invocation));
+        }
         // kube-apiserver converts before matchConditions, and a failed conversion is an internal
         // error whatever failurePolicy says (`ShouldCallHook`, `VersionedAttribute`).
-        let internal_error = |e: String| {
-            MatchDecision::Reject(Status::failure(
-                500,
-                "InternalError",
-                format!("Internal error occurred: {e}"),
-            ))
-        };
-        let body = match conversion::rewrite_review(review, &invocation) {
-            Ok(body) => body,
-            Err(e) => return internal_error(e.to_string()),
-        };
-        // matchConditions see the converted object.
+        match conversion::rewrite_locally(review, &invocation) {
+            Ok(body) => self.decide_converted(invocation, body),
+            Err(e) => MatchDecision::Reject(conversion::internal_error(&e)),
+        }
+    }
+
+    /// The rest of `ShouldCallHook` once the request is rewritten for `invocation` (`body`, from
+    /// [`conversion::rewrite_review`]): matchConditions on the converted object, then the call.
+    pub fn decide_converted(&self, invocation: Equivalent, body: Vec<u8>) -> MatchDecision {
         let verdict = match ParsedReview::parse(&body) {
             Ok(converted_review) => self.conditions_verdict(&converted_review),
-            Err(e) => return internal_error(e.to_string()),
+            Err(e) => return MatchDecision::Reject(conversion::internal_error(&e)),
         };
         verdict.unwrap_or_else(|| {
             MatchDecision::CallConverted(Box::new(Converted { invocation, body }))
@@ -202,15 +210,17 @@ impl Matcher {
         if self.match_policy != MatchPolicy::Equivalent {
             return None;
         }
-        let resource = input.resource;
+        let r = input.resource;
+        let custom = self.custom_resources.equivalents(
+            &r.group,
+            &r.version,
+            &r.resource,
+            input.sub_resource,
+        );
         self.rules.iter().find_map(|rule| {
-            conversion::equivalents(
-                &resource.group,
-                &resource.version,
-                &resource.resource,
-                input.sub_resource,
-            )
-            .find(|e| {
+            let builtin =
+                conversion::equivalents(&r.group, &r.version, &r.resource, input.sub_resource);
+            builtin.chain(custom.iter().cloned()).find(|e| {
                 let gvr = crate::review::GroupVersionResource {
                     group: e.group.to_string(),
                     version: e.version.to_string(),

@@ -1,5 +1,5 @@
-//! Where a legacy webhook lives: `clientConfig` turned into a dialable target with its trust
-//! roots (dispatch notes §4). Depends on `api`.
+//! Where a legacy webhook or a CRD conversion webhook lives: `clientConfig` turned into a
+//! dialable target with its trust roots (dispatch notes §4). Depends on `api`.
 
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;

@@ -1,0 +1,263 @@
+//! Custom resources the configuration declares (CustomResourceDefinition objects): their
+//! versions in registry order and how kube-apiserver converts their objects
+//! (`spec.conversion`). Plain data built at config load; depends on `backend`.
+//!
+//! Registry order follows `customresource_handler.go` (`getOrCreateServingInfoFor`): every
+//! entry of `spec.versions`, in order, is registered as an equivalent of the others
+//! (`RegisterKindFor(resource, "", kind)`), the `status` subresource for versions that have it,
+//! and `scale` with kind autoscaling/v1 Scale.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::backend::Backend;
+
+use super::equivalence::Equivalent;
+
+/// One CustomResourceDefinition as far as matchPolicy Equivalent needs it.
+#[derive(Debug)]
+pub struct CustomResource {
+    /// `metadata.name`, `<plural>.<group>`.
+    pub name: String,
+    /// `spec.group`.
+    pub group: String,
+    /// `spec.names.plural`: the resource.
+    pub plural: String,
+    /// `spec.names.kind`.
+    pub kind: String,
+    /// `spec.versions`, in order (registry order).
+    pub versions: Vec<CustomVersion>,
+    /// `spec.conversion.strategy`.
+    pub strategy: ConversionStrategy,
+}
+
+/// One entry of `spec.versions`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomVersion {
+    pub name: String,
+    pub served: bool,
+    /// `subresources.status` is set for this version.
+    pub status: bool,
+    /// `subresources.scale` is set for this version.
+    pub scale: bool,
+}
+
+/// `spec.conversion.strategy`.
+#[derive(Debug)]
+pub enum ConversionStrategy {
+    /// `None`: kube-apiserver only rewrites `apiVersion` (`nopConverter`).
+    None,
+    /// `Webhook`: objects go to the CRD's conversion webhook in a ConversionReview.
+    Webhook(ConversionWebhook),
+}
+
+/// `spec.conversion.webhook` (v1) or `webhookClientConfig` + `conversionReviewVersions` (v1beta1).
+#[derive(Debug)]
+pub struct ConversionWebhook {
+    pub backend: Backend,
+    /// `conversionReviewVersions` as configured (ordered preference).
+    pub review_versions: Vec<String>,
+    /// The first entry kube-apiserver knows (`createConversionReviewObjects`); `None` makes
+    /// every conversion fail with "no supported conversion review versions".
+    pub review_version: Option<ConversionReviewVersion>,
+}
+
+/// The `apiextensions.k8s.io` version of a ConversionReview.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConversionReviewVersion {
+    V1,
+    V1beta1,
+}
+
+impl ConversionReviewVersion {
+    /// The first of `versions` kube-apiserver supports, in the webhook's order.
+    pub fn negotiate(versions: &[String]) -> Option<Self> {
+        versions.iter().find_map(|v| match v.as_str() {
+            "v1" => Some(ConversionReviewVersion::V1),
+            "v1beta1" => Some(ConversionReviewVersion::V1beta1),
+            _ => None,
+        })
+    }
+
+    /// `apiextensions.k8s.io/v1` or `apiextensions.k8s.io/v1beta1`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ConversionReviewVersion::V1 => "apiextensions.k8s.io/v1",
+            ConversionReviewVersion::V1beta1 => "apiextensions.k8s.io/v1beta1",
+        }
+    }
+}
+
+impl PartialEq for CustomResource {
+    /// Two declarations are the same when they name the same resource the same way and convert
+    /// the same way (for comparing match decisions; backends compare by URL).
+    fn eq(&self, other: &Self) -> bool {
+        let strategy = |c: &CustomResource| match &c.strategy {
+            ConversionStrategy::None => None,
+            ConversionStrategy::Webhook(w) => {
+                Some((w.backend.url.clone(), w.review_versions.clone()))
+            }
+        };
+        self.name == other.name
+            && self.group == other.group
+            && self.plural == other.plural
+            && self.kind == other.kind
+            && self.versions == other.versions
+            && strategy(self) == strategy(other)
+    }
+}
+
+impl CustomResource {
+    /// The conversion webhook, when the strategy is `Webhook`.
+    pub fn conversion_webhook(&self) -> Option<&ConversionWebhook> {
+        match &self.strategy {
+            ConversionStrategy::Webhook(w) => Some(w),
+            ConversionStrategy::None => None,
+        }
+    }
+}
+
+/// The custom resources of one configuration snapshot, by `(group, plural)`.
+#[derive(Debug, Default)]
+pub struct CustomResources {
+    by_resource: HashMap<(String, String), Arc<CustomResource>>,
+}
+
+impl CustomResources {
+    /// Adds `resource`; returns the one it replaces (a duplicate declaration).
+    pub fn insert(&mut self, resource: CustomResource) -> Option<Arc<CustomResource>> {
+        let key = (resource.group.clone(), resource.plural.clone());
+        self.by_resource.insert(key, Arc::new(resource))
+    }
+
+    pub fn get(&self, group: &str, plural: &str) -> Option<&Arc<CustomResource>> {
+        self.by_resource
+            .get(&(group.to_string(), plural.to_string()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_resource.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_resource.is_empty()
+    }
+
+    /// Every declared custom resource, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<CustomResource>> {
+        self.by_resource.values()
+    }
+
+    /// The equivalents of `group/version/resource` with `sub_resource`, in registry order
+    /// (`spec.versions` order), the request's own version excluded: every other version for
+    /// the main resource, the versions with a `status` (or `scale`) subresource for those. Empty
+    /// when no declared custom resource serves `group/version/resource`.
+    pub fn equivalents(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+        sub_resource: &str,
+    ) -> Vec<Equivalent> {
+        if self.by_resource.is_empty() {
+            return Vec::new();
+        }
+        let Some(crd) = self.get(group, resource) else {
+            return Vec::new();
+        };
+        let has = |v: &CustomVersion| match sub_resource {
+            "" => true,
+            "status" => v.status,
+            "scale" => v.scale,
+            _ => false,
+        };
+        if !crd.versions.iter().any(|v| v.name == version && has(v)) {
+            return Vec::new();
+        }
+        crd.versions
+            .iter()
+            .filter(|v| v.name != version && has(v))
+            .map(|v| {
+                let (kind_group, kind_version, kind) = if sub_resource == "scale" {
+                    (
+                        Cow::Borrowed("autoscaling"),
+                        Cow::Borrowed("v1"),
+                        Cow::Borrowed("Scale"),
+                    )
+                } else {
+                    (
+                        Cow::Owned(crd.group.clone()),
+                        Cow::Owned(v.name.clone()),
+                        Cow::Owned(crd.kind.clone()),
+                    )
+                };
+                Equivalent {
+                    group: Cow::Owned(crd.group.clone()),
+                    version: Cow::Owned(v.name.clone()),
+                    resource: Cow::Owned(crd.plural.clone()),
+                    kind_group,
+                    kind_version,
+                    kind,
+                    custom: Some(crd.clone()),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn widgets() -> CustomResources {
+        let version = |name: &str, status: bool, scale: bool| CustomVersion {
+            name: name.into(),
+            served: true,
+            status,
+            scale,
+        };
+        let mut all = CustomResources::default();
+        all.insert(CustomResource {
+            name: "widgets.example.com".into(),
+            group: "example.com".into(),
+            plural: "widgets".into(),
+            kind: "Widget".into(),
+            versions: vec![
+                version("v2", true, true),
+                version("v1", true, false),
+                version("v1alpha1", false, false),
+            ],
+            strategy: ConversionStrategy::None,
+        });
+        all
+    }
+
+    #[test]
+    fn versions_in_spec_order_without_the_request_version() {
+        let found: Vec<_> = widgets()
+            .equivalents("example.com", "v1alpha1", "widgets", "")
+            .into_iter()
+            .map(|e| format!("{}/{} {}", e.group, e.version, e.kind))
+            .collect();
+        assert_eq!(found, ["example.com/v2 Widget", "example.com/v1 Widget"]);
+    }
+
+    #[test]
+    fn subresources_only_where_declared() {
+        let all = widgets();
+        let status = all.equivalents("example.com", "v1", "widgets", "status");
+        assert_eq!(status.len(), 1);
+        assert_eq!(status[0].version, "v2");
+        // v1 has no scale subresource, so a v2 scale request has no equivalents.
+        assert!(all
+            .equivalents("example.com", "v2", "widgets", "scale")
+            .is_empty());
+        assert!(all
+            .equivalents("example.com", "v1", "gadgets", "")
+            .is_empty());
+        assert!(all
+            .equivalents("example.com", "v9", "widgets", "")
+            .is_empty());
+    }
+}

@@ -1,0 +1,162 @@
+//! Calling a custom resource's conversion webhook (strategy `Webhook`) for matchPolicy
+//! Equivalent: before matchConditions and the legacy webhook, and again to carry its patch
+//! back. kube-apiserver's rules (`webhook_converter.go`; GitHub kubernetes#91338): a fixed
+//! timeout (30 s by default), no failurePolicy: any failure fails the request with 500
+//! InternalError. Each failure is classified once, like [`super::CallFailure`], for the answer,
+//! the log and `admission_proxy_conversion_webhook_failures_total`. Depends on `conversion`
+//! and the HTTP client.
+
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::conversion::custom::{ConversionWebhook, CustomResource};
+use crate::conversion::webhook::{conversion_request, converted_object, gvk_string};
+
+use super::client::{HttpClient, Target, TransportError};
+
+/// kube-apiserver's timeout for conversion webhooks; CRDs cannot set one (kubernetes#91338).
+pub const DEFAULT_CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a conversion webhook call failed: `class` (`connect`, `tls`, `transport`, `timeout`,
+/// `status`, `bad_answer`, `no_review_version`) for logs and metrics, and kube-apiserver's
+/// message (`conversion webhook for <gvk> failed: …`).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConversionFailure {
+    pub class: &'static str,
+    pub message: String,
+}
+
+/// Converts `object` to `desired_api_version` with `crd`'s conversion webhook, within `budget`.
+///
+/// # Errors
+/// [`ConversionFailure`] for a transport failure, the timeout, a non-2xx answer, or an answer
+/// `webhook_converter.go` rejects.
+pub async fn convert(
+    client: &HttpClient,
+    crd: &CustomResource,
+    webhook: &ConversionWebhook,
+    object: &Value,
+    desired_api_version: &str,
+    budget: Duration,
+) -> Result<Value, ConversionFailure> {
+    let gvk = gvk_string(object);
+    let fail = |class: &'static str, detail: String| {
+        crate::metrics::conversion_failure(&crd.name, class);
+        ConversionFailure {
+            class,
+            message: format!("conversion webhook for {gvk} {detail}"),
+        }
+    };
+    let Some(version) = webhook.review_version else {
+        return Err(fail(
+            "no_review_version",
+            "failed: no supported conversion review versions".into(),
+        ));
+    };
+    let uid = fresh_uid();
+    let body = conversion_request(version, &uid, desired_api_version, object);
+    let backend = &webhook.backend;
+    let target = Target::new(backend);
+    let post = |detail: &dyn std::fmt::Display| format!("failed: Post {:?}: {detail}", backend.url);
+    let call = client.post(&target, &backend.path, &body, &[]);
+    let reply = match tokio::time::timeout(budget, call).await {
+        Err(_) => return Err(fail("timeout", post(&"context deadline exceeded"))),
+        Ok(Err(e)) => {
+            let class = match e {
+                TransportError::Connect(_) => "connect",
+                TransportError::Tls(_) => "tls",
+                TransportError::Io(_) => "transport",
+            };
+            return Err(fail(class, post(&e)));
+        }
+        Ok(Ok(reply)) => reply,
+    };
+    if !(200..300).contains(&reply.status) {
+        return Err(fail(
+            "status",
+            format!("failed: {}", status_error(reply.status, &reply.body)),
+        ));
+    }
+    converted_object(version, &uid, &reply.body, object, desired_api_version)
+        .map_err(|detail| fail("bad_answer", detail))
+}
+
+/// client-go's error for a non-2xx answer: the `Status` message when the body is one,
+/// otherwise the generic texts of `rest.Request.transformResponse`.
+fn status_error(code: u16, body: &[u8]) -> String {
+    let status: Option<Value> = serde_json::from_slice(body).ok();
+    let message = status
+        .as_ref()
+        .filter(|s| s.get("kind").and_then(Value::as_str) == Some("Status"))
+        .and_then(|s| s.get("message"))
+        .and_then(Value::as_str);
+    match message {
+        Some(m) => m.to_string(),
+        None if body.is_empty() => {
+            format!("the server responded with the status code {code} but did not return more information")
+        }
+        None => format!(
+            "an error on the server ({:?}) has prevented the request from succeeding",
+            String::from_utf8_lossy(&body[..body.len().min(256)])
+        ),
+    }
+}
+
+/// A random version-4 UUID for each ConversionReview (`uuid.NewUUID()` upstream), from the
+/// standard library's randomly keyed hasher.
+fn fresh_uid() -> String {
+    let random = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.finish()
+    };
+    let bits = (u128::from(random()) << 64) | u128::from(random());
+    // Version 4, variant 10.
+    let bits = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
+    let hex = format!("{bits:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_are_version_4_and_differ() {
+        let (a, b) = (fresh_uid(), fresh_uid());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
+    }
+
+    #[test]
+    fn non_2xx_messages() {
+        assert_eq!(
+            status_error(500, b""),
+            "the server responded with the status code 500 but did not return more information"
+        );
+        assert_eq!(
+            status_error(403, br#"{"kind":"Status","message":"nope"}"#),
+            "nope"
+        );
+        assert_eq!(
+            status_error(502, b"bad gateway"),
+            "an error on the server (\"bad gateway\") has prevented the request from succeeding"
+        );
+    }
+}
