@@ -263,6 +263,29 @@ fn widgets_crd(conversion: &str) -> String {
     )
 }
 
+/// The widgets CRD with `conversion`, and a mutating webhook registered for example.com/v1
+/// widgets answering with `patch` (in v1).
+fn widgets_config(backend: &TestBackend, conversion: &str, patch: Value, extra: &str) -> String {
+    widgets_crd(conversion)
+        + &legacy_mutating(
+            backend,
+            "widgets.legacy.example.com",
+            "example.com",
+            "v1",
+            "widgets",
+            patch,
+            extra,
+        )
+}
+
+/// `spec.conversion` calling `path` on `converter` with ConversionReview v1.
+fn webhook_conversion(converter: &TestBackend, path: &str) -> String {
+    format!(
+        "{{strategy: Webhook, webhook: {{clientConfig: {}, conversionReviewVersions: [v1]}}}}",
+        converter.client_config(path)
+    )
+}
+
 /// CREATE of an example.com/v2 Widget with `spec.replicas: 3`.
 fn widget_review() -> Vec<u8> {
     create_review(
@@ -277,16 +300,12 @@ fn widget_review() -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_resource_with_strategy_none_changes_only_the_api_version() {
     let backend = TestBackend::start();
-    let config = widgets_crd("{strategy: None}")
-        + &legacy_mutating(
-            &backend,
-            "widgets.legacy.example.com",
-            "example.com",
-            "v1",
-            "widgets",
-            json!([{"op": "replace", "path": "/spec/color", "value": "red"}]),
-            "matchConditions: [{name: v1, expression: \"object.apiVersion == 'example.com/v1'\"}]",
-        );
+    let config = widgets_config(
+        &backend,
+        "{strategy: None}",
+        json!([{"op": "replace", "path": "/spec/color", "value": "red"}]),
+        "matchConditions: [{name: v1, expression: \"object.apiVersion == 'example.com/v1'\"}]",
+    );
     let proxy = TestProxy::start(&config);
     let review = widget_review();
     let reply = proxy.review("widgets.legacy.example.com", &review).await;
@@ -322,22 +341,15 @@ async fn custom_resource_with_strategy_none_changes_only_the_api_version() {
 async fn custom_resource_conversion_webhook_converts_both_ways() {
     let backend = TestBackend::start();
     let converter = TestBackend::start();
-    let conversion = format!(
-        "{{strategy: Webhook, webhook: {{clientConfig: {}, conversionReviewVersions: [v1]}}}}",
-        converter.client_config("/convert")
-    );
+    let conversion = webhook_conversion(&converter, "/convert");
     // The legacy webhook only knows v1's `spec.count`; its matchCondition sees the converted
     // object.
-    let config = widgets_crd(&conversion)
-        + &legacy_mutating(
-            &backend,
-            "widgets.legacy.example.com",
-            "example.com",
-            "v1",
-            "widgets",
-            json!([{"op": "replace", "path": "/spec/count", "value": 5}]),
-            "matchConditions: [{name: converted, expression: \"object.spec.count == 3\"}]",
-        );
+    let config = widgets_config(
+        &backend,
+        &conversion,
+        json!([{"op": "replace", "path": "/spec/count", "value": 5}]),
+        "matchConditions: [{name: converted, expression: \"object.spec.count == 3\"}]",
+    );
     let proxy = TestProxy::start(&config);
     let review = widget_review();
     let reply = proxy.review("widgets.legacy.example.com", &review).await;
@@ -389,20 +401,8 @@ async fn conversion_webhook_failures_are_internal_errors_whatever_failure_policy
         ),
     ];
     for (path, call, expected) in cases {
-        let conversion = format!(
-            "{{strategy: Webhook, webhook: {{clientConfig: {}, conversionReviewVersions: [v1]}}}}",
-            converter.client_config(path)
-        );
-        let config = widgets_crd(&conversion)
-            + &legacy_mutating(
-                &backend,
-                "widgets.legacy.example.com",
-                "example.com",
-                "v1",
-                "widgets",
-                json!([]),
-                "failurePolicy: Ignore",
-            );
+        let conversion = webhook_conversion(&converter, path);
+        let config = widgets_config(&backend, &conversion, json!([]), "failurePolicy: Ignore");
         let proxy = TestProxy::start(&config);
         let reply = proxy.post(call, &widget_review()).await;
         assert_eq!(reply.status, 200);

@@ -28,6 +28,17 @@ pub enum TransportError {
     Io(String),
 }
 
+impl TransportError {
+    /// The error class for logs and metrics: `connect`, `tls` or `transport`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            TransportError::Connect(_) => "connect",
+            TransportError::Tls(_) => "tls",
+            TransportError::Io(_) => "transport",
+        }
+    }
+}
+
 /// A complete HTTP answer.
 #[derive(Clone, Debug)]
 pub struct HttpReply {

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::conversion::custom::{ConversionWebhook, CustomResource};
 use crate::conversion::webhook::{conversion_request, converted_object, gvk_string};
 
-use super::client::{HttpClient, Target, TransportError};
+use super::client::{HttpClient, Target};
 
 /// kube-apiserver's timeout for conversion webhooks; CRDs cannot set one (kubernetes#91338).
 pub const DEFAULT_CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -64,14 +64,7 @@ pub async fn convert(
     let call = client.post(&target, &backend.path, &body, &[]);
     let reply = match tokio::time::timeout(budget, call).await {
         Err(_) => return Err(fail("timeout", post(&"context deadline exceeded"))),
-        Ok(Err(e)) => {
-            let class = match e {
-                TransportError::Connect(_) => "connect",
-                TransportError::Tls(_) => "tls",
-                TransportError::Io(_) => "transport",
-            };
-            return Err(fail(class, post(&e)));
-        }
+        Ok(Err(e)) => return Err(fail(e.class(), post(&e))),
         Ok(Ok(reply)) => reply,
     };
     if !(200..300).contains(&reply.status) {

@@ -313,8 +313,10 @@ impl Dispatcher {
             MatchDecision::Reject(status) => return deny(review, status, Decision::Rejected),
             MatchDecision::Call => None,
             MatchDecision::CallConverted(converted) => Some(converted),
+            // Resolved above; never left pending.
             MatchDecision::ConvertByWebhook(_) => {
-                unreachable!("resolved above")
+                let status = conversion::internal_error(&"conversion was not performed");
+                return deny(review, status, Decision::Rejected);
             }
         };
         // The matcher built and parsed the rewritten review already; it parses here too.
@@ -352,14 +354,9 @@ impl Dispatcher {
         let reply = match tokio::time::timeout(budget, call).await {
             Err(_) => return self.fail(webhook, review, CallFailure::Timeout { url: url() }),
             Ok(Err(e)) => {
-                let class = match e {
-                    TransportError::Connect(_) => "connect",
-                    TransportError::Tls(_) => "tls",
-                    TransportError::Io(_) => "transport",
-                };
                 let failure = CallFailure::Transport {
                     url: url(),
-                    class,
+                    class: e.class(),
                     detail: e.to_string(),
                 };
                 return self.fail(webhook, review, failure);
