@@ -75,13 +75,12 @@ pub fn convert(
     Ok(object)
 }
 
-/// Versions whose conversion to and from the hub is implemented. The others (HPA v1/v2beta1,
-/// CRD v1beta1) need field mappings this proxy does not have yet.
-fn supported(kind: &str, (group, version): GroupVersion) -> bool {
+/// Versions whose conversion to and from the hub is implemented. The others (HPA v1/v2beta1)
+/// need field mappings this proxy does not have yet.
+fn supported(kind: &str, (_, version): GroupVersion) -> bool {
     !matches!(
-        (kind, group, version),
-        ("HorizontalPodAutoscaler", _, "v1" | "v2beta1")
-            | ("CustomResourceDefinition", _, "v1beta1")
+        (kind, version),
+        ("HorizontalPodAutoscaler", "v1" | "v2beta1")
     )
 }
 
@@ -138,6 +137,7 @@ fn to_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result<(
             );
         }
         ("EndpointSlice", _, "v1beta1") => for_each_endpoint(o, endpoint_to_v1),
+        ("CustomResourceDefinition", _, "v1beta1") => crd_to_v1(o),
         ("Scale", "apps" | "extensions", _) => scale_status_to_autoscaling_v1(o),
         _ => {}
     }
@@ -184,10 +184,133 @@ fn from_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result
             );
         }
         ("EndpointSlice", _, "v1beta1") => for_each_endpoint(o, endpoint_to_v1beta1),
+        ("CustomResourceDefinition", _, "v1beta1") => crd_to_v1beta1(o),
         ("Scale", "apps" | "extensions", _) => scale_status_to_v1beta(o)?,
         _ => {}
     }
     Ok(())
+}
+
+/// The CRD fields v1beta1 may hold once for all versions (top level) and v1 holds per version:
+/// `(v1beta1 top-level name, per-version name)`.
+const CRD_PER_VERSION: [(&str, &str); 3] = [
+    ("validation", "schema"),
+    ("subresources", "subresources"),
+    ("additionalPrinterColumns", "additionalPrinterColumns"),
+];
+
+/// apiextensions v1beta1 → v1 (`Convert_apiextensions_CustomResourceDefinitionSpec_To_v1_…`
+/// in `apiextensions/v1/conversion.go`, after the v1beta1 → internal auto-conversion): a lone
+/// `version` becomes `versions` (served, storage); top-level `validation`, `subresources` and
+/// `additionalPrinterColumns` are copied into every version; `conversion.webhookClientConfig`
+/// and `conversionReviewVersions` move under `conversion.webhook`; printer columns' `JSONPath`
+/// is `jsonPath`; an unset or false `preserveUnknownFields` is v1's default, false.
+fn crd_to_v1(o: &mut Value) {
+    let Some(spec) = get_mut(o, &["spec"]).and_then(Value::as_object_mut) else {
+        return;
+    };
+    let version = spec.remove("version");
+    let has_versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .is_some_and(|v| !v.is_empty());
+    if let (Some(Value::String(name)), false) = (version, has_versions) {
+        if !name.is_empty() {
+            spec.insert(
+                "versions".into(),
+                serde_json::json!([{"name": name, "served": true, "storage": true}]),
+            );
+        }
+    }
+    let shared: Vec<(&str, Value)> = CRD_PER_VERSION
+        .iter()
+        .filter_map(|&(top, per)| spec.remove(top).filter(|v| !v.is_null()).map(|v| (per, v)))
+        .collect();
+    if let Some(versions) = spec.get_mut("versions").and_then(Value::as_array_mut) {
+        for version in versions.iter_mut().filter_map(Value::as_object_mut) {
+            for (per, value) in &shared {
+                version.insert((*per).into(), value.clone());
+            }
+            rename_printer_columns(version, "JSONPath", "jsonPath");
+        }
+    }
+    if let Some(Value::Object(conversion)) = spec.get_mut("conversion") {
+        let client_config = conversion
+            .remove("webhookClientConfig")
+            .filter(|v| !v.is_null());
+        let review_versions = conversion
+            .remove("conversionReviewVersions")
+            .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()));
+        if client_config.is_some() || review_versions.is_some() {
+            let webhook = member(conversion, "webhook");
+            if let Some(cc) = client_config {
+                webhook.insert("clientConfig".into(), cc);
+            }
+            if let Some(rv) = review_versions {
+                webhook.insert("conversionReviewVersions".into(), rv);
+            }
+        }
+    }
+    if spec.get("preserveUnknownFields") != Some(&Value::Bool(true)) {
+        spec.remove("preserveUnknownFields");
+    }
+}
+
+/// apiextensions v1 → v1beta1 (`Convert_v1_CustomResourceDefinitionSpec_To_apiextensions_…`):
+/// `version` is the first version's name; a per-version field that is identical in every
+/// version moves to the top level (`schema` as `validation`); `conversion.webhook` splits into
+/// `webhookClientConfig` and `conversionReviewVersions`; `jsonPath` is `JSONPath`.
+fn crd_to_v1beta1(o: &mut Value) {
+    let Some(spec) = get_mut(o, &["spec"]).and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(versions) = spec.get_mut("versions").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for version in versions.iter_mut().filter_map(Value::as_object_mut) {
+        rename_printer_columns(version, "jsonPath", "JSONPath");
+    }
+    let mut hoisted = Vec::new();
+    let first_name = versions.first().and_then(|v| v.get("name")).cloned();
+    for (top, per) in CRD_PER_VERSION {
+        let value = |v: &Value| v.get(per).filter(|x| !x.is_null()).cloned();
+        let first = versions.first().and_then(value);
+        if versions.iter().all(|v| value(v) == first) {
+            for v in versions.iter_mut().filter_map(Value::as_object_mut) {
+                v.remove(per);
+            }
+            if let Some(first) = first {
+                hoisted.push((top, first));
+            }
+        }
+    }
+    if let Some(name) = first_name {
+        spec.insert("version".into(), name);
+    }
+    for (top, value) in hoisted {
+        spec.insert(top.into(), value);
+    }
+    if let Some(Value::Object(conversion)) = spec.get_mut("conversion") {
+        if let Some(Value::Object(mut webhook)) = conversion.remove("webhook") {
+            if let Some(cc) = webhook.remove("clientConfig") {
+                conversion.insert("webhookClientConfig".into(), cc);
+            }
+            if let Some(rv) = webhook.remove("conversionReviewVersions") {
+                conversion.insert("conversionReviewVersions".into(), rv);
+            }
+        }
+    }
+}
+
+/// Renames `from` to `to` in each of a version's `additionalPrinterColumns`.
+fn rename_printer_columns(version: &mut Map<String, Value>, from: &str, to: &str) {
+    if let Some(Value::Array(columns)) = version.get_mut("additionalPrinterColumns") {
+        for column in columns.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(v) = column.remove(from) {
+                column.insert(to.into(), v);
+            }
+        }
+    }
 }
 
 /// The well-known labels EndpointSlice v1beta1 keeps in `topology` (`corev1.LabelTopologyZone`,
@@ -789,6 +912,59 @@ mod tests {
                 assert_eq!(&back, object, "{file} via {other:?}");
             }
         }
+    }
+
+    #[test]
+    fn crd_per_version_fields_and_conversion_webhook() {
+        let schema = json!({"openAPIV3Schema": {"type": "object"}});
+        let column = |path: &str| json!([{"name": "Size", "type": "integer", path: ".spec.size"}]);
+        let scale = json!({"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.size"});
+        round_trip(
+            "CustomResourceDefinition",
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "widgets.example.com"},
+                   "spec": {"group": "example.com", "scope": "Namespaced",
+                            "names": {"plural": "widgets", "kind": "Widget"},
+                            "versions": [
+                                {"name": "v2", "served": true, "storage": true, "schema": schema,
+                                 "subresources": {"status": {}}, "additionalPrinterColumns": column("jsonPath")},
+                                {"name": "v1", "served": true, "storage": false, "schema": schema,
+                                 "subresources": {"status": {}, "scale": scale}, "additionalPrinterColumns": column("jsonPath")}],
+                            "conversion": {"strategy": "Webhook", "webhook": {
+                                "clientConfig": {"url": "https://conv.example.com/convert"},
+                                "conversionReviewVersions": ["v1", "v1beta1"]}}}}),
+            ("apiextensions.k8s.io", "v1"),
+            ("apiextensions.k8s.io", "v1beta1"),
+            json!({"apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "widgets.example.com"},
+                   "spec": {"group": "example.com", "scope": "Namespaced",
+                            "names": {"plural": "widgets", "kind": "Widget"},
+                            "version": "v2", "validation": schema, "additionalPrinterColumns": column("JSONPath"),
+                            "versions": [
+                                {"name": "v2", "served": true, "storage": true, "subresources": {"status": {}}},
+                                {"name": "v1", "served": true, "storage": false,
+                                 "subresources": {"status": {}, "scale": scale}}],
+                            "conversion": {"strategy": "Webhook",
+                                "webhookClientConfig": {"url": "https://conv.example.com/convert"},
+                                "conversionReviewVersions": ["v1", "v1beta1"]}}}),
+        );
+        // A v1beta1 CRD with only `version` gets one served storage version in v1, holding the
+        // top-level fields; `preserveUnknownFields: false` is v1's default.
+        let beta = json!({"apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "CustomResourceDefinition",
+            "spec": {"group": "stable.example.com", "version": "v1", "subresources": {"status": {}},
+                     "preserveUnknownFields": false}});
+        let v1 = convert(
+            &beta,
+            "CustomResourceDefinition",
+            ("apiextensions.k8s.io", "v1beta1"),
+            ("apiextensions.k8s.io", "v1"),
+        )
+        .unwrap();
+        assert_eq!(
+            v1["spec"],
+            json!({"group": "stable.example.com", "versions": [
+                {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}}}]})
+        );
     }
 
     #[test]
