@@ -118,35 +118,37 @@ impl CustomResource {
     }
 }
 
-/// The custom resources of one configuration snapshot, by `(group, plural)`.
+/// The custom resources of one configuration snapshot, by group, then plural (two levels so a
+/// lookup borrows the request's names instead of allocating a key).
 #[derive(Debug, Default)]
 pub struct CustomResources {
-    by_resource: HashMap<(String, String), Arc<CustomResource>>,
+    by_group: HashMap<String, HashMap<String, Arc<CustomResource>>>,
 }
 
 impl CustomResources {
     /// Adds `resource`; returns the one it replaces (a duplicate declaration).
     pub fn insert(&mut self, resource: CustomResource) -> Option<Arc<CustomResource>> {
-        let key = (resource.group.clone(), resource.plural.clone());
-        self.by_resource.insert(key, Arc::new(resource))
+        self.by_group
+            .entry(resource.group.clone())
+            .or_default()
+            .insert(resource.plural.clone(), Arc::new(resource))
     }
 
     pub fn get(&self, group: &str, plural: &str) -> Option<&Arc<CustomResource>> {
-        self.by_resource
-            .get(&(group.to_string(), plural.to_string()))
+        self.by_group.get(group)?.get(plural)
     }
 
     pub fn len(&self) -> usize {
-        self.by_resource.len()
+        self.by_group.values().map(HashMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_resource.is_empty()
+        self.by_group.is_empty()
     }
 
     /// Every declared custom resource, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<CustomResource>> {
-        self.by_resource.values()
+        self.by_group.values().flat_map(HashMap::values)
     }
 
     /// The equivalents of `group/version/resource` with `sub_resource`, in registry order
@@ -160,9 +162,6 @@ impl CustomResources {
         resource: &str,
         sub_resource: &str,
     ) -> Vec<Equivalent> {
-        if self.by_resource.is_empty() {
-            return Vec::new();
-        }
         let Some(crd) = self.get(group, resource) else {
             return Vec::new();
         };
