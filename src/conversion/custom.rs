@@ -146,11 +146,6 @@ impl CustomResources {
         self.by_group.is_empty()
     }
 
-    /// Every declared custom resource, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<CustomResource>> {
-        self.by_group.values().flat_map(HashMap::values)
-    }
-
     /// The equivalents of `group/version/resource` with `sub_resource`, in registry order
     /// (`spec.versions` order), the request's own version excluded: every other version for
     /// the main resource, the versions with a `status` (or `scale`) subresource for those. Empty

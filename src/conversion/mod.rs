@@ -85,10 +85,7 @@ pub fn convert_locally(
         Some(ConversionStrategy::None) => {
             let mut object = object.clone();
             if let Some(map) = object.as_object_mut() {
-                map.insert(
-                    "apiVersion".into(),
-                    Value::String(format!("{}/{}", to.0, to.1)),
-                );
+                map.insert("apiVersion".into(), Value::String(api_version(to)));
             }
             Ok(object)
         }

@@ -266,7 +266,7 @@ impl Dispatcher {
         clock: Clock,
     ) -> Result<Vec<u8>, EquivalentError> {
         let unconverted = conversion::take_objects(review)?;
-        let desired = format!("{}/{}", invocation.kind_group, invocation.kind_version);
+        let desired = conversion::api_version((&invocation.kind_group, &invocation.kind_version));
         let [object, old_object] = &unconverted.objects;
         let (object, old_object) = tokio::join!(
             self.convert_optional(invocation, object.as_ref(), &desired, clock),
