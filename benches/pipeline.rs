@@ -49,6 +49,51 @@ fn parse_and_convert(c: &mut Criterion) {
     });
 }
 
+/// matchPolicy Equivalent object conversion there and back: the captured apps/v1 Deployment to
+/// extensions/v1beta1, and an autoscaling/v2 HorizontalPodAutoscaler to autoscaling/v1 (its
+/// metrics, behavior, statuses and conditions written to and read from annotations as Go JSON).
+fn object_conversion(c: &mut Criterion) {
+    use admission_proxy::conversion::convert;
+    let review: serde_json::Value =
+        serde_json::from_slice(&fixture("0064-create-apps-v1-deployments-v1.json")).unwrap();
+    let deployment = review["request"]["object"].clone();
+    let hpa = serde_json::json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "production"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2, "maxReplicas": 10, "metrics": [
+                {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}},
+                {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "1k"}}},
+                {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300, "selectPolicy": "Min",
+                "policies": [{"type": "Percent", "value": 10, "periodSeconds": 60}]}}},
+        "status": {"currentReplicas": 3, "desiredReplicas": 3, "currentMetrics": [
+            {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 55, "averageValue": "275m"}}}],
+            "conditions": [{"type": "AbleToScale", "status": "True", "lastTransitionTime": "2026-11-20T09:00:00Z", "reason": "ReadyForNewScale"}]}});
+    for (name, object, kind, from, to) in [
+        (
+            "deployment_v1_to_extensions_v1beta1_and_back",
+            &deployment,
+            "Deployment",
+            ("apps", "v1"),
+            ("extensions", "v1beta1"),
+        ),
+        (
+            "hpa_v2_to_v1_and_back",
+            &hpa,
+            "HorizontalPodAutoscaler",
+            ("autoscaling", "v2"),
+            ("autoscaling", "v1"),
+        ),
+    ] {
+        c.bench_function(&format!("conversion/{name}"), |b| {
+            b.iter(|| {
+                let there = convert(black_box(object), kind, from, to).unwrap();
+                black_box(convert(&there, kind, to, from).unwrap())
+            })
+        });
+    }
+}
+
 fn matching(c: &mut Criterion) {
     let ns = namespaces();
     let pod = fixture("0096-create-core-v1-pods-v1.json");
@@ -142,6 +187,6 @@ fn pipeline(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = parse_and_convert, matching, cel, pipeline
+    targets = parse_and_convert, object_conversion, matching, cel, pipeline
 }
 criterion_main!(benches);

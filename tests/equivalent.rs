@@ -219,40 +219,125 @@ async fn cronjob_v1beta1_webhook_and_match_conditions_see_the_converted_object()
     assert_eq!(after["spec"]["suspend"], true);
 }
 
+/// An autoscaling/v2 HorizontalPodAutoscaler with a memory and a CPU utilization metric and a
+/// scale-down behavior, as kube-apiserver sends it.
+fn hpa_v2() -> Value {
+    json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "production", "uid": "5c0a2f4e-0000-4000-8000-0000000000a1",
+            "annotations": {"team": "platform"}},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2, "maxReplicas": 10,
+            "metrics": [
+                {"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "500Mi"}}},
+                {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}],
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 300, "selectPolicy": "Min",
+                "policies": [{"type": "Percent", "value": 10, "periodSeconds": 60}]}}},
+        "status": {"desiredReplicas": 0}})
+}
+
+const HPA_V2: (&str, &str, &str, &str) = (
+    "autoscaling",
+    "v2",
+    "HorizontalPodAutoscaler",
+    "horizontalpodautoscalers",
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_conversion_path_is_an_internal_error_and_never_reaches_the_backend() {
+async fn hpa_v1_webhook_gets_the_cpu_target_and_annotations_and_patches_autoscaling_v2() {
     let backend = TestBackend::start();
+    // The legacy webhook only knows v1's fields: it lowers the CPU target and raises maxReplicas.
+    let patch = json!([
+        {"op": "replace", "path": "/spec/targetCPUUtilizationPercentage", "value": 55},
+        {"op": "replace", "path": "/spec/maxReplicas", "value": 20}
+    ]);
     let proxy = TestProxy::start(&legacy_mutating(
         &backend,
         "hpa.legacy.example.com",
         "autoscaling",
         "v1",
         "horizontalpodautoscalers",
-        json!([]),
+        patch,
+        "matchConditions: [{name: v1-shape, expression: \"object.spec.targetCPUUtilizationPercentage == 70\"}]",
+    ));
+    let review = create_review(HPA_V2, hpa_v2());
+    let reply = proxy.review("hpa.legacy.example.com", &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+
+    // pkg/apis/autoscaling/v1/conversion.go: the CPU target is v1's field, the other metric
+    // and the behavior ride in annotations, as kube-apiserver writes them.
+    let sent = received(&backend);
+    let object = &sent["request"]["object"];
+    assert_eq!(object["apiVersion"], "autoscaling/v1");
+    assert_eq!(
+        object["spec"],
+        json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2, "maxReplicas": 10, "targetCPUUtilizationPercentage": 70})
+    );
+    assert_eq!(
+        object["metadata"]["annotations"],
+        json!({"team": "platform",
+            "autoscaling.alpha.kubernetes.io/metrics": r#"[{"type":"Resource","resource":{"name":"memory","targetAverageValue":"500Mi"}}]"#,
+            "autoscaling.alpha.kubernetes.io/behavior": r#"{"ScaleUp":null,"ScaleDown":{"StabilizationWindowSeconds":300,"SelectPolicy":"Min","Policies":[{"Type":"Percent","Value":10,"PeriodSeconds":60}],"Tolerance":null}}"#})
+    );
+    assert_eq!(
+        sent["request"]["requestKind"],
+        json!({"group": "autoscaling", "version": "v2", "kind": "HorizontalPodAutoscaler"})
+    );
+
+    // The patch lands on autoscaling/v2: the CPU metric's target, not a v1 field; nothing else
+    // moves, and no round-trip annotation reaches the caller's object.
+    let reply_patch: Value = serde_json::from_slice(
+        &B64.decode(reply.json["response"]["patch"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        reply_patch,
+        json!([
+            {"op": "replace", "path": "/spec/maxReplicas", "value": 20},
+            {"op": "replace", "path": "/spec/metrics/1/resource/target/averageUtilization", "value": 55}
+        ])
+    );
+    let mut expected = hpa_v2();
+    expected["spec"]["maxReplicas"] = json!(20);
+    expected["spec"]["metrics"][1]["resource"]["target"]["averageUtilization"] = json!(55);
+    assert_eq!(patched(&review, &reply), expected);
+}
+
+/// A mutating backend's patch whose result Kubernetes cannot convert back (a v2beta2 tolerance
+/// annotation that is not a Quantity) is a patch failure: 500 whatever failurePolicy says
+/// (dispatch notes §3), never a silent allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patched_object_that_cannot_be_converted_back_is_an_internal_error() {
+    let backend = TestBackend::start();
+    let patch = json!([{"op": "add",
+        "path": "/metadata/annotations/autoscaling.alpha.kubernetes.io~1scale-up-tolerance",
+        "value": "ten percent"}]);
+    let proxy = TestProxy::start(&legacy_mutating(
+        &backend,
+        "hpa.legacy.example.com",
+        "autoscaling",
+        "v2beta2",
+        "horizontalpodautoscalers",
+        patch,
         "failurePolicy: Ignore",
     ));
-    let object = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"}});
-    let review = create_review(
-        (
-            "autoscaling",
-            "v2",
-            "HorizontalPodAutoscaler",
-            "horizontalpodautoscalers",
-        ),
-        object,
-    );
+    let review = create_review(HPA_V2, hpa_v2());
     let reply = proxy.review("hpa.legacy.example.com", &review).await;
-    // Not a call failure: failurePolicy Ignore does not admit it (matching notes §6).
+    assert_eq!(backend.recorder.calls(), 1);
+    assert_eq!(
+        received(&backend)["request"]["object"]["apiVersion"],
+        "autoscaling/v2beta2"
+    );
     assert!(!reply.allowed());
     assert_eq!(reply.outcome().1, Some(500));
     assert!(
         reply.message().contains(
-            "no conversion from autoscaling/v2 to autoscaling/v1 for kind HorizontalPodAutoscaler"
+            r#"failed to parse annotation "autoscaling.alpha.kubernetes.io/scale-up-tolerance""#
         ),
         "{}",
         reply.message()
     );
-    assert_eq!(backend.recorder.calls(), 0);
 }
 
 /// A CustomResourceDefinition for `widgets.example.com` serving v2 (storage) and v1, with

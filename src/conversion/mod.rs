@@ -4,6 +4,9 @@
 
 pub mod custom;
 pub mod equivalence;
+mod fields;
+mod gojson;
+mod hpa;
 pub mod objects;
 pub mod webhook;
 
@@ -68,7 +71,8 @@ pub fn needs_webhook(review: &ParsedReview<'_>, invocation: &Equivalent) -> bool
 /// (`nopConverter`).
 ///
 /// # Errors
-/// [`EquivalentError::Conversion`] for built-in versions without a conversion path;
+/// [`EquivalentError::Conversion`] for an object the conversion cannot read (or a version
+/// outside the table);
 /// [`EquivalentError::ConversionWebhook`] for a custom resource that needs its webhook.
 pub fn convert_locally(
     object: &Value,

@@ -9,11 +9,13 @@
 use serde_json::{Map, Value};
 
 use super::equivalence::GroupVersion;
+use super::fields::{annotations, get_mut, member, rename, spec, take, take_annotation};
+use super::hpa;
 
 /// Why an object could not be converted.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConversionError {
-    /// The proxy has no conversion between these versions of this kind.
+    /// A group/version outside the equivalence table (a request the table did not offer).
     #[error("no conversion from {from} to {to} for kind {kind} in admission-proxy")]
     NoPath {
         kind: String,
@@ -42,8 +44,8 @@ pub fn api_version((group, version): (&str, &str)) -> String {
 /// `apiVersion` set. `from == to` returns the object unchanged.
 ///
 /// # Errors
-/// [`ConversionError::NoPath`] for versions this proxy cannot convert between (see the README's
-/// "Supported conversions"), [`ConversionError::Invalid`] for a field of the wrong type.
+/// [`ConversionError::Invalid`] for a field of the wrong type (or, for HorizontalPodAutoscaler,
+/// a round-trip annotation Kubernetes fails on).
 pub fn convert(
     object: &Value,
     kind: &str,
@@ -52,14 +54,6 @@ pub fn convert(
 ) -> Result<Value, ConversionError> {
     if from == to {
         return Ok(object.clone());
-    }
-    let no_path = || ConversionError::NoPath {
-        kind: kind.to_string(),
-        from: api_version(from),
-        to: api_version(to),
-    };
-    if !supported(kind, from) || !supported(kind, to) {
-        return Err(no_path());
     }
     let mut object = object.clone();
     let invalid = |reason: String| ConversionError::Invalid {
@@ -73,15 +67,6 @@ pub fn convert(
         map.insert("apiVersion".into(), Value::String(api_version(to)));
     }
     Ok(object)
-}
-
-/// Versions whose conversion to and from the hub is implemented. The others (HPA v1/v2beta1)
-/// need field mappings this proxy does not have yet.
-fn supported(kind: &str, (_, version): GroupVersion) -> bool {
-    !matches!(
-        (kind, version),
-        ("HorizontalPodAutoscaler", "v1" | "v2beta1")
-    )
 }
 
 /// Deployment `spec.rollbackTo` in apps/v1beta1 and extensions/v1beta1; the annotation newer
@@ -139,6 +124,7 @@ fn to_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result<(
         ("EndpointSlice", _, "v1beta1") => for_each_endpoint(o, endpoint_to_v1),
         ("CustomResourceDefinition", _, "v1beta1") => crd_to_v1(o),
         ("Scale", "apps" | "extensions", _) => scale_status_to_autoscaling_v1(o),
+        ("HorizontalPodAutoscaler", _, _) => hpa::to_hub(version, o)?,
         _ => {}
     }
     Ok(())
@@ -186,6 +172,7 @@ fn from_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result
         ("EndpointSlice", _, "v1beta1") => for_each_endpoint(o, endpoint_to_v1beta1),
         ("CustomResourceDefinition", _, "v1beta1") => crd_to_v1beta1(o),
         ("Scale", "apps" | "extensions", _) => scale_status_to_v1beta(o)?,
+        ("HorizontalPodAutoscaler", _, _) => hpa::from_hub(version, o),
         _ => {}
     }
     Ok(())
@@ -569,62 +556,6 @@ fn backend_to_v1beta1(backend: Value) -> Value {
     Value::Object(b)
 }
 
-fn get_mut<'a>(o: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
-    path.iter().try_fold(o, |v, key| v.get_mut(*key))
-}
-
-/// Removes and returns the member at `path`.
-fn take(o: &mut Value, path: &[&str]) -> Option<Value> {
-    let (last, parent) = path.split_last()?;
-    get_mut(o, parent)?.as_object_mut()?.remove(*last)
-}
-
-fn rename(o: &mut Value, path: &[&str], from: &str, to: &str) {
-    if let Some(map) = get_mut(o, path).and_then(Value::as_object_mut) {
-        if let Some(v) = map.remove(from) {
-            map.insert(to.into(), v);
-        }
-    }
-}
-
-/// The object at `key` of `map`, created (or replacing a non-object) when needed.
-fn member<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let member = map
-        .entry(key.to_string())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !member.is_object() {
-        *member = Value::Object(Map::new());
-    }
-    member.as_object_mut().expect("just made an object")
-}
-
-/// `o` as an object (a non-object becomes an empty one).
-fn as_map(o: &mut Value) -> &mut Map<String, Value> {
-    if !o.is_object() {
-        *o = Value::Object(Map::new());
-    }
-    o.as_object_mut().expect("just made an object")
-}
-
-fn spec(o: &mut Value) -> &mut Map<String, Value> {
-    member(as_map(o), "spec")
-}
-
-fn annotations(o: &mut Value) -> &mut Map<String, Value> {
-    member(member(as_map(o), "metadata"), "annotations")
-}
-
-/// Removes an annotation, and the `annotations` map when that empties it (Go's `omitempty`).
-fn take_annotation(o: &mut Value, key: &str) -> Option<String> {
-    let metadata = get_mut(o, &["metadata"])?.as_object_mut()?;
-    let annotations = metadata.get_mut("annotations")?.as_object_mut()?;
-    let value = annotations.remove(key)?;
-    if annotations.is_empty() {
-        metadata.remove("annotations");
-    }
-    value.as_str().map(str::to_string)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -720,7 +651,7 @@ mod tests {
     }
 
     #[test]
-    fn apiversion_only_pairs_and_missing_paths() {
+    fn apiversion_only_pairs() {
         round_trip(
             "CronJob",
             json!({"apiVersion": "batch/v1", "kind": "CronJob", "spec": {"schedule": "* * * * *"}}),
@@ -728,16 +659,6 @@ mod tests {
             ("batch", "v1beta1"),
             json!({"apiVersion": "batch/v1beta1", "kind": "CronJob", "spec": {"schedule": "* * * * *"}}),
         );
-        let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"});
-        assert!(matches!(
-            convert(
-                &hpa,
-                "HorizontalPodAutoscaler",
-                ("autoscaling", "v2"),
-                ("autoscaling", "v1")
-            ),
-            Err(ConversionError::NoPath { .. })
-        ));
     }
 
     /// A realistic object of `kind` in the hub version, built from the Kubernetes API reference
@@ -770,11 +691,7 @@ mod tests {
                 "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "job", "image": "busybox"}],
                     "restartPolicy": "OnFailure"}}}}}),
             "PodDisruptionBudget" => json!({"maxUnavailable": 1, "selector": selector}),
-            "HorizontalPodAutoscaler" => {
-                json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                "minReplicas": 2, "maxReplicas": 10, "metrics": [{"type": "Resource",
-                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}}]})
-            }
+            "HorizontalPodAutoscaler" => super::super::hpa::tests::sample_spec(),
             "CustomResourceDefinition" => json!({"group": "example.com", "scope": "Namespaced",
                 "names": {"plural": "widgets", "kind": "Widget"},
                 "versions": [{"name": "v1", "served": true, "storage": true,
@@ -837,6 +754,10 @@ mod tests {
                     json!({"kind": "Deployment", "name": "web", "namespace": "production"});
                 object["type"] = json!("Normal");
             }
+            "HorizontalPodAutoscaler" => {
+                object["spec"] = spec;
+                object["status"] = super::super::hpa::tests::sample_status();
+            }
             "EndpointSlice" => {
                 object["addressType"] = json!("IPv4");
                 object["ports"] = json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
@@ -860,24 +781,19 @@ mod tests {
             let hub = e.versions[0];
             let object = sample(e.kind, hub);
             for &other in &e.versions[1..] {
-                if !supported(e.kind, other) {
-                    continue;
-                }
                 let there = convert(&object, e.kind, hub, other).unwrap();
                 assert_eq!(there["apiVersion"], api_version(other));
                 let back = convert(&there, e.kind, other, hub).unwrap();
                 assert_eq!(back, object, "{} {hub:?} -> {other:?} -> hub", e.kind);
                 for &third in &e.versions[1..] {
-                    if supported(e.kind, third) {
-                        let across = convert(&there, e.kind, other, third).unwrap();
-                        let again = convert(&across, e.kind, third, other).unwrap();
-                        assert_eq!(again, there, "{} {other:?} -> {third:?} and back", e.kind);
-                    }
+                    let across = convert(&there, e.kind, other, third).unwrap();
+                    let again = convert(&across, e.kind, third, other).unwrap();
+                    assert_eq!(again, there, "{} {other:?} -> {third:?} and back", e.kind);
                 }
                 pairs += 1;
             }
         }
-        assert!(pairs >= 35, "{pairs} pairs");
+        assert!(pairs >= 37, "{pairs} pairs");
     }
 
     /// The captured Deployment, Ingress and PodDisruptionBudget through every version of their
