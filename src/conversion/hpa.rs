@@ -266,12 +266,18 @@ fn hub_to_v1(o: &mut Value) {
     }
 
     if !others.is_empty() {
-        let specs: Vec<Value> = others.into_iter().map(metric_spec_from_hub).collect();
+        let specs: Vec<Value> = others
+            .into_iter()
+            .map(|m| metric_from_hub(m, Metric::Spec))
+            .collect();
         let text = encode(&Value::Array(specs), &METRIC_SPECS_TYPE);
         annotations(o).insert(METRIC_SPECS.into(), text.into());
     }
     if !statuses.is_empty() {
-        let statuses: Vec<Value> = statuses.iter().map(metric_status_from_hub).collect();
+        let statuses: Vec<Value> = statuses
+            .iter()
+            .map(|m| metric_from_hub(m, Metric::Status))
+            .collect();
         let text = encode(&Value::Array(statuses), &METRIC_STATUSES_TYPE);
         annotations(o).insert(METRIC_STATUSES.into(), text.into());
     }
@@ -304,13 +310,21 @@ fn v1_to_hub(o: &mut Value) {
         }
     }
     if let Some(Value::Array(specs)) = annotation(o, METRIC_SPECS, &METRIC_SPECS_TYPE) {
-        let mut all: Vec<Value> = specs.iter().map(metric_spec_to_hub).collect();
+        let mut all: Vec<Value> = specs
+            .iter()
+            .map(|m| metric_to_hub(m, Metric::Spec))
+            .collect();
         all.append(&mut metrics);
         metrics = all;
     }
     let behavior = annotation(o, BEHAVIOR, &BEHAVIOR_TYPE);
     if let Some(Value::Array(current)) = annotation(o, METRIC_STATUSES, &METRIC_STATUSES_TYPE) {
-        statuses = Some(current.iter().map(metric_status_to_hub).collect());
+        statuses = Some(
+            current
+                .iter()
+                .map(|m| metric_to_hub(m, Metric::Status))
+                .collect(),
+        );
     }
     if metrics.is_empty() {
         metrics.push(cpu_metric(DEFAULT_CPU_UTILIZATION.into()));
@@ -333,8 +347,13 @@ fn v1_to_hub(o: &mut Value) {
 /// `v2beta1/conversion.go`, and the behavior annotation.
 fn hub_to_v2beta1(o: &mut Value) {
     let behavior = take(o, &["spec", "behavior"]).filter(|b| !b.is_null());
-    map_list(o, &["spec", "metrics"], metric_spec_from_hub);
-    map_list(o, &["status", "currentMetrics"], metric_status_from_hub);
+    for metric in [Metric::Spec, Metric::Status] {
+        if let Some(Value::Array(items)) = get_mut(o, metric.path()) {
+            for item in items.iter_mut() {
+                *item = metric_from_hub(item, metric);
+            }
+        }
+    }
     if let Some(behavior) = behavior {
         let text = encode(&behavior, &BEHAVIOR_TYPE);
         annotations(o).insert(BEHAVIOR.into(), text.into());
@@ -342,22 +361,14 @@ fn hub_to_v2beta1(o: &mut Value) {
 }
 
 fn v2beta1_to_hub(o: &mut Value) -> Result<(), String> {
-    for (path, ty, to_hub) in [
-        (
-            ["spec", "metrics"],
-            &METRIC_SPECS_TYPE,
-            metric_spec_to_hub as fn(&Value) -> Value,
-        ),
-        (
-            ["status", "currentMetrics"],
-            &METRIC_STATUSES_TYPE,
-            metric_status_to_hub,
-        ),
-    ] {
-        if let Some(list) = get_mut(o, &path) {
-            let decoded = decode(list, ty).map_err(|e| e.under(&path.join(".")).to_string())?;
+    for metric in [Metric::Spec, Metric::Status] {
+        if let Some(list) = get_mut(o, metric.path()) {
+            let decoded = decode(list, metric.list_type())
+                .map_err(|e| e.under(&metric.path().join(".")).to_string())?;
             *list = match decoded {
-                Value::Array(items) => Value::Array(items.iter().map(to_hub).collect()),
+                Value::Array(items) => {
+                    Value::Array(items.iter().map(|m| metric_to_hub(m, metric)).collect())
+                }
                 other => other,
             };
         }
@@ -444,250 +455,218 @@ fn take_list(o: &mut Value, path: &[&str]) -> Vec<Value> {
     }
 }
 
-fn map_list(o: &mut Value, path: &[&str], f: fn(&Value) -> Value) {
-    if let Some(Value::Array(items)) = get_mut(o, path) {
-        for item in items.iter_mut() {
-            *item = f(item);
-        }
-    }
-}
-
 fn non_null(v: &Value) -> Option<&Value> {
     (!v.is_null()).then_some(v)
 }
 
-/// Copies `from[key]` to `to[name]` when it is set.
-fn copy(to: &mut Map<String, Value>, name: &str, from: &Value, key: &str) {
-    if let Some(v) = non_null(&from[key]) {
-        to.insert(name.into(), v.clone());
-    }
+/// How one metric source's fields in the old shapes (v1's annotation types, v2beta1) map onto
+/// v2's, after the per-source functions of `autoscaling/v1/conversion.go` (v2beta1 has the same
+/// ones). A field moves when it is set; the old shapes' required fields are always set once
+/// decoded, which gives upstream's "always set" cases (`Value: &in.TargetValue`).
+struct Source {
+    /// The member of MetricSpec/MetricStatus: `object`, `pods`, `resource`…
+    key: &'static str,
+    /// `(old field, v2 path)` of the MetricSpec source.
+    spec: &'static [(&'static str, &'static [&'static str])],
+    /// `(old field, v2 path)` of the MetricStatus source.
+    status: &'static [(&'static str, &'static [&'static str])],
+    /// v2's `target.type`: `(old field, type when it is set, type otherwise)`.
+    target_type: (&'static str, &'static str, &'static str),
 }
 
-/// A v2 `MetricIdentifier` from an old source's name and selector fields.
-fn identifier(source: &Value, name: &str, selector: &str) -> Value {
-    let mut id = Map::new();
-    id.insert("name".into(), source[name].clone());
-    copy(&mut id, "selector", source, selector);
-    Value::Object(id)
-}
+const METRIC_NAME: (&str, &[&str]) = ("metricName", &["metric", "name"]);
+const SELECTOR: (&str, &[&str]) = ("selector", &["metric", "selector"]);
+const METRIC_SELECTOR: (&str, &[&str]) = ("metricSelector", &["metric", "selector"]);
+const DESCRIBED_OBJECT: (&str, &[&str]) = ("target", &["describedObject"]);
+const NAME: (&str, &[&str]) = ("name", &["name"]);
+const CONTAINER: (&str, &[&str]) = ("container", &["container"]);
 
-/// A v2 `MetricTarget` of `kind` with the old source's fields named in `fields`
-/// (`(v2 name, old name)`).
-fn target(kind: &str, source: &Value, fields: &[(&str, &str)]) -> Value {
-    let mut t = Map::new();
-    t.insert("type".into(), kind.into());
-    for (name, key) in fields {
-        copy(&mut t, name, source, key);
-    }
-    Value::Object(t)
-}
-
-/// `Convert_v1_MetricSpec_To_autoscaling_MetricSpec` (the same per-source rules as v2beta1's):
-/// the target's type follows from which fields are set; an Object metric always has a value.
-fn metric_spec_to_hub(old: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("type".into(), old["type"].clone());
-    if let Some(s) = non_null(&old["object"]) {
-        let kind = if s["averageValue"].is_null() {
-            "Value"
-        } else {
-            "AverageValue"
-        };
-        out.insert(
-            "object".into(),
-            json!({"describedObject": s["target"],
-                "target": target(kind, s, &[("value", "targetValue"), ("averageValue", "averageValue")]),
-                "metric": identifier(s, "metricName", "selector")}),
-        );
-    }
-    if let Some(s) = non_null(&old["pods"]) {
-        out.insert(
-            "pods".into(),
-            json!({"metric": identifier(s, "metricName", "selector"),
-                "target": target("AverageValue", s, &[("averageValue", "targetAverageValue")])}),
-        );
-    }
-    for key in ["resource", "containerResource"] {
-        if let Some(s) = non_null(&old[key]) {
-            let kind = if s["targetAverageUtilization"].is_null() {
-                "AverageValue"
-            } else {
-                "Utilization"
-            };
-            let mut r = Map::new();
-            r.insert("name".into(), s["name"].clone());
-            copy(&mut r, "container", s, "container");
-            r.insert(
-                "target".into(),
-                target(
-                    kind,
-                    s,
-                    &[
-                        ("averageValue", "targetAverageValue"),
-                        ("averageUtilization", "targetAverageUtilization"),
-                    ],
-                ),
-            );
-            out.insert(key.into(), Value::Object(r));
-        }
-    }
-    if let Some(s) = non_null(&old["external"]) {
-        let kind = if s["targetValue"].is_null() {
-            "AverageValue"
-        } else {
-            "Value"
-        };
-        out.insert(
-            "external".into(),
-            json!({"metric": identifier(s, "metricName", "metricSelector"),
-                "target": target(kind, s, &[("value", "targetValue"), ("averageValue", "targetAverageValue")])}),
-        );
-    }
-    Value::Object(out)
-}
-
-/// `Convert_autoscaling_MetricSpec_To_v1_MetricSpec`: the old shapes, Go's zero values for
-/// the required fields a v2 target leaves unset (a Pods target without `averageValue` is `"0"`).
-fn metric_spec_from_hub(m: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("type".into(), m["type"].clone());
-    if let Some(s) = non_null(&m["object"]) {
-        let mut o = old_identified(&s["metric"], "selector");
-        o.insert("target".into(), s["describedObject"].clone());
-        copy(&mut o, "targetValue", &s["target"], "value");
-        copy(&mut o, "averageValue", &s["target"], "averageValue");
-        out.insert("object".into(), Value::Object(o));
-    }
-    if let Some(s) = non_null(&m["pods"]) {
-        let mut p = old_identified(&s["metric"], "selector");
-        copy(&mut p, "targetAverageValue", &s["target"], "averageValue");
-        out.insert("pods".into(), Value::Object(p));
-    }
-    for key in ["resource", "containerResource"] {
-        if let Some(s) = non_null(&m[key]) {
-            let mut r = Map::new();
-            r.insert("name".into(), s["name"].clone());
-            copy(&mut r, "container", s, "container");
-            copy(
-                &mut r,
+static SOURCES: [Source; 5] = [
+    Source {
+        key: "object",
+        spec: &[
+            DESCRIBED_OBJECT,
+            METRIC_NAME,
+            SELECTOR,
+            ("targetValue", &["target", "value"]),
+            ("averageValue", &["target", "averageValue"]),
+        ],
+        status: &[
+            DESCRIBED_OBJECT,
+            METRIC_NAME,
+            SELECTOR,
+            ("currentValue", &["current", "value"]),
+            ("averageValue", &["current", "averageValue"]),
+        ],
+        target_type: ("averageValue", "AverageValue", "Value"),
+    },
+    Source {
+        key: "pods",
+        spec: &[
+            METRIC_NAME,
+            SELECTOR,
+            ("targetAverageValue", &["target", "averageValue"]),
+        ],
+        status: &[
+            METRIC_NAME,
+            SELECTOR,
+            ("currentAverageValue", &["current", "averageValue"]),
+        ],
+        target_type: ("targetAverageValue", "AverageValue", "AverageValue"),
+    },
+    Source {
+        key: "resource",
+        spec: &[
+            NAME,
+            (
                 "targetAverageUtilization",
-                &s["target"],
-                "averageUtilization",
-            );
-            copy(&mut r, "targetAverageValue", &s["target"], "averageValue");
-            out.insert(key.into(), Value::Object(r));
-        }
-    }
-    if let Some(s) = non_null(&m["external"]) {
-        let mut e = old_identified(&s["metric"], "metricSelector");
-        copy(&mut e, "targetValue", &s["target"], "value");
-        copy(&mut e, "targetAverageValue", &s["target"], "averageValue");
-        out.insert("external".into(), Value::Object(e));
-    }
-    normalize(Value::Object(out), &METRIC_SPEC)
+                &["target", "averageUtilization"],
+            ),
+            ("targetAverageValue", &["target", "averageValue"]),
+        ],
+        status: &[
+            NAME,
+            (
+                "currentAverageUtilization",
+                &["current", "averageUtilization"],
+            ),
+            ("currentAverageValue", &["current", "averageValue"]),
+        ],
+        target_type: ("targetAverageUtilization", "Utilization", "AverageValue"),
+    },
+    Source {
+        key: "containerResource",
+        spec: &[
+            NAME,
+            CONTAINER,
+            (
+                "targetAverageUtilization",
+                &["target", "averageUtilization"],
+            ),
+            ("targetAverageValue", &["target", "averageValue"]),
+        ],
+        status: &[
+            NAME,
+            CONTAINER,
+            (
+                "currentAverageUtilization",
+                &["current", "averageUtilization"],
+            ),
+            ("currentAverageValue", &["current", "averageValue"]),
+        ],
+        target_type: ("targetAverageUtilization", "Utilization", "AverageValue"),
+    },
+    Source {
+        key: "external",
+        spec: &[
+            METRIC_NAME,
+            METRIC_SELECTOR,
+            ("targetValue", &["target", "value"]),
+            ("targetAverageValue", &["target", "averageValue"]),
+        ],
+        status: &[
+            METRIC_NAME,
+            METRIC_SELECTOR,
+            ("currentValue", &["current", "value"]),
+            ("currentAverageValue", &["current", "averageValue"]),
+        ],
+        target_type: ("targetValue", "Value", "AverageValue"),
+    },
+];
+
+/// A MetricSpec (`spec.metrics`) or a MetricStatus (`status.currentMetrics`).
+#[derive(Clone, Copy, PartialEq)]
+enum Metric {
+    Spec,
+    Status,
 }
 
-/// `Convert_v1_MetricStatus_To_autoscaling_MetricStatus`.
-fn metric_status_to_hub(old: &Value) -> Value {
+impl Metric {
+    fn fields(self, source: &Source) -> &'static [(&'static str, &'static [&'static str])] {
+        match self {
+            Metric::Spec => source.spec,
+            Metric::Status => source.status,
+        }
+    }
+
+    /// The Go type of the old shape.
+    fn old_type(self) -> &'static Type {
+        match self {
+            Metric::Spec => &METRIC_SPEC,
+            Metric::Status => &METRIC_STATUS,
+        }
+    }
+
+    /// The Go type of a list of old shapes.
+    fn list_type(self) -> &'static Type {
+        match self {
+            Metric::Spec => &METRIC_SPECS_TYPE,
+            Metric::Status => &METRIC_STATUSES_TYPE,
+        }
+    }
+
+    /// Where the list lives in an HPA (v2 and v2beta1 alike).
+    fn path(self) -> &'static [&'static str] {
+        match self {
+            Metric::Spec => &["spec", "metrics"],
+            Metric::Status => &["status", "currentMetrics"],
+        }
+    }
+}
+
+/// `Convert_v1_MetricSpec_To_autoscaling_MetricSpec` / `…MetricStatus…` (and v2beta1's): an
+/// old-shape metric (decoded, so its required fields are set) in v2's shape. A spec's target
+/// type follows from which fields are set.
+fn metric_to_hub(old: &Value, metric: Metric) -> Value {
     let mut out = Map::new();
     out.insert("type".into(), old["type"].clone());
-    let current = |s: &Value, fields: &[(&str, &str)]| {
-        let mut c = Map::new();
-        for (name, key) in fields {
-            copy(&mut c, name, s, key);
+    for source in &SOURCES {
+        let Some(s) = non_null(&old[source.key]) else {
+            continue;
+        };
+        let mut v = Value::Object(Map::new());
+        for (field, path) in metric.fields(source) {
+            if let Some(x) = non_null(&s[*field]) {
+                set_path(&mut v, path, x.clone());
+            }
         }
-        Value::Object(c)
-    };
-    if let Some(s) = non_null(&old["object"]) {
-        out.insert(
-            "object".into(),
-            json!({"metric": identifier(s, "metricName", "selector"),
-                "current": current(s, &[("value", "currentValue"), ("averageValue", "averageValue")]),
-                "describedObject": s["target"]}),
-        );
-    }
-    if let Some(s) = non_null(&old["pods"]) {
-        out.insert(
-            "pods".into(),
-            json!({"metric": identifier(s, "metricName", "selector"),
-                "current": current(s, &[("averageValue", "currentAverageValue")])}),
-        );
-    }
-    for key in ["resource", "containerResource"] {
-        if let Some(s) = non_null(&old[key]) {
-            let mut r = Map::new();
-            r.insert("name".into(), s["name"].clone());
-            copy(&mut r, "container", s, "container");
-            r.insert(
-                "current".into(),
-                current(
-                    s,
-                    &[
-                        ("averageValue", "currentAverageValue"),
-                        ("averageUtilization", "currentAverageUtilization"),
-                    ],
-                ),
-            );
-            out.insert(key.into(), Value::Object(r));
+        if metric == Metric::Spec {
+            let (decider, set, unset) = source.target_type;
+            let kind = if s[decider].is_null() { unset } else { set };
+            set_path(&mut v, &["target", "type"], kind.into());
         }
-    }
-    if let Some(s) = non_null(&old["external"]) {
-        out.insert(
-            "external".into(),
-            json!({"metric": identifier(s, "metricName", "metricSelector"),
-                "current": current(s, &[("value", "currentValue"), ("averageValue", "currentAverageValue")])}),
-        );
+        out.insert(source.key.into(), v);
     }
     Value::Object(out)
 }
 
-/// `Convert_autoscaling_MetricStatus_To_v1_MetricStatus`.
-fn metric_status_from_hub(m: &Value) -> Value {
+/// `Convert_autoscaling_MetricSpec_To_v1_MetricSpec` / `…MetricStatus…`: a v2 metric in the
+/// old shape, with Go's zero values in the required fields v2 leaves unset (a Pods target
+/// without `averageValue` is `"0"`).
+fn metric_from_hub(m: &Value, metric: Metric) -> Value {
     let mut out = Map::new();
     out.insert("type".into(), m["type"].clone());
-    if let Some(s) = non_null(&m["object"]) {
-        let mut o = old_identified(&s["metric"], "selector");
-        o.insert("target".into(), s["describedObject"].clone());
-        copy(&mut o, "currentValue", &s["current"], "value");
-        copy(&mut o, "averageValue", &s["current"], "averageValue");
-        out.insert("object".into(), Value::Object(o));
-    }
-    if let Some(s) = non_null(&m["pods"]) {
-        let mut p = old_identified(&s["metric"], "selector");
-        copy(&mut p, "currentAverageValue", &s["current"], "averageValue");
-        out.insert("pods".into(), Value::Object(p));
-    }
-    for key in ["resource", "containerResource"] {
-        if let Some(s) = non_null(&m[key]) {
-            let mut r = Map::new();
-            r.insert("name".into(), s["name"].clone());
-            copy(&mut r, "container", s, "container");
-            copy(
-                &mut r,
-                "currentAverageUtilization",
-                &s["current"],
-                "averageUtilization",
-            );
-            copy(&mut r, "currentAverageValue", &s["current"], "averageValue");
-            out.insert(key.into(), Value::Object(r));
+    for source in &SOURCES {
+        let Some(s) = non_null(&m[source.key]) else {
+            continue;
+        };
+        let mut old = Map::new();
+        for (field, path) in metric.fields(source) {
+            if let Some(x) = path.iter().try_fold(s, |v, k| v.get(*k)).and_then(non_null) {
+                old.insert((*field).into(), x.clone());
+            }
         }
+        out.insert(source.key.into(), Value::Object(old));
     }
-    if let Some(s) = non_null(&m["external"]) {
-        let mut e = old_identified(&s["metric"], "metricSelector");
-        copy(&mut e, "currentValue", &s["current"], "value");
-        copy(&mut e, "currentAverageValue", &s["current"], "averageValue");
-        out.insert("external".into(), Value::Object(e));
-    }
-    normalize(Value::Object(out), &METRIC_STATUS)
+    normalize(Value::Object(out), metric.old_type())
 }
 
-/// An old source or status with `metricName` and the selector (named `selector`) from a v2
-/// `MetricIdentifier`.
-fn old_identified(metric: &Value, selector: &str) -> Map<String, Value> {
-    let mut out = Map::new();
-    copy(&mut out, "metricName", metric, "name");
-    copy(&mut out, selector, metric, "selector");
-    out
+/// Sets `v` at `path` under `o`, creating the objects on the way.
+fn set_path(o: &mut Value, path: &[&str], v: Value) {
+    if let Some((last, parents)) = path.split_last() {
+        let parent = parents.iter().fold(as_map(o), |map, key| member(map, key));
+        parent.insert((*last).into(), v);
+    }
 }
 
 /// Fills Go's zero values into the required fields, as the typed object holds them. A hub
