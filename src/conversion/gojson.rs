@@ -48,7 +48,9 @@ pub(super) struct Field {
     pub key: &'static str,
     /// The field's name in canonical form (Kubernetes' JSON name).
     pub name: &'static str,
+    /// The field's Go type.
     pub ty: &'static Type,
+    /// How Go writes it when unset.
     pub presence: Presence,
 }
 

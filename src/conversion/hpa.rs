@@ -259,10 +259,8 @@ fn hub_to_v1(o: &mut Value) {
         .filter(|s| s["type"] == "Resource" && s["resource"]["name"] == "cpu")
         .filter_map(|s| non_null(&s["resource"]["current"]["averageUtilization"]))
         .next_back();
-    if let (Some(current), Some(status)) = (current_cpu, get_mut(o, &["status"])) {
-        if let Some(status) = status.as_object_mut() {
-            status.insert("currentCPUUtilizationPercentage".into(), current.clone());
-        }
+    if let Some(current) = current_cpu {
+        status(o).insert("currentCPUUtilizationPercentage".into(), current.clone());
     }
 
     if !others.is_empty() {
