@@ -349,6 +349,9 @@ fn hub_to_v2beta1(o: &mut Value) {
         if let Some(Value::Array(items)) = get_mut(o, metric.path()) {
             for item in items.iter_mut() {
                 *item = metric_from_hub(item, metric);
+                if metric == Metric::Spec {
+                    forget_container(item);
+                }
             }
         }
     }
@@ -364,9 +367,18 @@ fn v2beta1_to_hub(o: &mut Value) -> Result<(), String> {
             let decoded = decode(list, metric.list_type())
                 .map_err(|e| e.under(&metric.path().join(".")).to_string())?;
             *list = match decoded {
-                Value::Array(items) => {
-                    Value::Array(items.iter().map(|m| metric_to_hub(m, metric)).collect())
-                }
+                Value::Array(items) => Value::Array(
+                    items
+                        .iter()
+                        .map(|m| {
+                            let mut hub = metric_to_hub(m, metric);
+                            if metric == Metric::Spec {
+                                forget_container(&mut hub);
+                            }
+                            hub
+                        })
+                        .collect(),
+                ),
                 other => other,
             };
         }
@@ -375,6 +387,15 @@ fn v2beta1_to_hub(o: &mut Value) -> Result<(), String> {
         spec(o).insert("behavior".into(), behavior);
     }
     Ok(())
+}
+
+/// v2beta1's `ContainerResourceMetricSource` conversions (both directions, in
+/// `v2beta1/conversion.go`) copy the name and target but not `container`, which is left at Go's
+/// zero value, `""`; the status conversions copy it. Kubernetes loses it, and so does the proxy.
+fn forget_container(metric: &mut Value) {
+    if let Some(source) = get_mut(metric, &["containerResource"]).and_then(Value::as_object_mut) {
+        source.insert("container".into(), Value::String(String::new()));
+    }
 }
 
 /// autoscaling/v2beta2 has no `tolerance` in its scaling rules: `v2beta2/conversion.go` keeps
@@ -684,8 +705,9 @@ pub(super) mod tests {
     const V2BETA1: (&str, &str) = ("autoscaling", "v2beta1");
     const V2BETA2: (&str, &str) = ("autoscaling", "v2beta2");
 
-    /// An autoscaling/v2 spec from the API reference with every metric source and a behavior,
-    /// ordered as v1 gives them back (the CPU utilization metric last).
+    /// An autoscaling/v2 spec from the API reference with a metric of each source every version
+    /// keeps whole (ContainerResource is in [`container_metric`]) and a behavior, ordered as v1
+    /// gives them back (the CPU utilization metric last).
     pub(crate) fn sample_spec() -> Value {
         json!({
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -700,8 +722,6 @@ pub(super) mod tests {
                     "target": {"type": "AverageValue", "averageValue": "1k"}}},
                 {"type": "Resource", "resource": {"name": "memory",
                     "target": {"type": "AverageValue", "averageValue": "500Mi"}}},
-                {"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "sidecar",
-                    "target": {"type": "Utilization", "averageUtilization": 60}}},
                 {"type": "External", "external": {
                     "metric": {"name": "queue_messages_ready",
                         "selector": {"matchExpressions": [{"key": "queue", "operator": "In", "values": ["worker_tasks"]}]}},
@@ -740,6 +760,22 @@ pub(super) mod tests {
         })
     }
 
+    /// A ContainerResource metric (v2), which v2beta1 keeps without its `container`.
+    fn container_metric() -> Value {
+        json!({"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "sidecar",
+            "target": {"type": "Utilization", "averageUtilization": 60}}})
+    }
+
+    /// [`sample_spec`] with [`container_metric`] before the CPU metric.
+    fn spec_with_container_metric() -> Value {
+        let mut spec = sample_spec();
+        spec["metrics"]
+            .as_array_mut()
+            .unwrap()
+            .insert(3, container_metric());
+        spec
+    }
+
     fn hpa(spec: Value, status: Value) -> Value {
         json!({"apiVersion": "autoscaling/v2", "kind": KIND,
             "metadata": {"name": "web", "namespace": "production", "annotations": {"team": "platform"}},
@@ -758,7 +794,9 @@ pub(super) mod tests {
     /// behavior, `null` for its unset pointers).
     #[test]
     fn to_v1_keeps_what_v1_lacks_in_annotations_byte_for_byte() {
-        let v1 = convert(&hpa(sample_spec(), sample_status()), KIND, V2, V1).unwrap();
+        let original = hpa(spec_with_container_metric(), sample_status());
+        let v1 = convert(&original, KIND, V2, V1).unwrap();
+        assert_eq!(convert(&v1, KIND, V1, V2).unwrap(), original);
         assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 70);
         assert!(v1["spec"].get("metrics").is_none() && v1["spec"].get("behavior").is_none());
         assert_eq!(v1["status"]["currentCPUUtilizationPercentage"], 85);
@@ -899,9 +937,29 @@ pub(super) mod tests {
     }
 
     /// autoscaling/v2beta1 holds the metrics in its own shapes and the behavior in the
-    /// annotation; a metric of the wrong type is an error naming the field.
+    /// annotation; a ContainerResource metric loses its `container` both ways, as
+    /// `v2beta1/conversion.go` drops it; a metric of the wrong type is an error naming the field.
     #[test]
     fn v2beta1_metric_shapes_and_type_errors() {
+        let with_container = hpa(spec_with_container_metric(), sample_status());
+        let v2beta1 = convert(&with_container, KIND, V2, V2BETA1).unwrap();
+        assert_eq!(
+            v2beta1["spec"]["metrics"][3],
+            json!({"type": "ContainerResource", "containerResource": {"name": "cpu",
+                "targetAverageUtilization": 60, "container": ""}})
+        );
+        let mut lost = v2beta1.clone();
+        lost["spec"]["metrics"][3]["containerResource"]["container"] = json!("sidecar");
+        let back = convert(&lost, KIND, V2BETA1, V2).unwrap();
+        assert_eq!(
+            back["spec"]["metrics"][3]["containerResource"]["container"],
+            ""
+        );
+        assert_eq!(
+            back["spec"]["metrics"][3]["containerResource"]["target"]["averageUtilization"],
+            60
+        );
+
         let v2beta1 = convert(&hpa(sample_spec(), sample_status()), KIND, V2, V2BETA1).unwrap();
         assert_eq!(
             v2beta1["spec"]["metrics"][2],
@@ -919,14 +977,14 @@ pub(super) mod tests {
         );
 
         let mut bad = v2beta1.clone();
-        bad["spec"]["metrics"][5]["resource"]["targetAverageUtilization"] = json!("70%");
+        bad["spec"]["metrics"][4]["resource"]["targetAverageUtilization"] = json!("70%");
         let err = convert(&bad, KIND, V2BETA1, V2).unwrap_err();
         assert_eq!(
             err,
             ConversionError::Invalid {
                 kind: KIND.into(),
                 to: "autoscaling/v2".into(),
-                reason: "spec.metrics[5].resource.targetAverageUtilization: cannot unmarshal string into int32".into(),
+                reason: "spec.metrics[4].resource.targetAverageUtilization: cannot unmarshal string into int32".into(),
             }
         );
     }
