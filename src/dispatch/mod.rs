@@ -319,7 +319,7 @@ impl Dispatcher {
                 return deny(review, status, Decision::Rejected);
             }
         };
-        // The matcher built and parsed the rewritten review already; it parses here too.
+        // The matcher built the rewritten review (and parsed it only for matchConditions).
         let converted_review = match converted.as_deref().map(|c| ParsedReview::parse(&c.body)) {
             None => None,
             Some(Ok(r)) => Some(r),

@@ -195,6 +195,11 @@ impl Matcher {
     /// The rest of `ShouldCallHook` once the request is rewritten for `invocation` (`body`, from
     /// [`conversion::rewrite_review`]): matchConditions on the converted object, then the call.
     pub fn decide_converted(&self, invocation: Equivalent, body: Vec<u8>) -> MatchDecision {
+        // Without matchConditions there is nothing to evaluate: dispatch parses the rewritten
+        // review once, to send it.
+        if self.match_conditions.is_empty() {
+            return MatchDecision::CallConverted(Box::new(Converted { invocation, body }));
+        }
         let verdict = match ParsedReview::parse(&body) {
             Ok(converted_review) => self.conditions_verdict(&converted_review),
             Err(e) => return MatchDecision::Reject(conversion::internal_error(&e)),
