@@ -122,7 +122,7 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
         pki.certified_key()
             .map_err(|e| DemoError::Setup(e.to_string()))?,
     ));
-    let (backend, _recorder) =
+    let (backend, recorder) =
         crate::example_backend::start(opts.backend_addr, Some(resolver.clone())).map_err(io(
             format!(
                 "start the example legacy backend on {} (the port the bundled config names)",
@@ -203,8 +203,9 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
             Some("mutating") => WebhookType::Mutating,
             _ => WebhookType::Validating,
         };
-        let (user, version) = describe(&body);
+        let (user, version, object_version) = describe(&body);
         for webhook in webhooks.iter().filter(|w| w.webhook_type == wanted) {
+            let calls_before = recorder.calls();
             let t0 = Instant::now();
             let result = client
                 .post(
@@ -228,7 +229,17 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
                     } else {
                         webhook.review_version.map(|v| v.as_str()).unwrap_or("?")
                     };
-                    let what = summarize(&reply.status, &reply.body, backend, &version);
+                    let mut what = summarize(&reply.status, &reply.body, backend, &version);
+                    // matchPolicy Equivalent: say when the backend saw another version.
+                    if recorder.calls() > calls_before {
+                        if let Some(seen) =
+                            recorder.last().and_then(|(_, b)| object_api_version(&b))
+                        {
+                            if seen != object_version {
+                                what.push_str(&format!("; object {object_version} → {seen}"));
+                            }
+                        }
+                    }
                     (decision, what)
                 }
                 Err(e) => ("error".to_string(), e.to_string()),
@@ -270,7 +281,18 @@ fn read_index(dir: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn describe(body: &[u8]) -> (String, String) {
+/// `request.object.apiVersion` of an AdmissionReview (any version).
+fn object_api_version(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    Some(
+        v.pointer("/request/object/apiVersion")?
+            .as_str()?
+            .to_string(),
+    )
+}
+
+/// `(username, AdmissionReview version, object apiVersion)` of a captured review.
+fn describe(body: &[u8]) -> (String, String, String) {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let user = v
         .pointer("/request/userInfo/username")
@@ -283,7 +305,7 @@ fn describe(body: &[u8]) -> (String, String) {
         .unwrap_or("")
         .trim_start_matches("admission.k8s.io/")
         .to_string();
-    (user, version)
+    (user, version, object_api_version(body).unwrap_or_default())
 }
 
 fn summarize(status: &u16, body: &[u8], backend_version: &str, caller_version: &str) -> String {

@@ -100,6 +100,27 @@ fn namespace_create_on_the_bundled_config() {
     assert!(quota.get("call").is_none());
 }
 
+/// The bundled legacy webhook registered for extensions/v1beta1 deployments (matchPolicy
+/// Equivalent by the v1 default) is called for an apps/v1 Deployment with the request
+/// converted: kind, resource and object in extensions/v1beta1, requestKind still apps/v1
+/// (matching notes §6).
+#[test]
+fn deployment_create_is_converted_for_the_extensions_v1beta1_webhook() {
+    let e = json(&review_path("0064-create-apps-v1-deployments-v1.json"));
+    let rollout = webhook(&e, "rollout.legacy.example.com");
+    assert_eq!(rollout["verdict"], "call", "{rollout:#}");
+    assert!(
+        rollout["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("matchPolicy Equivalent")),
+        "{rollout:#}"
+    );
+    let request = &rollout["call"]["body"]["request"];
+    assert_eq!(request["object"]["apiVersion"], "extensions/v1beta1");
+    assert_eq!(request["kind"]["group"], "extensions");
+    assert_eq!(request["requestKind"]["group"], "apps");
+}
+
 /// The text form names each webhook's verdict and reason, and prints the exact body.
 #[test]
 fn text_output_shows_evidence_and_the_exact_body() {
