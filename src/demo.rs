@@ -232,9 +232,9 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
                     let mut what = summarize(&reply.status, &reply.body, backend, &version);
                     // matchPolicy Equivalent: say when the backend saw another version.
                     if recorder.calls() > calls_before {
-                        if let Some(seen) =
-                            recorder.last().and_then(|(_, b)| object_api_version(&b))
-                        {
+                        if let Some(seen) = recorder.last().and_then(|(_, b)| {
+                            object_api_version(&serde_json::from_slice(&b).ok()?)
+                        }) {
                             if seen != object_version {
                                 what.push_str(&format!("; object {object_version} → {seen}"));
                             }
@@ -282,10 +282,10 @@ fn read_index(dir: &Path) -> BTreeMap<String, String> {
 }
 
 /// `request.object.apiVersion` of an AdmissionReview (any version).
-fn object_api_version(body: &[u8]) -> Option<String> {
-    let v: Value = serde_json::from_slice(body).ok()?;
+fn object_api_version(review: &Value) -> Option<String> {
     Some(
-        v.pointer("/request/object/apiVersion")?
+        review
+            .pointer("/request/object/apiVersion")?
             .as_str()?
             .to_string(),
     )
@@ -305,7 +305,7 @@ fn describe(body: &[u8]) -> (String, String, String) {
         .unwrap_or("")
         .trim_start_matches("admission.k8s.io/")
         .to_string();
-    (user, version, object_api_version(body).unwrap_or_default())
+    (user, version, object_api_version(&v).unwrap_or_default())
 }
 
 fn summarize(status: &u16, body: &[u8], backend_version: &str, caller_version: &str) -> String {

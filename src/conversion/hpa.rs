@@ -38,6 +38,12 @@ pub(super) const SCALE_UP_TOLERANCE: &str = "autoscaling.alpha.kubernetes.io/sca
 /// `autoscaling.DefaultCPUUtilization`: v1's implicit target when it has no metric at all.
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
 
+/// v2beta2's tolerance annotations, by scaling direction.
+const TOLERANCES: [(&str, &str); 2] = [
+    ("scaleDown", SCALE_DOWN_TOLERANCE),
+    ("scaleUp", SCALE_UP_TOLERANCE),
+];
+
 const ROUND_TRIP: [&str; 6] = [
     METRIC_SPECS,
     BEHAVIOR,
@@ -242,9 +248,9 @@ fn drop_round_trip_annotations(o: &mut Value) {
 /// last CPU metric status with a utilization becomes `currentCPUUtilizationPercentage`, and all
 /// statuses, the behavior and the conditions go to annotations.
 fn hub_to_v1(o: &mut Value) {
-    let metrics = take_list(o, &["spec", "metrics"]);
+    let metrics = take_list(o, Metric::Spec.path());
     let behavior = take(o, &["spec", "behavior"]).filter(|b| !b.is_null());
-    let statuses = take_list(o, &["status", "currentMetrics"]);
+    let statuses = take_list(o, Metric::Status.path());
     let conditions = take_list(o, &["status", "conditions"]);
 
     let (cpu, others): (Vec<&Value>, Vec<&Value>) = metrics.iter().partition(|m| is_cpu(m));
@@ -268,24 +274,25 @@ fn hub_to_v1(o: &mut Value) {
             .into_iter()
             .map(|m| metric_from_hub(m, Metric::Spec))
             .collect();
-        let text = encode(&Value::Array(specs), &METRIC_SPECS_TYPE);
-        annotations(o).insert(METRIC_SPECS.into(), text.into());
+        write_annotation(o, METRIC_SPECS, &Value::Array(specs), &METRIC_SPECS_TYPE);
     }
     if !statuses.is_empty() {
         let statuses: Vec<Value> = statuses
             .iter()
             .map(|m| metric_from_hub(m, Metric::Status))
             .collect();
-        let text = encode(&Value::Array(statuses), &METRIC_STATUSES_TYPE);
-        annotations(o).insert(METRIC_STATUSES.into(), text.into());
+        write_annotation(
+            o,
+            METRIC_STATUSES,
+            &Value::Array(statuses),
+            &METRIC_STATUSES_TYPE,
+        );
     }
     if let Some(behavior) = behavior {
-        let text = encode(&behavior, &BEHAVIOR_TYPE);
-        annotations(o).insert(BEHAVIOR.into(), text.into());
+        write_annotation(o, BEHAVIOR, &behavior, &BEHAVIOR_TYPE);
     }
     if !conditions.is_empty() {
-        let text = encode(&Value::Array(conditions), &CONDITIONS_TYPE);
-        annotations(o).insert(CONDITIONS.into(), text.into());
+        write_annotation(o, CONDITIONS, &Value::Array(conditions), &CONDITIONS_TYPE);
     }
 }
 
@@ -349,15 +356,12 @@ fn hub_to_v2beta1(o: &mut Value) {
         if let Some(Value::Array(items)) = get_mut(o, metric.path()) {
             for item in items.iter_mut() {
                 *item = metric_from_hub(item, metric);
-                if metric == Metric::Spec {
-                    forget_container(item);
-                }
+                forget_container(item, metric);
             }
         }
     }
     if let Some(behavior) = behavior {
-        let text = encode(&behavior, &BEHAVIOR_TYPE);
-        annotations(o).insert(BEHAVIOR.into(), text.into());
+        write_annotation(o, BEHAVIOR, &behavior, &BEHAVIOR_TYPE);
     }
 }
 
@@ -372,9 +376,7 @@ fn v2beta1_to_hub(o: &mut Value) -> Result<(), String> {
                         .iter()
                         .map(|m| {
                             let mut hub = metric_to_hub(m, metric);
-                            if metric == Metric::Spec {
-                                forget_container(&mut hub);
-                            }
+                            forget_container(&mut hub, metric);
                             hub
                         })
                         .collect(),
@@ -392,8 +394,11 @@ fn v2beta1_to_hub(o: &mut Value) -> Result<(), String> {
 /// v2beta1's `ContainerResourceMetricSource` conversions (both directions, in
 /// `v2beta1/conversion.go`) copy the name and target but not `container`, which is left at Go's
 /// zero value, `""`; the status conversions copy it. Kubernetes loses it, and so does the proxy.
-fn forget_container(metric: &mut Value) {
-    if let Some(source) = get_mut(metric, &["containerResource"]).and_then(Value::as_object_mut) {
+fn forget_container(m: &mut Value, metric: Metric) {
+    if metric != Metric::Spec {
+        return;
+    }
+    if let Some(source) = get_mut(m, &["containerResource"]).and_then(Value::as_object_mut) {
         source.insert("container".into(), Value::String(String::new()));
     }
 }
@@ -401,10 +406,7 @@ fn forget_container(metric: &mut Value) {
 /// autoscaling/v2beta2 has no `tolerance` in its scaling rules: `v2beta2/conversion.go` keeps
 /// each as the Quantity's string in an annotation.
 fn hub_to_v2beta2(o: &mut Value) {
-    for (direction, key) in [
-        ("scaleDown", SCALE_DOWN_TOLERANCE),
-        ("scaleUp", SCALE_UP_TOLERANCE),
-    ] {
+    for (direction, key) in TOLERANCES {
         let tolerance = take(o, &["spec", "behavior", direction, "tolerance"]);
         let text = match tolerance {
             Some(Value::String(s)) => s,
@@ -416,14 +418,10 @@ fn hub_to_v2beta2(o: &mut Value) {
 }
 
 fn v2beta2_to_hub(o: &mut Value) -> Result<(), String> {
-    for (direction, key) in [
-        ("scaleDown", SCALE_DOWN_TOLERANCE),
-        ("scaleUp", SCALE_UP_TOLERANCE),
-    ] {
-        let Some(text) = o["metadata"]["annotations"][key].as_str() else {
+    for (direction, key) in TOLERANCES {
+        let Some(text) = annotation_text(o, key).map(|t| t.trim().to_string()) else {
             continue;
         };
-        let text = text.trim().to_string();
         if !is_quantity(&text) {
             return Err(format!(
                 "failed to parse annotation {key:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -462,9 +460,17 @@ fn is_set_behavior(behavior: &Value) -> bool {
 /// The annotation `key` decoded as `ty`, or `None` when absent or malformed (upstream ignores
 /// what does not unmarshal).
 fn annotation(o: &Value, key: &str, ty: &Type) -> Option<Value> {
-    let text = o["metadata"]["annotations"][key].as_str()?;
-    let value: Value = serde_json::from_str(text).ok()?;
+    let value: Value = serde_json::from_str(annotation_text(o, key)?).ok()?;
     decode(&value, ty).ok()
+}
+
+fn annotation_text<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
+    o["metadata"]["annotations"][key].as_str()
+}
+
+/// Writes `value` as Go marshals `ty` into the annotation `key`.
+fn write_annotation(o: &mut Value, key: &str, value: &Value, ty: &Type) {
+    annotations(o).insert(key.into(), encode(value, ty).into());
 }
 
 fn take_list(o: &mut Value, path: &[&str]) -> Vec<Value> {
@@ -783,9 +789,7 @@ pub(super) mod tests {
     }
 
     fn annotation_of<'a>(o: &'a Value, key: &str) -> &'a str {
-        o["metadata"]["annotations"][key]
-            .as_str()
-            .unwrap_or_else(|| panic!("{key} in {o}"))
+        annotation_text(o, key).unwrap_or_else(|| panic!("{key} in {o}"))
     }
 
     /// `Convert_autoscaling_HorizontalPodAutoscaler_To_v1_HorizontalPodAutoscaler`: the CPU

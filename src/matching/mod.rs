@@ -197,12 +197,13 @@ impl Matcher {
     pub fn decide_converted(&self, invocation: Equivalent, body: Vec<u8>) -> MatchDecision {
         // Without matchConditions there is nothing to evaluate: dispatch parses the rewritten
         // review once, to send it.
-        if self.match_conditions.is_empty() {
-            return MatchDecision::CallConverted(Box::new(Converted { invocation, body }));
-        }
-        let verdict = match ParsedReview::parse(&body) {
-            Ok(converted_review) => self.conditions_verdict(&converted_review),
-            Err(e) => return MatchDecision::Reject(conversion::internal_error(&e)),
+        let verdict = if self.match_conditions.is_empty() {
+            None
+        } else {
+            match ParsedReview::parse(&body) {
+                Ok(converted_review) => self.conditions_verdict(&converted_review),
+                Err(e) => return MatchDecision::Reject(conversion::internal_error(&e)),
+            }
         };
         verdict.unwrap_or_else(|| {
             MatchDecision::CallConverted(Box::new(Converted { invocation, body }))
