@@ -24,8 +24,50 @@ pub struct Backend {
     pub path: String,
     /// Trust roots from `caBundle` (DER); `None` means the system roots.
     pub ca_bundle: Option<Arc<[WrappedX509]>>,
-    /// Distinguishes connection pools of backends with different trust roots.
+    /// Distinguishes connection pools of backends with different trust roots or server names.
     pub ca_fingerprint: u64,
+    /// The TLS server name (SNI, and the name the certificate must carry) when it differs from
+    /// `host`: the proxy's `tlsServerName` option (config::options). `None`: `host`.
+    pub server_name: Option<String>,
+    /// The self-signed certificates in `caBundle`.
+    self_signed: Arc<[SelfSignedLeaf]>,
+    /// Those of them that carry the server name: the backend may present one of them as its
+    /// own leaf (see [`SelfSignedLeaf`]). Empty for most backends.
+    pub self_signed_leaves: Arc<[SelfSignedLeaf]>,
+}
+
+/// A self-signed certificate from `caBundle` that is also valid as the backend's own leaf.
+///
+/// Go's `crypto/x509` (kube-apiserver's webhook client) accepts a chain that consists of a
+/// trust anchor alone: a self-signed certificate in `caBundle`, presented by the backend,
+/// verifies even with `CA:TRUE` (webpki, which rustls uses, refuses a CA certificate as an end
+/// entity: `CaUsedAsEndEntity`). The proxy accepts exactly those: the presented leaf must be
+/// byte-for-byte one of these certificates, within its validity period, and carry the server
+/// name; the TLS handshake signature is still verified against its key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelfSignedLeaf {
+    /// SHA-256 of the DER certificate (pingora's `SslDigest::cert_digest`).
+    pub sha256: Vec<u8>,
+    /// Validity, Unix seconds.
+    pub not_before: i64,
+    pub not_after: i64,
+    /// DNS names and IP addresses of the subjectAltName extension (Go ignores the CN).
+    pub names: Vec<String>,
+}
+
+impl SelfSignedLeaf {
+    /// Whether the certificate carries `name` (DNS, with a single leftmost `*` label, or IP).
+    pub fn covers(&self, name: &str) -> bool {
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        self.names.iter().any(|n| {
+            let n = n.to_ascii_lowercase();
+            n == name
+                || n.strip_prefix("*.").is_some_and(|suffix| {
+                    name.split_once('.')
+                        .is_some_and(|(first, rest)| !first.is_empty() && rest == suffix)
+                })
+        })
+    }
 }
 
 impl Backend {
@@ -36,18 +78,19 @@ impl Backend {
     /// user info, a query or a fragment; a service without name or namespace, a port outside
     /// 1-65535, a path not starting with `/`; a `caBundle` that is not base64 PEM certificates.
     pub fn from_client_config(cc: &WebhookClientConfig) -> Result<Self, (String, String)> {
-        let (ca_bundle, ca_fingerprint) = match cc.ca_bundle.as_deref().filter(|s| !s.is_empty()) {
-            Some(b64) => {
-                let certs =
-                    parse_ca_bundle(b64).map_err(|m| ("clientConfig.caBundle".to_string(), m))?;
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                for cert in certs.iter() {
-                    cert.borrow_raw_cert().hash(&mut h);
+        let (ca_bundle, ca_fingerprint, self_signed_leaves) =
+            match cc.ca_bundle.as_deref().filter(|s| !s.is_empty()) {
+                Some(b64) => {
+                    let (certs, leaves) = parse_ca_bundle(b64)
+                        .map_err(|m| ("clientConfig.caBundle".to_string(), m))?;
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    for cert in certs.iter() {
+                        cert.borrow_raw_cert().hash(&mut h);
+                    }
+                    (Some(certs), h.finish(), leaves)
                 }
-                (Some(certs), h.finish())
-            }
-            None => (None, 0),
-        };
+                None => (None, 0, Arc::from(Vec::new())),
+            };
         match (&cc.url, &cc.service) {
             (Some(_), Some(_)) | (None, None) => Err((
                 "clientConfig".to_string(),
@@ -107,7 +150,11 @@ impl Backend {
                     path,
                     ca_bundle,
                     ca_fingerprint,
-                })
+                    server_name: None,
+                    self_signed: self_signed_leaves,
+                    self_signed_leaves: Arc::from(Vec::new()),
+                }
+                .with_leaves_for_name())
             }
             (None, Some(svc)) => {
                 if svc.name.is_empty() {
@@ -143,9 +190,46 @@ impl Backend {
                     path,
                     ca_bundle,
                     ca_fingerprint,
-                })
+                    server_name: None,
+                    self_signed: self_signed_leaves,
+                    self_signed_leaves: Arc::from(Vec::new()),
+                }
+                .with_leaves_for_name())
             }
         }
+    }
+}
+
+impl Backend {
+    /// Sets the TLS server name (`tlsServerName`); a different name gets its own connection
+    /// pool.
+    pub fn set_server_name(&mut self, server_name: Option<String>) {
+        if let Some(name) = &server_name {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (self.ca_fingerprint, name).hash(&mut h);
+            self.ca_fingerprint = h.finish();
+        }
+        self.server_name = server_name;
+        self.self_signed_leaves = self.leaves_for_name();
+    }
+
+    fn with_leaves_for_name(mut self) -> Self {
+        self.self_signed_leaves = self.leaves_for_name();
+        self
+    }
+
+    fn leaves_for_name(&self) -> Arc<[SelfSignedLeaf]> {
+        let name = self.tls_server_name();
+        self.self_signed
+            .iter()
+            .filter(|l| l.covers(name))
+            .cloned()
+            .collect()
+    }
+
+    /// The name sent as SNI and verified in the backend's certificate.
+    pub fn tls_server_name(&self) -> &str {
+        self.server_name.as_deref().unwrap_or(&self.host)
     }
 }
 
@@ -175,14 +259,16 @@ fn join_path(path: &str) -> String {
 }
 
 /// Decodes a `caBundle` (base64 of PEM) into parsed X.509 certificates, once, at load: the
-/// request path only clones the `Arc`.
-fn parse_ca_bundle(b64: &str) -> Result<Arc<[WrappedX509]>, String> {
+/// request path only clones the `Arc`. Also returns its self-signed certificates (see
+/// [`SelfSignedLeaf`]).
+fn parse_ca_bundle(b64: &str) -> Result<(Arc<[WrappedX509]>, Arc<[SelfSignedLeaf]>), String> {
     let compact: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
     let pem = base64::engine::general_purpose::STANDARD
         .decode(compact)
         .map_err(|e| format!("Invalid value: not base64: {e}"))?;
     let mut reader = std::io::BufReader::new(pem.as_slice());
     let mut certs = Vec::new();
+    let mut leaves = Vec::new();
     for cert in rustls_pemfile::certs(&mut reader) {
         let cert = cert.map_err(|e| format!("Invalid value: not PEM: {e}"))?;
         // Parsed here so that pingora, which panics on unparsable roots, never sees one.
@@ -195,12 +281,55 @@ fn parse_ca_bundle(b64: &str) -> Result<Arc<[WrappedX509]>, String> {
                 certs.len()
             )
         })?;
+        if let Some(leaf) = self_signed_leaf(wrapped.borrow_cert(), cert.as_ref()) {
+            leaves.push(leaf);
+        }
         certs.push(wrapped);
     }
     if certs.is_empty() {
         return Err("Invalid value: no PEM certificate found".to_string());
     }
-    Ok(Arc::from(certs))
+    Ok((Arc::from(certs), Arc::from(leaves)))
+}
+
+/// The certificate as a [`SelfSignedLeaf`] when its subject is its issuer and its signature
+/// verifies with its own key.
+fn self_signed_leaf(
+    cert: &x509_parser::certificate::X509Certificate<'_>,
+    der: &[u8],
+) -> Option<SelfSignedLeaf> {
+    use x509_parser::extensions::GeneralName;
+    if cert.subject() != cert.issuer() || cert.verify_signature(None).is_err() {
+        return None;
+    }
+    let names = cert
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|san| {
+            san.value
+                .general_names
+                .iter()
+                .filter_map(|n| match n {
+                    GeneralName::DNSName(d) => Some(d.to_string()),
+                    GeneralName::IPAddress(ip) => match ip.len() {
+                        4 => Some(IpAddr::from(<[u8; 4]>::try_from(*ip).ok()?).to_string()),
+                        16 => Some(IpAddr::from(<[u8; 16]>::try_from(*ip).ok()?).to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(SelfSignedLeaf {
+        sha256: ring::digest::digest(&ring::digest::SHA256, der)
+            .as_ref()
+            .to_vec(),
+        not_before: cert.validity().not_before.timestamp(),
+        not_after: cert.validity().not_after.timestamp(),
+        names,
+    })
 }
 
 #[cfg(test)]

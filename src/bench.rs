@@ -430,7 +430,7 @@ mod tests {
         let yaml = synthetic_config(30, "https://127.0.0.1:1/allow", None);
         let snapshot =
             crate::config::load_contents(&[(std::path::PathBuf::from("s.yaml"), yaml)]).unwrap();
-        assert_eq!(snapshot.webhooks.len(), 31);
+        assert_eq!(snapshot.len(), 31);
         assert!(snapshot.webhook("skip.bench.example.com").is_some());
         assert_eq!(
             snapshot

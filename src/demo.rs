@@ -145,7 +145,7 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     for w in &snapshot.warnings {
         println!("config warning: {w}");
     }
-    let mut webhooks: Vec<_> = snapshot.webhooks.values().cloned().collect();
+    let mut webhooks: Vec<_> = snapshot.webhooks().cloned().collect();
     webhooks.sort_by(|a, b| (a.webhook_type as u8, &a.name).cmp(&(b.webhook_type as u8, &b.name)));
     let state = Arc::new(State::new(
         snapshot,
@@ -153,9 +153,11 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
         Dispatcher::new(Duration::from_millis(250)),
         server::DEFAULT_MAX_BODY_BYTES,
     ));
+    let tls = crate::tls::server_config(resolver, crate::tls::MinVersion::Tls12, None)
+        .map_err(|e| DemoError::Setup(e.to_string()))?;
     let proxy = server::serve_admission(
         "127.0.0.1:0".parse().expect("literal address"),
-        resolver,
+        Arc::new(tls),
         state,
     )
     .map_err(io("start the proxy"))?;

@@ -69,6 +69,13 @@ pub fn start(
     tls: Option<Arc<CertResolver>>,
 ) -> std::io::Result<(ServerHandle, Arc<Recorder>)> {
     let recorder = Arc::new(Recorder::default());
+    let tls = match tls {
+        Some(resolver) => Some(Arc::new(
+            crate::tls::server_config(resolver, crate::tls::MinVersion::Tls12, None)
+                .map_err(std::io::Error::other)?,
+        )),
+        None => None,
+    };
     let handle = serve(
         listen,
         tls,

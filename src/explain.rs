@@ -142,7 +142,7 @@ pub fn explain(
     if !r.namespace.is_empty() {
         let _ = write!(request, " in namespace {:?}", r.namespace);
     }
-    let mut webhooks: Vec<&Webhook> = snapshot.webhooks.values().map(|w| w.as_ref()).collect();
+    let mut webhooks: Vec<&Webhook> = snapshot.webhooks().map(|w| w.as_ref()).collect();
     webhooks.sort_by(|a, b| a.name.cmp(&b.name));
     Explanation {
         uid: r.uid.clone(),

@@ -18,10 +18,18 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `--version`: the crate version and the git commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ADMISSION_PROXY_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "admission-proxy",
-    version,
+    version = VERSION,
     about = "A sidecar in front of legacy Kubernetes admission webhooks: pre-filters requests as kube-apiserver would, negotiates AdmissionReview versions, enforces timeoutSeconds and failurePolicy."
 )]
 struct Cli {
@@ -139,15 +147,29 @@ struct ServeArgs {
     /// YAML or JSON; watched and hot-reloaded.
     #[arg(long)]
     config: PathBuf,
-    /// Address to listen on; port 0 picks a free port (logged).
-    #[arg(long, default_value = "0.0.0.0:8443")]
+    /// Address to listen on: `HOST:PORT`, or `:PORT` for every address (as in Go); port 0
+    /// picks a free port (logged).
+    #[arg(long, default_value = ":8443", value_parser = parse_listen)]
     listen: SocketAddr,
-    /// PEM certificate chain served to kube-apiserver; reloaded with its key on change.
+    /// PEM certificate chain served to kube-apiserver; reloaded with its key on change. A pair
+    /// whose key does not match is refused (at start, and on reload the last good pair stays).
     #[arg(long)]
     tls_cert_file: PathBuf,
     /// PEM private key of --tls-cert-file.
     #[arg(long)]
     tls_private_key_file: PathBuf,
+    /// Lowest TLS version accepted from clients.
+    #[arg(long, value_enum, default_value = "1.2")]
+    tls_min_version: tls::MinVersion,
+    /// PEM CA certificate(s): require a client certificate issued by one of them (kube-apiserver
+    /// presents one when its AdmissionConfiguration kubeconfig names it). Reloaded on change.
+    /// Without it no client certificate is asked for.
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// Accept only client certificates whose subject CN is one of these (comma-separated or
+    /// repeated); needs --client-ca-file.
+    #[arg(long, value_delimiter = ',', requires = "client_ca_file")]
+    client_cn: Vec<String>,
     /// Namespaces for namespaceSelector (`kubectl get namespaces -o yaml`); watched.
     #[arg(long)]
     namespaces_file: Option<PathBuf>,
@@ -170,9 +192,25 @@ struct ServeArgs {
     /// with the pod's CPU limit (benches/README.md, "What the profiles found").
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     worker_threads: u16,
-    /// Seconds to let requests in flight finish after SIGTERM.
+    /// Seconds the proxy keeps serving after SIGTERM with /readyz failing, so that the
+    /// endpoint leaves the Service before the listener closes (kube-apiserver learns of
+    /// endpoint changes late). A second SIGTERM skips the rest of the delay.
+    #[arg(long, default_value_t = 5)]
+    shutdown_delay_seconds: u64,
+    /// Seconds requests in flight may take to finish once the listener is closed; keep
+    /// delay + grace below the pod's terminationGracePeriodSeconds.
     #[arg(long, default_value_t = 20)]
     shutdown_grace_seconds: u64,
+}
+
+/// `--listen`: `HOST:PORT`, `[V6]:PORT`, or Go's `:PORT` for all (IPv4) addresses.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let full = match s.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => s.to_string(),
+    };
+    full.parse()
+        .map_err(|e| format!("{s:?} is not HOST:PORT or :PORT ({e})"))
 }
 
 #[derive(clap::Args)]
@@ -194,9 +232,16 @@ struct DemoArgs {
     all: bool,
 }
 
-fn init_logging(level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+/// Logging to stderr. `RUST_LOG` wins over `level`; either, when set and invalid, is an error
+/// (a typo must not silently turn logging off).
+fn init_logging(level: &str, json: bool) -> anyhow::Result<()> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(env) if !env.is_empty() => tracing_subscriber::EnvFilter::try_new(&env)
+            .with_context(|| format!("RUST_LOG={env:?} is not a valid log filter"))?,
+        _ => tracing_subscriber::EnvFilter::try_new(level).with_context(|| {
+            format!("--log-level {level:?} is not a valid log filter (e.g. info, debug, admission_proxy=debug)")
+        })?,
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -206,9 +251,32 @@ fn init_logging(level: &str, json: bool) {
     } else {
         builder.init();
     }
+    Ok(())
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed once, its causes joined (without repeating a cause
+/// its context already quotes), and the exit code is 1.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let mut message = String::new();
+            for cause in e.chain() {
+                let text = cause.to_string();
+                if !message.contains(&text) {
+                    if !message.is_empty() {
+                        message.push_str(": ");
+                    }
+                    message.push_str(&text);
+                }
+            }
+            eprintln!("error: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let default_level = if matches!(cli.command, Command::Demo(_)) {
         "warn"
@@ -218,7 +286,7 @@ fn main() -> anyhow::Result<()> {
     init_logging(
         cli.log_level.as_deref().unwrap_or(default_level),
         cli.log_json,
-    );
+    )?;
     if let Command::Check(args) = &cli.command {
         let valid = check(args);
         std::process::exit(if valid { 0 } else { 1 });
@@ -268,7 +336,7 @@ fn check(args: &CheckArgs) -> bool {
             format!(
                 "{}: {} webhook(s) in {} file(s)",
                 args.config.display(),
-                snapshot.webhooks.len(),
+                snapshot.len(),
                 snapshot.files.len()
             )
         }
@@ -335,6 +403,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     for w in &snapshot.warnings {
         tracing::warn!(warning = %w, "webhook configuration warning");
     }
+    if snapshot.is_empty() {
+        tracing::warn!(config = %args.config.display(), "no webhooks are configured: /readyz fails until a configuration with webhooks is loaded");
+    }
     let namespaces = match &args.namespaces_file {
         Some(f) => Some(
             Namespaces::parse(
@@ -344,8 +415,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => {
             if snapshot
-                .webhooks
-                .values()
+                .webhooks()
                 .any(|w| !w.matcher.namespace_selector.is_empty())
             {
                 tracing::warn!("a webhook has a namespaceSelector but no --namespaces-file was given: namespaced requests it matches are rejected with 404 (namespace not found), as kube-apiserver does for unknown namespaces");
@@ -356,8 +426,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let key = tls::load_certified_key(&args.tls_cert_file, &args.tls_private_key_file)
         .context("load the serving certificate")?;
     let resolver = Arc::new(tls::CertResolver::new(key));
+    let client_auth = match &args.client_ca_file {
+        Some(f) => {
+            let pem = std::fs::read(f).with_context(|| format!("read {}", f.display()))?;
+            let auth = tls::ClientAuth::new(&pem, args.client_cn.clone())
+                .with_context(|| format!("load the client CA {}", f.display()))?;
+            Some(Arc::new(auth))
+        }
+        None => None,
+    };
+    let server_tls =
+        tls::server_config(resolver.clone(), args.tls_min_version, client_auth.clone())?;
     tracing::info!(
-        webhooks = snapshot.webhooks.len(),
+        webhooks = snapshot.len(),
         custom_resources = snapshot.custom_resources.len(),
         files = snapshot.files.len(),
         "webhook configuration loaded"
@@ -371,9 +452,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     state.metrics = admission_proxy::metrics::install();
     let state = Arc::new(state);
-    let handle = server::serve_admission(args.listen, resolver.clone(), state.clone())
+    let handle = server::serve_admission(args.listen, Arc::new(server_tls), state.clone())
         .with_context(|| format!("listen on {}", args.listen))?;
-    tracing::info!(address = %handle.local_addr, "admission-proxy listening");
+    tracing::info!(address = %handle.local_addr, version = VERSION, client_certificates = client_auth.is_some(), "admission-proxy listening");
     let _reloader = reload::Sources {
         config: args.config.clone(),
         namespaces: args.namespaces_file.clone(),
@@ -382,20 +463,41 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.tls_private_key_file.clone(),
             resolver,
         )),
+        client_ca: args.client_ca_file.clone().zip(client_auth),
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     }
-    .spawn(state)
+    .spawn(state.clone())
     .context("watch the configuration")?;
     wait_for_signal().await;
-    tracing::info!(grace_seconds = args.shutdown_grace_seconds, "shutting down");
-    if tokio::time::timeout(
+    // Kubernetes removes the pod from the Service's endpoints only after it is told to stop,
+    // and kube-apiserver learns of that later still: keep answering (and failing /readyz)
+    // for the delay, then close the listener and let requests in flight finish.
+    state.begin_shutdown();
+    tracing::info!(
+        delay_seconds = args.shutdown_delay_seconds,
+        grace_seconds = args.shutdown_grace_seconds,
+        "shutting down: /readyz fails; serving on for the shutdown delay"
+    );
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_secs(args.shutdown_delay_seconds)) => {}
+        _ = wait_for_signal() => tracing::info!("second signal: shutdown delay skipped"),
+    }
+    handle.shutdown().await;
+    tracing::info!(
+        in_flight = state.in_flight(),
+        "listener closed; draining requests in flight"
+    );
+    match tokio::time::timeout(
         Duration::from_secs(args.shutdown_grace_seconds),
-        handle.shutdown(),
+        state.drained(),
     )
     .await
-    .is_err()
     {
-        tracing::warn!("requests still in flight after the grace period");
+        Ok(()) => tracing::info!("drained; exiting"),
+        Err(_) => tracing::warn!(
+            in_flight = state.in_flight(),
+            "requests still in flight after the grace period; exiting"
+        ),
     }
     Ok(())
 }

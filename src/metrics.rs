@@ -67,3 +67,10 @@ pub fn reload(result: &'static str) {
 pub fn conversion_failure(crd: &str, class: &'static str) {
     metrics::counter!("admission_proxy_conversion_webhook_failures_total", "crd" => crd.to_string(), "class" => class).increment(1);
 }
+
+/// A connection that never became a TLS session:
+/// `admission_proxy_tls_handshake_failures_total{reason}` (`error`, `timeout`, `plain_http`).
+pub fn tls_handshake_failure(reason: &'static str) {
+    metrics::counter!("admission_proxy_tls_handshake_failures_total", "reason" => reason)
+        .increment(1);
+}

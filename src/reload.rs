@@ -1,4 +1,5 @@
-//! Hot reload of the webhook configuration, the namespaces file and the serving certificate.
+//! Hot reload of the webhook configuration, the namespaces file, the serving certificate and
+//! the client CA (`--client-ca-file`).
 //! As library-notes advise for ConfigMap/Secret volumes (which swap a `..data` symlink): watch
 //! the *directories* non-recursively, debounce, re-read and compare contents, validate, then
 //! swap the snapshot; a periodic re-read is the backstop. An invalid change is logged with its
@@ -18,7 +19,7 @@ use notify_debouncer_full::{new_debouncer, DebounceEventResult};
 use crate::config::{self, ConfigError};
 use crate::matching::Namespaces;
 use crate::server::State;
-use crate::tls::{load_certified_key, CertResolver};
+use crate::tls::{load_certified_key, CertResolver, ClientAuth};
 
 /// How long file events are collected before one reload.
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -29,6 +30,8 @@ pub struct Sources {
     pub namespaces: Option<PathBuf>,
     /// Serving certificate and key files, reloaded as a pair.
     pub tls: Option<(PathBuf, PathBuf, Arc<CertResolver>)>,
+    /// The client CA file (`--client-ca-file`) and the verifier it feeds.
+    pub client_ca: Option<(PathBuf, Arc<ClientAuth>)>,
     /// Backstop re-read interval.
     pub resync: Duration,
 }
@@ -50,6 +53,7 @@ struct Fingerprints {
     config: Option<u64>,
     namespaces: Option<u64>,
     tls: Option<u64>,
+    client_ca: Option<u64>,
 }
 
 fn fingerprint(parts: &[(PathBuf, Vec<u8>)]) -> u64 {
@@ -107,7 +111,7 @@ impl Sources {
                         tracing::warn!(warning = %w, "webhook configuration warning");
                     }
                     tracing::info!(
-                        webhooks = snapshot.webhooks.len(),
+                        webhooks = snapshot.len(),
                         custom_resources = snapshot.custom_resources.len(),
                         files = snapshot.files.len(),
                         "webhook configuration reloaded"
@@ -154,10 +158,26 @@ impl Sources {
                             resolver.replace(k);
                             tracing::info!(cert = %cert.display(), "serving certificate reloaded");
                         }
-                        Err(e) => tracing::error!(error = %e, "serving certificate not reloaded"),
+                        Err(e) => {
+                            tracing::error!(error = %e, "serving certificate not reloaded; the last good pair keeps serving")
+                        }
                     }
                 }
                 fps.tls = Some(fp);
+            }
+        }
+        if let Some((file, auth)) = &self.client_ca {
+            if let Ok(raw) = read_all(std::slice::from_ref(file)) {
+                let fp = fingerprint(&raw);
+                if fps.client_ca.is_some_and(|last| last != fp) {
+                    match auth.replace(&raw[0].1) {
+                        Ok(()) => tracing::info!(file = %file.display(), "client CA reloaded"),
+                        Err(e) => {
+                            tracing::error!(file = %file.display(), error = %e, "client CA not reloaded; the last good one keeps verifying")
+                        }
+                    }
+                }
+                fps.client_ca = Some(fp);
             }
         }
     }
@@ -209,6 +229,9 @@ impl Sources {
             add(cert);
             add(key);
         }
+        if let Some((ca, _)) = &self.client_ca {
+            add(ca);
+        }
         out
     }
 
@@ -245,6 +268,11 @@ impl Sources {
         }
         if let Some((cert, key, _)) = &self.tls {
             fps.tls = read_all(&[cert.clone(), key.clone()])
+                .ok()
+                .map(|r| fingerprint(&r));
+        }
+        if let Some((ca, _)) = &self.client_ca {
+            fps.client_ca = read_all(std::slice::from_ref(ca))
                 .ok()
                 .map(|r| fingerprint(&r));
         }
@@ -313,6 +341,7 @@ mod tests {
             config: dir.join("config"),
             namespaces: Some(dir.join("ns/namespaces.yaml")),
             tls: None,
+            client_ca: None,
             resync: Duration::from_secs(30),
         }
     }

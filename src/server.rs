@@ -1,10 +1,13 @@
-//! The HTTPS server kube-apiserver calls: pingora's HTTP server app on a listener the proxy
-//! binds itself (so `--listen 127.0.0.1:0` works), routing `POST /webhooks/{name}` to
-//! [`Dispatcher::admit`] on a lock-free config snapshot. Also `/healthz`, `/readyz` and
-//! `/metrics`. Depends on `config`, `matching`, `dispatch`, `review`, `metrics`, `tls`.
+//! The HTTPS server kube-apiserver calls: the proxy's own accept loop (plain HTTP on the TLS
+//! port answered 400 as Go servers do, bounded TLS handshakes, handshake failures counted, not
+//! logged as errors) feeding pingora's HTTP/1 server layer, which routes
+//! `POST /webhooks/{validating|mutating}/{name}` (and `/webhooks/{name}`) to
+//! [`Dispatcher::admit`] on a lock-free config snapshot. Also `/livez`, `/healthz`, `/readyz`
+//! and `/metrics`, and the drain on shutdown. Depends on `config`, `matching`, `dispatch`,
+//! `review`, `metrics`, `tls`.
 
-use std::net::{SocketAddr, TcpListener};
-use std::os::fd::IntoRawFd;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,18 +16,17 @@ use async_trait::async_trait;
 use http::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
 use pingora::apps::http_app::ServeHttp;
-use pingora::listeners::tls::TlsSettings;
+use pingora::apps::ServerApp;
+use pingora::listeners::tls::Acceptor;
 use pingora::protocols::http::ServerSession;
-use pingora::server::Fds;
-use pingora::services::listening::Service;
-use pingora::services::Service as _;
-use tokio::sync::watch;
+use pingora::protocols::l4::stream::Stream as L4Stream;
+use tokio::sync::{watch, Notify};
 
+use crate::api::WebhookType;
 use crate::config::Snapshot;
 use crate::dispatch::{parse_go_duration, Decision, Dispatcher};
 use crate::matching::Namespaces;
 use crate::review::{encode_status, ParsedReview, Status};
-use crate::tls::CertResolver;
 
 /// Default request body limit: kube-apiserver's own 3 MiB (dispatch notes §4).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -32,6 +34,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Response header naming the proxy's decision (`skipped`, `allowed`, `denied`, `failed-open`,
 /// `failed-closed`, `rejected-dry-run`, `rejected`); kube-apiserver ignores it, people debugging don't.
 pub const DECISION_HEADER: &str = "x-admission-proxy-decision";
+
+/// How long a client may take from connecting to finishing the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the request path reads; swapped (never locked) on reload.
 pub struct State {
@@ -42,6 +47,28 @@ pub struct State {
     /// Request bodies larger than this get 413.
     pub max_body_bytes: usize,
     pub metrics: Option<PrometheusHandle>,
+    /// Set on SIGTERM: `/readyz` fails so that the endpoint is taken out of the Service, and
+    /// answers ask clients to close their connections.
+    shutting_down: AtomicBool,
+    in_flight: InFlight,
+}
+
+/// Requests being answered, and a wake-up when the count reaches zero (the drain waits on it).
+#[derive(Default)]
+struct InFlight {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+/// Counts one request in flight until dropped.
+struct InFlightGuard<'a>(&'a InFlight);
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl State {
@@ -58,8 +85,64 @@ impl State {
             dispatcher,
             max_body_bytes,
             metrics: None,
+            shutting_down: AtomicBool::new(false),
+            in_flight: InFlight::default(),
         }
     }
+
+    /// Whether kube-apiserver should be sent requests: `Err(reason)` while shutting down or
+    /// while no webhook is loaded (an empty configuration would answer every route 404).
+    ///
+    /// # Errors
+    /// The reason, for the `/readyz` body.
+    pub fn readiness(&self) -> Result<(), &'static str> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err("shutting down");
+        }
+        if self.config.load().is_empty() {
+            return Err("no webhooks are configured");
+        }
+        Ok(())
+    }
+
+    /// Marks the proxy as shutting down: `/readyz` fails from now on.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+    }
+
+    /// Requests being answered now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.count.load(Ordering::Acquire)
+    }
+
+    /// Waits until no request is in flight. Returns at once when none is.
+    pub async fn drained(&self) {
+        loop {
+            let idle = self.in_flight.idle.notified();
+            if self.in_flight() == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    fn request_started(&self) -> InFlightGuard<'_> {
+        self.in_flight.count.fetch_add(1, Ordering::AcqRel);
+        InFlightGuard(&self.in_flight)
+    }
+}
+
+/// Where an admission path points: `/webhooks/validating/{name}`, `/webhooks/mutating/{name}`
+/// or `/webhooks/{name}`. `None` for any other path.
+pub fn parse_route(path: &str) -> Option<(Option<WebhookType>, &str)> {
+    let rest = path.strip_prefix("/webhooks/")?;
+    let (webhook_type, name) = match rest.split_once('/') {
+        None => (None, rest),
+        Some(("validating", name)) => (Some(WebhookType::Validating), name),
+        Some(("mutating", name)) => (Some(WebhookType::Mutating), name),
+        Some(_) => return None,
+    };
+    (!name.is_empty() && !name.contains('/')).then_some((webhook_type, name))
 }
 
 /// The pingora HTTP app.
@@ -90,6 +173,11 @@ fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Ve
 impl ServeHttp for AdmissionApp {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let received = Instant::now();
+        let _in_flight = self.state.request_started();
+        if self.state.shutting_down.load(Ordering::Relaxed) {
+            // Clients move to another endpoint for their next request.
+            session.set_keepalive(None);
+        }
         // A slow client must not hold a worker forever.
         session.set_read_timeout(Some(Duration::from_secs(30)));
         let header = session.req_header();
@@ -97,8 +185,12 @@ impl ServeHttp for AdmissionApp {
         let path = header.uri.path().to_string();
         let query = header.uri.query().unwrap_or("").to_string();
         match (method.as_str(), path.as_str()) {
-            ("GET", "/healthz" | "/readyz" | "/livez") => {
-                return reply(200, "text/plain", b"ok".to_vec())
+            ("GET", "/healthz" | "/livez") => return reply(200, "text/plain", b"ok".to_vec()),
+            ("GET", "/readyz") => {
+                return match self.state.readiness() {
+                    Ok(()) => reply(200, "text/plain", b"ok".to_vec()),
+                    Err(reason) => reply(503, "text/plain", reason.as_bytes().to_vec()),
+                }
             }
             ("GET", "/metrics") => {
                 return match &self.state.metrics {
@@ -129,11 +221,8 @@ impl ServeHttp for AdmissionApp {
                 return status_reply(400, "BadRequest", format!("cannot read request body: {e}"));
             }
         };
-        let Some(name) = path
-            .strip_prefix("/webhooks/")
-            .filter(|n| !n.is_empty() && !n.contains('/'))
-        else {
-            return status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{webhook name}}"));
+        let Some((webhook_type, name)) = parse_route(&path) else {
+            return status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}} or /webhooks/{{webhook name}}"));
         };
         if method != "POST" {
             return status_reply(
@@ -151,9 +240,12 @@ impl ServeHttp for AdmissionApp {
             }
         };
         let config = self.state.config.load();
-        let Some(webhook) = config.webhook(name) else {
-            crate::metrics::bad_request("unknown_webhook");
-            return status_reply(404, "NotFound", format!("no webhook {name:?} is configured (routes are /webhooks/{{name}} for the webhook names in the config)"));
+        let webhook = match config.route(webhook_type, name) {
+            Ok(w) => w,
+            Err(e) => {
+                crate::metrics::bad_request("unknown_webhook");
+                return status_reply(404, "NotFound", e.to_string());
+            }
         };
         let caller_timeout = query
             .split('&')
@@ -279,50 +371,130 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// Stops accepting; connections in flight finish their current request.
+    /// Stops accepting connections and asks open ones to close after their current request
+    /// (`Connection: close`); requests in flight go on (see [`State::drained`]).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
     }
 }
 
-/// Serves `app` on `listen`, over TLS when `tls` is given, inside the current tokio runtime.
+/// Serves `app` on `listen` (HTTPS with `tls`, else plain HTTP) inside the current tokio
+/// runtime.
 ///
 /// # Errors
 /// The bind error, e.g. address in use.
 pub fn serve<A: ServeHttp + Send + Sync + 'static>(
     listen: SocketAddr,
-    tls: Option<Arc<CertResolver>>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     app: A,
 ) -> std::io::Result<ServerHandle> {
-    // Bind here rather than in pingora so that port 0 can be reported; pingora adopts the
-    // socket through its listen-fd table.
-    let listener = TcpListener::bind(listen)?;
+    let listener = std::net::TcpListener::bind(listen)?;
     listener.set_nonblocking(true)?;
     let local_addr = listener.local_addr()?;
-    let addr = local_addr.to_string();
-    let mut fds = Fds::new();
-    fds.add(addr.clone(), listener.into_raw_fd());
-    let mut service = Service::new(format!("admission-proxy {addr}"), app);
-    match tls {
-        Some(resolver) => {
-            let mut settings = TlsSettings::intermediate("", "")
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            settings.set_cert_resolver(resolver);
-            service.add_tls_with_settings(&addr, None, settings);
-        }
-        None => service.add_tcp(&addr),
-    }
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let acceptor = tls.map(|config| Arc::new(Acceptor::from_server_config(config)));
     let (tx, rx) = watch::channel(false);
-    let fds = Arc::new(parking_lot::Mutex::new(fds));
-    let task = tokio::spawn(async move {
-        service.start_service(Some(fds), rx, 1).await;
-    });
+    let task = tokio::spawn(accept_loop(listener, acceptor, Arc::new(app), rx));
     Ok(ServerHandle {
         local_addr,
         shutdown: tx,
         task,
     })
+}
+
+async fn accept_loop<A: ServeHttp + Send + Sync + 'static>(
+    listener: tokio::net::TcpListener,
+    acceptor: Option<Arc<Acceptor>>,
+    app: Arc<A>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        match accepted {
+            Ok((tcp, peer)) => {
+                let _ = tcp.set_nodelay(true);
+                let (acceptor, app, shutdown) = (acceptor.clone(), app.clone(), shutdown.clone());
+                tokio::spawn(connection(tcp, peer, acceptor, app, shutdown));
+            }
+            Err(e) => {
+                // EMFILE and the like: accept() fails at once until a descriptor frees up.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Go's `net/http` answer to plain HTTP on a TLS port (server.go).
+const PLAIN_HTTP_ON_TLS: &[u8] =
+    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// One connection: TLS handshake (bounded by [`HANDSHAKE_TIMEOUT`]), then requests until the
+/// client or the server closes it.
+async fn connection<A: ServeHttp + Send + Sync + 'static>(
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: Option<Arc<Acceptor>>,
+    app: Arc<A>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let stream: pingora::protocols::Stream = match acceptor {
+        None => Box::new(L4Stream::from(tcp)),
+        Some(acceptor) => {
+            let handshake = async {
+                // A TLS connection starts with a handshake record (0x16); anything else is a
+                // client speaking plain HTTP (or nothing we understand) to the TLS port.
+                let mut first = [0u8; 1];
+                match tcp.peek(&mut first).await {
+                    Ok(1) if first[0] == 0x16 => {}
+                    Ok(1) => return Err(Handshake::PlainHttp(tcp)),
+                    _ => return Err(Handshake::Closed),
+                }
+                acceptor
+                    .tls_handshake(L4Stream::from(tcp))
+                    .await
+                    .map_err(|e| Handshake::Failed(e.to_string()))
+            };
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                Ok(Ok(tls)) => Box::new(tls),
+                Ok(Err(Handshake::PlainHttp(mut tcp))) => {
+                    use tokio::io::AsyncWriteExt;
+                    crate::metrics::tls_handshake_failure("plain_http");
+                    tracing::debug!(%peer, "plain HTTP request on the TLS port; answered 400");
+                    let _ = tcp.write_all(PLAIN_HTTP_ON_TLS).await;
+                    let _ = tcp.shutdown().await;
+                    return;
+                }
+                Ok(Err(Handshake::Closed)) => return,
+                Ok(Err(Handshake::Failed(error))) => {
+                    // The client's problem (wrong CA, no client certificate, port scan): its
+                    // own logs say so; here it is counted and visible at debug.
+                    crate::metrics::tls_handshake_failure("error");
+                    tracing::debug!(%peer, %error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    crate::metrics::tls_handshake_failure("timeout");
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            }
+        }
+    };
+    let mut next = app.process_new(stream, &shutdown).await;
+    while let Some(stream) = next {
+        next = app.process_new(stream, &shutdown).await;
+    }
+}
+
+enum Handshake {
+    PlainHttp(tokio::net::TcpStream),
+    Closed,
+    Failed(String),
 }
 
 /// Serves the admission app on `listen` with `tls`.
@@ -331,8 +503,35 @@ pub fn serve<A: ServeHttp + Send + Sync + 'static>(
 /// See [`serve`].
 pub fn serve_admission(
     listen: SocketAddr,
-    tls: Arc<CertResolver>,
+    tls: Arc<rustls::ServerConfig>,
     state: Arc<State>,
 ) -> std::io::Result<ServerHandle> {
     serve(listen, Some(tls), AdmissionApp { state })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(parse_route("/webhooks/a.b.c"), Some((None, "a.b.c")));
+        assert_eq!(
+            parse_route("/webhooks/mutating/a.b.c"),
+            Some((Some(WebhookType::Mutating), "a.b.c"))
+        );
+        assert_eq!(
+            parse_route("/webhooks/validating/a.b.c"),
+            Some((Some(WebhookType::Validating), "a.b.c"))
+        );
+        for bad in [
+            "/webhooks/",
+            "/webhooks/other/a.b.c",
+            "/webhooks/mutating/",
+            "/x",
+            "/webhooks/mutating/a/b",
+        ] {
+            assert_eq!(parse_route(bad), None, "{bad}");
+        }
+    }
 }

@@ -1,13 +1,18 @@
-//! Serving certificates: a PEM cert/key pair loaded into a rustls resolver that can be swapped
-//! at runtime (cert rotation without restart), and self-signed test/demo certificates.
-//! Depends on nothing else in this crate.
+//! TLS towards kube-apiserver: the serving pair in a resolver swapped at runtime (rotation
+//! without restart), client-certificate verification (`--client-ca-file`, also swapped at
+//! runtime, with an optional CN allow-list), the minimum protocol version, and self-signed
+//! test/demo certificates. Depends on nothing else in this crate.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
 /// Why a certificate pair cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +70,14 @@ pub fn certified_key_from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Certifi
         .ok_or_else(|| TlsError::Invalid("no private key in the key file".into()))?;
     let signing = rustls::crypto::ring::sign::any_supported_type(&key)
         .map_err(|e| TlsError::Invalid(format!("private key: {e}")))?;
-    Ok(CertifiedKey::new(certs, signing))
+    let pair = CertifiedKey::new(certs, signing);
+    // A pair that does not match would fail every handshake; refuse it where it is loaded.
+    pair.keys_match().map_err(|_| {
+        TlsError::Invalid(
+            "the private key does not match the certificate (first certificate of the file)".into(),
+        )
+    })?;
+    Ok(pair)
 }
 
 /// Loads a certificate pair from files.
@@ -79,7 +91,183 @@ pub fn load_certified_key(cert_file: &Path, key_file: &Path) -> Result<Certified
             source,
         })
     };
-    certified_key_from_pem(&read(cert_file)?, &read(key_file)?)
+    certified_key_from_pem(&read(cert_file)?, &read(key_file)?).map_err(|e| match e {
+        TlsError::Invalid(m) => TlsError::Invalid(format!(
+            "{} and {}: {m}",
+            cert_file.display(),
+            key_file.display()
+        )),
+        io => io,
+    })
+}
+
+/// The lowest TLS version the server accepts (`--tls-min-version`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MinVersion {
+    /// TLS 1.2 and 1.3 (kube-apiserver's webhook client speaks both).
+    #[value(name = "1.2")]
+    Tls12,
+    /// TLS 1.3 only.
+    #[value(name = "1.3")]
+    Tls13,
+}
+
+/// Verifies kube-apiserver's client certificate against `--client-ca-file`, whose CA set can be
+/// replaced while serving; with a non-empty `--client-cn` list, the certificate's subject CN
+/// must also be one of them.
+///
+/// No CA names are sent in the CertificateRequest: Go's client (kube-apiserver) then sends its
+/// one configured certificate, whichever CA issued it, and the verifier decides.
+#[derive(Debug)]
+pub struct ClientAuth {
+    verifier: ArcSwap<Arc<dyn ClientCertVerifier>>,
+    allowed_cns: Vec<String>,
+}
+
+impl ClientAuth {
+    /// Requires client certificates issued by a CA of `ca_pem` (PEM, one or more certificates).
+    ///
+    /// # Errors
+    /// [`TlsError::Invalid`] when the PEM holds no usable CA certificate.
+    pub fn new(ca_pem: &[u8], allowed_cns: Vec<String>) -> Result<Self, TlsError> {
+        Ok(ClientAuth {
+            verifier: ArcSwap::from_pointee(client_verifier(ca_pem)?),
+            allowed_cns,
+        })
+    }
+
+    /// Replaces the CA set; handshakes under way keep the old one.
+    ///
+    /// # Errors
+    /// As [`ClientAuth::new`]; the current CA set stays.
+    pub fn replace(&self, ca_pem: &[u8]) -> Result<(), TlsError> {
+        self.verifier.store(Arc::new(client_verifier(ca_pem)?));
+        Ok(())
+    }
+}
+
+fn client_verifier(ca_pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &ca_pem[..]) {
+        let cert = cert.map_err(|e| TlsError::Invalid(format!("client CA PEM: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| TlsError::Invalid(format!("client CA certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::Invalid(
+            "no certificate in the client CA file".into(),
+        ));
+    }
+    WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .build()
+    .map_err(|e| TlsError::Invalid(format!("client CA: {e}")))
+}
+
+impl ClientCertVerifier for ClientAuth {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self
+            .verifier
+            .load()
+            .verify_client_cert(end_entity, intermediates, now)?;
+        if self.allowed_cns.is_empty() {
+            return Ok(verified);
+        }
+        let cn = x509_parser::parse_x509_certificate(end_entity)
+            .ok()
+            .and_then(|(_, c)| {
+                c.subject()
+                    .iter_common_name()
+                    .next()
+                    .and_then(|cn| cn.as_str().ok().map(str::to_string))
+            })
+            .unwrap_or_default();
+        if self.allowed_cns.contains(&cn) {
+            Ok(verified)
+        } else {
+            Err(rustls::Error::General(format!(
+                "client certificate CN {cn:?} is not one of --client-cn"
+            )))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier
+            .load()
+            .verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier
+            .load()
+            .verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.verifier.load().supported_verify_schemes()
+    }
+}
+
+/// The server's rustls configuration: `resolver`'s pair, TLS 1.2+ or 1.3 only, client
+/// certificates required and verified by `client_auth` when given, ALPN `http/1.1`.
+///
+/// # Errors
+/// [`TlsError::Invalid`] if rustls refuses the protocol versions (a bug).
+pub fn server_config(
+    resolver: Arc<CertResolver>,
+    min_version: MinVersion,
+    client_auth: Option<Arc<ClientAuth>>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let versions: &[&rustls::SupportedProtocolVersion] = match min_version {
+        MinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        MinVersion::Tls13 => &[&rustls::version::TLS13],
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(versions)
+    .map_err(|e| TlsError::Invalid(e.to_string()))?;
+    let builder = match client_auth {
+        Some(auth) => builder.with_client_cert_verifier(auth),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The test CA's parameters: the same every time, so that an issuer rebuilt from them and
+/// the CA's key signs certificates that chain to the CA.
+fn test_ca_params() -> Result<rcgen::CertificateParams, TlsError> {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())
+        .map_err(|e| TlsError::Invalid(e.to_string()))?;
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "admission-proxy test CA");
+    Ok(ca_params)
 }
 
 /// A self-signed CA and a server certificate it signed, for tests and the demo.
@@ -90,6 +278,8 @@ pub struct TestPki {
     pub cert_pem: String,
     /// The server private key, PEM.
     pub key_pem: String,
+    /// The CA's private key, PEM (to issue client certificates in tests).
+    pub ca_key_pem: String,
 }
 
 impl TestPki {
@@ -99,11 +289,7 @@ impl TestPki {
     /// [`TlsError::Invalid`] if rcgen rejects a name.
     pub fn generate(names: &[&str]) -> Result<Self, TlsError> {
         let err = |e: rcgen::Error| TlsError::Invalid(e.to_string());
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "admission-proxy test CA");
+        let ca_params = test_ca_params()?;
         let ca_key = rcgen::KeyPair::generate().map_err(err)?;
         let ca = ca_params.self_signed(&ca_key).map_err(err)?;
         let params =
@@ -116,6 +302,7 @@ impl TestPki {
             ca_pem: ca.pem(),
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
+            ca_key_pem: ca_key.serialize_pem(),
         })
     }
 
@@ -125,6 +312,26 @@ impl TestPki {
     /// [`TlsError`] if the generated PEM does not load (a bug).
     pub fn certified_key(&self) -> Result<CertifiedKey, TlsError> {
         certified_key_from_pem(self.cert_pem.as_bytes(), self.key_pem.as_bytes())
+    }
+
+    /// A client certificate with subject CN `cn`, issued by this PKI's CA: `(cert PEM, key
+    /// PEM)`, for mutual-TLS tests.
+    ///
+    /// # Errors
+    /// [`TlsError::Invalid`] if rcgen fails.
+    pub fn client_certificate(&self, cn: &str) -> Result<(String, String), TlsError> {
+        let err = |e: rcgen::Error| TlsError::Invalid(e.to_string());
+        let ca_key = rcgen::KeyPair::from_pem(&self.ca_key_pem).map_err(err)?;
+        let ca_params = test_ca_params()?;
+        let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate().map_err(err)?;
+        let cert = params.signed_by(&key, &issuer).map_err(err)?;
+        Ok((cert.pem(), key.serialize_pem()))
     }
 
     /// The CA as a `caBundle` value (base64 of the PEM).

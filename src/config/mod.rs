@@ -6,6 +6,7 @@
 
 pub mod crd;
 pub mod names;
+pub mod options;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -24,11 +25,17 @@ use crate::review::ReviewVersion;
 /// One loaded, validated and compiled webhook: a route of the proxy.
 #[derive(Debug)]
 pub struct Webhook {
-    /// `webhooks[].name`: the route is `/webhooks/{name}`.
+    /// `webhooks[].name`: the routes are `/webhooks/{validating|mutating}/{name}` and, when no
+    /// webhook of the other type has the same name, `/webhooks/{name}`.
     pub name: String,
     /// `metadata.name` of the configuration it came from.
     pub configuration: String,
+    /// Position in its configuration's `webhooks` list (kube-apiserver calls mutating webhooks
+    /// in configuration-name order, then list order).
+    pub index: usize,
     pub webhook_type: WebhookType,
+    /// The webhook as written in the file (before defaults), for `registration`.
+    pub spec: api::Webhook,
     /// The file it was loaded from.
     pub source: PathBuf,
     /// Selection, including the webhook's `failurePolicy` (see [`Webhook::failure_policy`]).
@@ -53,7 +60,11 @@ impl Webhook {
 /// An immutable, compiled configuration. Swapped whole on reload.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    pub webhooks: HashMap<String, Arc<Webhook>>,
+    /// Validating webhooks by name.
+    pub validating: HashMap<String, Arc<Webhook>>,
+    /// Mutating webhooks by name. kube-apiserver lets a validating and a mutating webhook share
+    /// a name (names are unique per configuration only), so the two are kept apart.
+    pub mutating: HashMap<String, Arc<Webhook>>,
     /// CustomResourceDefinitions declared in the files (shared with every webhook's matcher).
     pub custom_resources: Arc<CustomResources>,
     /// Files read, in load order.
@@ -62,10 +73,64 @@ pub struct Snapshot {
     pub warnings: Vec<Problem>,
 }
 
+/// Why a route names no webhook.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("no webhook {0:?} is configured (routes are /webhooks/{{validating|mutating}}/{{name}} or /webhooks/{{name}} for the webhook names in the config)")]
+    Unknown(String),
+    #[error("webhook name {0:?} is both a validating and a mutating webhook: use /webhooks/validating/{0} or /webhooks/mutating/{0}")]
+    Ambiguous(String),
+}
+
 impl Snapshot {
-    /// The webhook served at `/webhooks/{name}`.
+    /// The webhooks of one type.
+    pub fn of_type(&self, webhook_type: WebhookType) -> &HashMap<String, Arc<Webhook>> {
+        match webhook_type {
+            WebhookType::Validating => &self.validating,
+            WebhookType::Mutating => &self.mutating,
+        }
+    }
+
+    /// Every webhook, validating first, in no particular order within a type.
+    pub fn webhooks(&self) -> impl Iterator<Item = &Arc<Webhook>> {
+        self.validating.values().chain(self.mutating.values())
+    }
+
+    /// How many webhooks are loaded.
+    pub fn len(&self) -> usize {
+        self.validating.len() + self.mutating.len()
+    }
+
+    /// Whether no webhook is loaded (the proxy is then not ready: it would answer nothing).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The webhook a route names: `/webhooks/{type}/{name}` (`Some(type)`) or
+    /// `/webhooks/{name}` (`None`, only when the name belongs to one type).
+    ///
+    /// # Errors
+    /// [`RouteError::Unknown`] for a name not loaded (for that type); [`RouteError::Ambiguous`]
+    /// for an untyped route whose name is both a validating and a mutating webhook.
+    pub fn route(
+        &self,
+        webhook_type: Option<WebhookType>,
+        name: &str,
+    ) -> Result<&Arc<Webhook>, RouteError> {
+        let unknown = || RouteError::Unknown(name.to_string());
+        match webhook_type {
+            Some(t) => self.of_type(t).get(name).ok_or_else(unknown),
+            None => match (self.validating.get(name), self.mutating.get(name)) {
+                (Some(_), Some(_)) => Err(RouteError::Ambiguous(name.to_string())),
+                (Some(w), None) | (None, Some(w)) => Ok(w),
+                (None, None) => Err(unknown()),
+            },
+        }
+    }
+
+    /// The webhook served at `/webhooks/{name}`, when the name is unambiguous.
     pub fn webhook(&self, name: &str) -> Option<&Arc<Webhook>> {
-        self.webhooks.get(name)
+        self.route(None, name).ok()
     }
 }
 
@@ -173,7 +238,7 @@ pub fn load(path: &Path) -> Result<Snapshot, ConfigError> {
 pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigError> {
     let mut errors = Vec::new();
     let mut snapshot = Snapshot::default();
-    let mut routes: HashMap<String, (PathBuf, String)> = HashMap::new();
+    let mut routes: HashMap<(WebhookType, String), (PathBuf, String)> = HashMap::new();
     let mut compiled: Vec<Webhook> = Vec::new();
     let mut custom = CustomResources::default();
     for (file, text) in files {
@@ -213,24 +278,23 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                     continue;
                 };
                 for webhook in webhooks {
-                    if let Some((other_file, other_config)) = routes.get(&webhook.name) {
+                    let key = (webhook.webhook_type, webhook.name.clone());
+                    if let Some((other_file, other_config)) = routes.get(&key) {
                         errors.push(Problem {
                             kind: Some(kind_name(webhook.webhook_type).into()),
                             configuration: Some(webhook.configuration.clone()),
                             webhook: Some(webhook.name.clone()),
                             field: "webhooks[].name".into(),
                             message: format!(
-                                "Duplicate value: webhook names are routes and must be unique across all files (also in {} configuration {other_config:?})",
+                                "Duplicate value: {} webhook names are routes and must be unique across all files (also in {} configuration {other_config:?})",
+                                webhook.webhook_type.as_str(),
                                 other_file.display()
                             ),
                             ..base.clone()
                         });
                         continue;
                     }
-                    routes.insert(
-                        webhook.name.clone(),
-                        (file.clone(), webhook.configuration.clone()),
-                    );
+                    routes.insert(key, (file.clone(), webhook.configuration.clone()));
                     compiled.push(webhook);
                 }
             }
@@ -240,9 +304,11 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
     snapshot.custom_resources = Arc::new(custom);
     for mut webhook in compiled {
         webhook.matcher.custom_resources = snapshot.custom_resources.clone();
-        snapshot
-            .webhooks
-            .insert(webhook.name.clone(), Arc::new(webhook));
+        let map = match webhook.webhook_type {
+            WebhookType::Validating => &mut snapshot.validating,
+            WebhookType::Mutating => &mut snapshot.mutating,
+        };
+        map.insert(webhook.name.clone(), Arc::new(webhook));
     }
     if errors.is_empty() {
         Ok(snapshot)
@@ -465,6 +531,7 @@ fn compile_configuration(
                 }
                 out.push(Webhook {
                     configuration: config.metadata.name.clone(),
+                    index: i,
                     source: base.file.clone(),
                     ..webhook
                 });
@@ -473,6 +540,28 @@ fn compile_configuration(
                 for (field, message) in problems {
                     push(&field, message);
                 }
+            }
+        }
+    }
+    let names: Vec<&str> = config.webhooks.iter().map(|w| w.name.as_str()).collect();
+    match options::parse(config.metadata.annotations.as_ref(), &names) {
+        Ok(mut options) => {
+            for webhook in &mut out {
+                let Some(o) = options.remove(&webhook.name) else {
+                    continue;
+                };
+                if o.tls_server_name.is_some() && !webhook.backend.tls {
+                    errors.push(Problem {
+                        webhook: Some(webhook.name.clone()),
+                        ..problem(format!("{prefix}{}", options::field()), format!("Invalid value: tlsServerName needs an https backend, and {} is plain http", webhook.backend.url))
+                    });
+                }
+                webhook.backend.set_server_name(o.tls_server_name);
+            }
+        }
+        Err(problems) => {
+            for (field, message) in problems {
+                errors.push(problem(format!("{prefix}{field}"), message));
             }
         }
     }
@@ -692,7 +781,9 @@ fn compile_webhook(
             Webhook {
                 name: hook.name.clone(),
                 configuration: String::new(),
+                index: 0,
                 webhook_type,
+                spec: hook.clone(),
                 source: PathBuf::new(),
                 matcher: Matcher {
                     rules: hook.rules.iter().map(Rule::new).collect(),

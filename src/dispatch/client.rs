@@ -12,7 +12,7 @@ use pingora::protocols::http::client::HttpSession;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::WrappedX509;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, SelfSignedLeaf};
 
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);
@@ -54,9 +54,17 @@ pub struct Target {
     host: String,
     port: u16,
     tls: bool,
+    /// SNI and the name verified in the certificate (`host` unless `tlsServerName` is set).
+    server_name: String,
     roots: Option<Arc<[WrappedX509]>>,
+    /// Self-signed `caBundle` certificates the backend may present as its leaf.
+    self_signed_leaves: Arc<[SelfSignedLeaf]>,
     group_key: u64,
 }
+
+/// Pool key bit of connections verified by their self-signed leaf: they never share a pool
+/// with connections verified by chain.
+const PINNED_POOL: u64 = 0x5e1f_5167_ed00_0001;
 
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,9 +80,40 @@ impl Target {
             host: backend.host.clone(),
             port: backend.port,
             tls: backend.tls,
+            server_name: backend.tls_server_name().to_string(),
             roots,
+            self_signed_leaves: backend.self_signed_leaves.clone(),
             group_key: backend.ca_fingerprint,
         }
+    }
+
+    /// The peer for connections whose leaf is one of `caBundle`'s self-signed certificates:
+    /// chain verification is off in rustls (webpki refuses a CA as end entity), the handshake
+    /// signature is still checked, and [`Target::pinned_leaf_ok`] checks the leaf itself.
+    fn pinned_peer(&self, verified: &HttpPeer) -> Option<HttpPeer> {
+        if self.self_signed_leaves.is_empty() {
+            return None;
+        }
+        let mut peer = verified.clone();
+        peer.options.verify_cert = false;
+        peer.options.verify_hostname = false;
+        peer.group_key ^= PINNED_POOL;
+        Some(peer)
+    }
+
+    /// Whether a new connection of [`Target::pinned_peer`] presented one of the self-signed
+    /// `caBundle` certificates, now within its validity period.
+    fn pinned_leaf_ok(&self, session: &HttpSession) -> bool {
+        let Some(ssl) = session.digest().and_then(|d| d.ssl_digest.as_ref()) else {
+            return false;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        self.self_signed_leaves
+            .iter()
+            .any(|l| l.sha256 == ssl.cert_digest && l.not_before <= now && now <= l.not_after)
     }
 
     async fn peer(&self) -> Result<HttpPeer, TransportError> {
@@ -94,7 +133,7 @@ impl Target {
             addr,
             self.tls,
             if self.tls {
-                self.host.clone()
+                self.server_name.clone()
             } else {
                 String::new()
             },
@@ -150,22 +189,19 @@ impl HttpClient {
         body: &[u8],
         extra_headers: &[(&str, &str)],
     ) -> Result<HttpReply, TransportError> {
-        let peer = target.peer().await?;
+        let verified = target.peer().await?;
+        let pinned = target.pinned_peer(&verified);
         for attempt in 0..2 {
-            let (session, reused) = self
-                .connector
-                .get_http_session(&peer)
-                .await
-                .map_err(|e| classify(&e, target))?;
+            let (session, reused, peer) = self.session(target, &verified, pinned.as_ref()).await?;
             let HttpSession::H1(h1) = session else {
                 return Err(TransportError::Io("unexpected HTTP/2 session".into()));
             };
-            match exchange(h1, &peer, target, path_and_query, body, extra_headers).await {
+            match exchange(h1, peer, target, path_and_query, body, extra_headers).await {
                 Ok((reply, mut h1)) => {
                     h1.respect_keepalive();
                     if h1.will_keepalive() {
                         self.connector
-                            .release_http_session(HttpSession::H1(h1), &peer, Some(POOL_IDLE))
+                            .release_http_session(HttpSession::H1(h1), peer, Some(POOL_IDLE))
                             .await;
                     }
                     return Ok(reply);
@@ -178,6 +214,35 @@ impl HttpClient {
             }
         }
         Err(TransportError::Io("EOF".into()))
+    }
+
+    /// A pooled or new session: first through `pinned` (when the `caBundle` has a
+    /// self-signed certificate for the name) whose new connections must present it, else, or
+    /// when the backend presented another certificate, through the chain-verified `verified`.
+    /// Returns the session, whether it was pooled, and the peer it belongs to.
+    async fn session<'p>(
+        &self,
+        target: &Target,
+        verified: &'p HttpPeer,
+        pinned: Option<&'p HttpPeer>,
+    ) -> Result<(HttpSession, bool, &'p HttpPeer), TransportError> {
+        if let Some(peer) = pinned {
+            let (session, reused) = self
+                .connector
+                .get_http_session(peer)
+                .await
+                .map_err(|e| classify(&e, target))?;
+            if reused || target.pinned_leaf_ok(&session) {
+                return Ok((session, reused, peer));
+            }
+            tracing::debug!(backend = %target, "the backend's certificate is not a self-signed caBundle certificate; verifying its chain");
+        }
+        let (session, reused) = self
+            .connector
+            .get_http_session(verified)
+            .await
+            .map_err(|e| classify(&e, target))?;
+        Ok((session, reused, verified))
     }
 }
 
@@ -278,7 +343,7 @@ fn request_bytes(
 
 /// Maps pingora's error types onto connect / TLS / I/O, with Go's texts where they are known
 /// (`dial tcp ADDR: connect: connection refused`, `EOF`).
-fn classify(e: &pingora::Error, addr: &dyn std::fmt::Display) -> TransportError {
+fn classify(e: &pingora::Error, addr: &Target) -> TransportError {
     use pingora::ErrorType::*;
     // The innermost cause carries the useful words (an io::Error or a rustls error).
     let mut cause: &(dyn std::error::Error + 'static) = e;
@@ -298,10 +363,35 @@ fn classify(e: &pingora::Error, addr: &dyn std::fmt::Display) -> TransportError 
             TransportError::Connect(format!("dial tcp {addr}: {cause}"))
         }
         TLSWantX509Lookup | TLSHandshakeFailure | TLSHandshakeTimedout | InvalidCert
-        | HandshakeError => TransportError::Tls(format!("tls: {cause}")),
+        | HandshakeError => TransportError::Tls(tls_sentence(&cause, addr)),
         ConnectionClosed => TransportError::Io("EOF".into()),
         _ => TransportError::Io(cause),
     }
+}
+
+/// A TLS failure as one sentence in Go's words where Go has them (`x509: certificate signed by
+/// unknown authority`), naming the server name verified, instead of rustls' debug names.
+fn tls_sentence(cause: &str, addr: &Target) -> String {
+    let Some(detail) = cause.strip_prefix("invalid peer certificate: ") else {
+        return format!(
+            "tls: handshake with {addr} (server name {:?}) failed: {cause}",
+            addr.server_name
+        );
+    };
+    let reason = match detail {
+        "UnknownIssuer" => "x509: certificate signed by unknown authority (no certificate of the caBundle, or of the system roots without one, issued it)".to_string(),
+        "CaUsedAsEndEntity" => "x509: the server presented a CA certificate that is not in caBundle".to_string(),
+        "Expired" => "x509: certificate has expired or is not yet valid: it has expired".to_string(),
+        "NotValidYet" => "x509: certificate has expired or is not yet valid: it is not yet valid".to_string(),
+        "BadSignature" => "x509: certificate signature is invalid".to_string(),
+        d if d.starts_with("certificate not valid for name") => format!("x509: {d}"),
+        d if d.starts_with("Expired") => format!("x509: certificate has expired: {d}"),
+        other => format!("x509: {other}"),
+    };
+    format!(
+        "tls: failed to verify certificate of {addr} for server name {:?}: {reason}",
+        addr.server_name
+    )
 }
 
 impl std::fmt::Display for Target {

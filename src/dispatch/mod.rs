@@ -388,12 +388,15 @@ impl Dispatcher {
                         Err(status) => return deny(review, status, Decision::Rejected),
                     }
                 }
-                let decision = if allowed {
-                    Decision::Allowed
+                let (decision, detail) = if allowed {
+                    (Decision::Allowed, String::new())
                 } else {
-                    Decision::Denied
+                    // The denial's message goes into the admission log line.
+                    let message = response.status.as_ref().and_then(|s| s.get("message"));
+                    let message = message.and_then(|m| m.as_str()).unwrap_or_default();
+                    (Decision::Denied, message.to_string())
                 };
-                answer(review, response, decision, String::new())
+                answer(review, response, decision, detail)
             }
         }
     }

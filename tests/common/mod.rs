@@ -13,7 +13,7 @@ use admission_proxy::dispatch::{Dispatcher, HttpClient, HttpReply, Target};
 use admission_proxy::example_backend::{self, Recorder};
 use admission_proxy::matching::Namespaces;
 use admission_proxy::server::{self, ServerHandle, State, DECISION_HEADER};
-use admission_proxy::tls::{CertResolver, TestPki};
+use admission_proxy::tls::{CertResolver, MinVersion, TestPki};
 
 pub const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
@@ -35,6 +35,11 @@ pub fn namespaces() -> Namespaces {
         &std::fs::read_to_string(Path::new(FIXTURES).join("namespaces.yaml")).unwrap(),
     )
     .unwrap()
+}
+
+/// The proxy's TLS configuration as `serve` builds it by default.
+pub fn server_tls(resolver: Arc<CertResolver>) -> Arc<rustls::ServerConfig> {
+    Arc::new(admission_proxy::tls::server_config(resolver, MinVersion::Tls12, None).unwrap())
 }
 
 /// A running example legacy backend with its own PKI.
@@ -154,9 +159,12 @@ impl TestProxy {
             Dispatcher::new(Duration::from_millis(250)),
             max_body,
         ));
-        let handle =
-            server::serve_admission("127.0.0.1:0".parse().unwrap(), resolver, state.clone())
-                .unwrap();
+        let handle = server::serve_admission(
+            "127.0.0.1:0".parse().unwrap(),
+            server_tls(resolver),
+            state.clone(),
+        )
+        .unwrap();
         let addr = handle.local_addr;
         let backend = Backend::from_client_config(&WebhookClientConfig {
             url: Some(format!("https://{addr}/")),

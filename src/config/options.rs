@@ -1,0 +1,118 @@
+//! The proxy's own per-webhook settings, carried in one annotation on the copied webhook
+//! configuration so that the file stays a valid Kubernetes object that `kubectl apply
+//! --dry-run=server` and schema validators accept. Depends on `names`.
+//!
+//! ```yaml
+//! metadata:
+//!   name: legacy
+//!   annotations:
+//!     admission-proxy.io/webhook-options: |
+//!       {"pods.legacy.example.com": {"tlsServerName": "legacy-webhook.webhooks.svc"}}
+//! ```
+//!
+//! The value is a JSON (or YAML) object keyed by the names of this configuration's webhooks.
+//! Unknown webhook names and unknown settings are errors: a misspelt key must not silently
+//! leave a setting off.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
+
+use super::names;
+
+/// The annotation holding the settings.
+pub const ANNOTATION: &str = "admission-proxy.io/webhook-options";
+
+/// Settings of one webhook.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WebhookOptions {
+    /// The name the backend's serving certificate carries (sent as SNI and verified against
+    /// the certificate), when the proxy dials another host than the one the certificate was
+    /// issued for: typically the Service DNS name `legacy-webhook.webhooks.svc` while the
+    /// `clientConfig.url` is `https://127.0.0.1:9443/validate`. A DNS name or an IP address.
+    pub tls_server_name: Option<String>,
+}
+
+/// The field path of the annotation, for problems.
+pub fn field() -> String {
+    format!("metadata.annotations[{ANNOTATION}]")
+}
+
+/// Parses the annotation of a configuration whose webhooks are `webhook_names`.
+///
+/// # Errors
+/// `(field, message)` pairs: the value is not a JSON/YAML object of objects, names a webhook
+/// the configuration does not have, has an unknown setting, or a `tlsServerName` that is
+/// neither a DNS-1123 subdomain nor an IP address.
+pub fn parse(
+    annotations: Option<&BTreeMap<String, String>>,
+    webhook_names: &[&str],
+) -> Result<HashMap<String, WebhookOptions>, Vec<(String, String)>> {
+    let Some(text) = annotations.and_then(|a| a.get(ANNOTATION)) else {
+        return Ok(HashMap::new());
+    };
+    let options: BTreeMap<String, WebhookOptions> = serde_yaml_ng::from_str(text)
+        .map_err(|e| vec![(field(), format!("Invalid value: {e}"))])?;
+    let mut problems = Vec::new();
+    for (name, o) in &options {
+        let at = format!("{}[{name:?}]", field());
+        if !webhook_names.contains(&name.as_str()) {
+            problems.push((
+                at.clone(),
+                format!(
+                    "Not found: this configuration has no webhook {name:?} (it has {})",
+                    webhook_names.join(", ")
+                ),
+            ));
+        }
+        if let Some(server) = &o.tls_server_name {
+            if !names::is_dns1123_subdomain(server) && server.parse::<std::net::IpAddr>().is_err() {
+                problems.push((
+                    format!("{at}.tlsServerName"),
+                    format!("Invalid value: {server:?}: must be a DNS name or an IP address"),
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(options.into_iter().collect())
+    } else {
+        Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn annotations(value: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(ANNOTATION.to_string(), value.to_string())])
+    }
+
+    #[test]
+    fn parses_server_names_by_webhook() {
+        let a = annotations(r#"{"a.example.com": {"tlsServerName": "hook.ns.svc"}}"#);
+        let parsed = parse(Some(&a), &["a.example.com", "b.example.com"]).unwrap();
+        assert_eq!(
+            parsed["a.example.com"].tls_server_name.as_deref(),
+            Some("hook.ns.svc")
+        );
+        assert!(parse(None, &["a.example.com"]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn unknown_names_settings_and_bad_server_names_are_located() {
+        let a = annotations(r#"{"c.example.com": {"tlsServerName": "Not A Name"}}"#);
+        let problems = parse(Some(&a), &["a.example.com"]).unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].1.contains("no webhook \"c.example.com\""));
+        assert!(problems[1].0.ends_with("[\"c.example.com\"].tlsServerName"));
+        let a = annotations(r#"{"a.example.com": {"tlsServername": "x.y"}}"#);
+        let problems = parse(Some(&a), &["a.example.com"]).unwrap_err();
+        assert!(
+            problems[0].1.contains("unknown field `tlsServername`"),
+            "{problems:?}"
+        );
+    }
+}
