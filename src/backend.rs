@@ -258,10 +258,13 @@ fn join_path(path: &str) -> String {
     }
 }
 
+/// A decoded `caBundle`: its certificates, and those that are self-signed.
+type CaBundle = (Arc<[WrappedX509]>, Arc<[SelfSignedLeaf]>);
+
 /// Decodes a `caBundle` (base64 of PEM) into parsed X.509 certificates, once, at load: the
 /// request path only clones the `Arc`. Also returns its self-signed certificates (see
 /// [`SelfSignedLeaf`]).
-fn parse_ca_bundle(b64: &str) -> Result<(Arc<[WrappedX509]>, Arc<[SelfSignedLeaf]>), String> {
+fn parse_ca_bundle(b64: &str) -> Result<CaBundle, String> {
     let compact: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
     let pem = base64::engine::general_purpose::STANDARD
         .decode(compact)

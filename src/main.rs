@@ -232,15 +232,28 @@ struct DemoArgs {
     all: bool,
 }
 
+/// A log filter: comma-separated levels (`info`) or `target=level` directives. EnvFilter alone
+/// also takes a bare word as a target name, so `--log-level verbose` would quietly log nothing:
+/// that is refused here.
+fn log_filter(spec: &str, what: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+    let invalid = || {
+        format!("{what} {spec:?} is not a valid log filter (a level: trace, debug, info, warn, error, off; or TARGET=LEVEL, e.g. admission_proxy=debug, comma-separated)")
+    };
+    for directive in spec.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if !directive.contains('=') && !LEVELS.contains(&directive.to_ascii_lowercase().as_str()) {
+            bail!(invalid());
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(spec).with_context(invalid)
+}
+
 /// Logging to stderr. `RUST_LOG` wins over `level`; either, when set and invalid, is an error
 /// (a typo must not silently turn logging off).
 fn init_logging(level: &str, json: bool) -> anyhow::Result<()> {
     let filter = match std::env::var("RUST_LOG") {
-        Ok(env) if !env.is_empty() => tracing_subscriber::EnvFilter::try_new(&env)
-            .with_context(|| format!("RUST_LOG={env:?} is not a valid log filter"))?,
-        _ => tracing_subscriber::EnvFilter::try_new(level).with_context(|| {
-            format!("--log-level {level:?} is not a valid log filter (e.g. info, debug, admission_proxy=debug)")
-        })?,
+        Ok(env) if !env.is_empty() => log_filter(&env, "RUST_LOG")?,
+        _ => log_filter(level, "--log-level")?,
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -454,7 +467,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let state = Arc::new(state);
     let handle = server::serve_admission(args.listen, Arc::new(server_tls), state.clone())
         .with_context(|| format!("listen on {}", args.listen))?;
-    tracing::info!(address = %handle.local_addr, version = VERSION, client_certificates = client_auth.is_some(), "admission-proxy listening");
     let _reloader = reload::Sources {
         config: args.config.clone(),
         namespaces: args.namespaces_file.clone(),
@@ -463,11 +475,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.tls_private_key_file.clone(),
             resolver,
         )),
-        client_ca: args.client_ca_file.clone().zip(client_auth),
+        client_ca: args.client_ca_file.clone().zip(client_auth.clone()),
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     }
     .spawn(state.clone())
     .context("watch the configuration")?;
+    // Logged once files are watched: a change from now on is picked up.
+    tracing::info!(address = %handle.local_addr, version = VERSION, client_certificates = client_auth.is_some(), "admission-proxy listening");
     wait_for_signal().await;
     // Kubernetes removes the pod from the Service's endpoints only after it is told to stop,
     // and kube-apiserver learns of that later still: keep answering (and failing /readyz)

@@ -306,6 +306,30 @@ impl TestPki {
         })
     }
 
+    /// A self-signed certificate with `CA:TRUE` for `names`, serving as its own CA (`ca_pem`
+    /// equals `cert_pem`): what many legacy webhooks generate for themselves.
+    ///
+    /// # Errors
+    /// [`TlsError::Invalid`] if rcgen rejects a name.
+    pub fn self_signed_ca(names: &[&str]) -> Result<Self, TlsError> {
+        let err = |e: rcgen::Error| TlsError::Invalid(e.to_string());
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .map_err(err)?;
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "self-signed legacy webhook");
+        let key = rcgen::KeyPair::generate().map_err(err)?;
+        let cert = params.self_signed(&key).map_err(err)?;
+        Ok(TestPki {
+            ca_pem: cert.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            ca_key_pem: key.serialize_pem(),
+        })
+    }
+
     /// The server pair as a rustls certified key.
     ///
     /// # Errors

@@ -3,72 +3,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use admission_proxy::api::WebhookClientConfig;
-use admission_proxy::config::Backend;
 use admission_proxy::dispatch::{HttpClient, Target};
-use admission_proxy::tls::TestPki;
-
-struct Proxy {
-    child: Child,
-    logs: Arc<Mutex<Vec<String>>>,
-    addr: String,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proxy {
-    /// Where to send requests to this proxy, trusting `pki`.
-    fn target(&self, pki: &TestPki) -> Target {
-        let backend = Backend::from_client_config(&WebhookClientConfig {
-            url: Some(format!("https://{}/", self.addr)),
-            ca_bundle: Some(pki.ca_bundle()),
-            service: None,
-        })
-        .unwrap();
-        Target::new(&backend)
-    }
-}
-
-/// A fresh directory with `config/` and a serving certificate pair.
-struct Workspace {
-    dir: PathBuf,
-    conf: PathBuf,
-    pki: TestPki,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-impl Workspace {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("admission-proxy-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let conf = dir.join("config");
-        std::fs::create_dir_all(&conf).unwrap();
-        let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
-        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-        std::fs::write(&cert, &pki.cert_pem).unwrap();
-        std::fs::write(&key, &pki.key_pem).unwrap();
-        Workspace {
-            dir,
-            conf,
-            pki,
-            cert,
-            key,
-        }
-    }
-}
+use common::{BinaryProxy, Workspace};
 
 fn webhook(name: &str, operation: &str) -> String {
     format!(
@@ -94,45 +34,6 @@ fn configmap_swap(dir: &Path, revision: &str, contents: &str) {
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(revision, &tmp).unwrap();
     std::fs::rename(&tmp, dir.join("..data")).unwrap();
-}
-
-fn start(dir: &Path, cert: &Path, key: &Path) -> Proxy {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
-        .args([
-            "serve",
-            "--log-json",
-            "--listen",
-            "127.0.0.1:0",
-            "--resync-seconds",
-            "60",
-            "--config",
-        ])
-        .arg(dir)
-        .arg("--tls-cert-file")
-        .arg(cert)
-        .arg("--tls-private-key-file")
-        .arg(key)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start admission-proxy");
-    let logs = Arc::new(Mutex::new(Vec::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    let sink = logs.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("admission-proxy listening") {
-                let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-                let _ = tx.send(v["fields"]["address"].as_str().unwrap_or("").to_string());
-            }
-            sink.lock().unwrap().push(line);
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the proxy logs its address");
-    Proxy { child, logs, addr }
 }
 
 async fn status(client: &HttpClient, target: &Target, webhook: &str) -> u16 {
@@ -173,7 +74,7 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
     configmap_swap(conf, "..rev1", &config(&[("a.reload.test", "UPDATE")]));
     std::os::unix::fs::symlink("..data/webhooks.yaml", conf.join("webhooks.yaml")).unwrap();
 
-    let proxy = start(conf, cert, key);
+    let proxy = BinaryProxy::start(conf, cert, key, &[]);
     let (client, target) = (HttpClient::new(), proxy.target(pki));
     assert_eq!(
         status(&client, &target, "a.reload.test").await,
@@ -267,7 +168,7 @@ async fn reloads_under_load_never_answer_wrongly() {
         )
     };
     std::fs::write(conf.join("webhooks.yaml"), revision(0)).unwrap();
-    let proxy = start(conf, cert, key);
+    let proxy = BinaryProxy::start(conf, cert, key, &[]);
     let client = Arc::new(HttpClient::new());
     let target = Arc::new(proxy.target(pki));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));

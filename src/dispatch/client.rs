@@ -370,23 +370,43 @@ fn classify(e: &pingora::Error, addr: &Target) -> TransportError {
 }
 
 /// A TLS failure as one sentence in Go's words where Go has them (`x509: certificate signed by
-/// unknown authority`), naming the server name verified, instead of rustls' debug names.
+/// unknown authority`, `x509: certificate is valid for A, not B`), naming the server name
+/// verified, instead of pingora's nested context and rustls' debug names.
 fn tls_sentence(cause: &str, addr: &Target) -> String {
-    let Some(detail) = cause.strip_prefix("invalid peer certificate: ") else {
+    // pingora: "... tls connect error cause: <rustls error>, SNI: <name> cause: ...".
+    let rustls = cause
+        .rsplit_once("error cause: ")
+        .map_or(cause, |(_, rest)| rest);
+    let rustls = rustls.split(", SNI: ").next().unwrap_or(rustls).trim();
+    let Some(detail) = rustls.strip_prefix("invalid peer certificate: ") else {
         return format!(
-            "tls: handshake with {addr} (server name {:?}) failed: {cause}",
+            "tls: handshake with {addr} (server name {:?}) failed: {rustls}",
             addr.server_name
         );
     };
-    let reason = match detail {
-        "UnknownIssuer" => "x509: certificate signed by unknown authority (no certificate of the caBundle, or of the system roots without one, issued it)".to_string(),
-        "CaUsedAsEndEntity" => "x509: the server presented a CA certificate that is not in caBundle".to_string(),
-        "Expired" => "x509: certificate has expired or is not yet valid: it has expired".to_string(),
-        "NotValidYet" => "x509: certificate has expired or is not yet valid: it is not yet valid".to_string(),
-        "BadSignature" => "x509: certificate signature is invalid".to_string(),
-        d if d.starts_with("certificate not valid for name") => format!("x509: {d}"),
-        d if d.starts_with("Expired") => format!("x509: certificate has expired: {d}"),
-        other => format!("x509: {other}"),
+    let reason = if detail.contains("UnknownIssuer") {
+        "x509: certificate signed by unknown authority (issued by no caBundle certificate, or by no system root when caBundle is empty)".to_string()
+    } else if detail.contains("CaUsedAsEndEntity") {
+        "x509: certificate signed by unknown authority (a CA certificate presented as the server's own, and not one of caBundle's)".to_string()
+    } else if detail.contains("Expired") {
+        "x509: certificate has expired or is not yet valid".to_string()
+    } else if detail.contains("NotValidYet") {
+        "x509: certificate has expired or is not yet valid: not yet valid".to_string()
+    } else if let Some(valid) = detail
+        .split_once("certificate is only valid for ")
+        .map(|(_, v)| v)
+    {
+        let names: Vec<&str> = valid
+            .split(['(', ')', '"', ',', ' ', '[', ']'])
+            .filter(|t| !t.is_empty() && !t.ends_with("Name") && *t != "IpAddress")
+            .collect();
+        format!(
+            "x509: certificate is valid for {}, not {}",
+            names.join(", "),
+            addr.server_name
+        )
+    } else {
+        format!("x509: {detail}")
     };
     format!(
         "tls: failed to verify certificate of {addr} for server name {:?}: {reason}",

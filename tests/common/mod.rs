@@ -52,7 +52,11 @@ pub struct TestBackend {
 
 impl TestBackend {
     pub fn start() -> Self {
-        let pki = TestPki::generate(&["127.0.0.1", "localhost"]).unwrap();
+        Self::start_with_pki(TestPki::generate(&["127.0.0.1", "localhost"]).unwrap())
+    }
+
+    /// A backend serving `pki`'s certificate (`caBundle`: its CA).
+    pub fn start_with_pki(pki: TestPki) -> Self {
         let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
         let (handle, recorder) =
             example_backend::start("127.0.0.1:0".parse().unwrap(), Some(resolver)).unwrap();
@@ -258,4 +262,122 @@ pub fn review_json(
         }
     }))
     .unwrap()
+}
+
+/// The real `admission-proxy serve` binary, its JSON log lines collected.
+pub struct BinaryProxy {
+    pub child: std::process::Child,
+    pub logs: Arc<std::sync::Mutex<Vec<String>>>,
+    pub addr: String,
+}
+
+impl Drop for BinaryProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl BinaryProxy {
+    /// Starts `serve` on 127.0.0.1:0 with `config`, the serving pair and `extra` arguments;
+    /// waits (at most 20 s) for the address it logs.
+    pub fn start(config: &Path, cert: &Path, key: &Path, extra: &[&str]) -> Self {
+        use std::io::{BufRead, BufReader};
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+            .args([
+                "serve",
+                "--log-json",
+                "--listen",
+                "127.0.0.1:0",
+                "--resync-seconds",
+                "60",
+                "--config",
+            ])
+            .arg(config)
+            .arg("--tls-cert-file")
+            .arg(cert)
+            .arg("--tls-private-key-file")
+            .arg(key)
+            .args(extra)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start admission-proxy");
+        let logs = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("admission-proxy listening") {
+                    let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                    let _ = tx.send(v["fields"]["address"].as_str().unwrap_or("").to_string());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("the proxy logs its address: {:?}", logs.lock().unwrap()));
+        BinaryProxy { child, logs, addr }
+    }
+
+    /// Where to send requests to this proxy, trusting `pki`.
+    pub fn target(&self, pki: &TestPki) -> Target {
+        let backend = Backend::from_client_config(&WebhookClientConfig {
+            url: Some(format!("https://{}/", self.addr)),
+            ca_bundle: Some(pki.ca_bundle()),
+            service: None,
+        })
+        .unwrap();
+        Target::new(&backend)
+    }
+
+    /// Whether a log line containing `needle` was written, waiting at most 3 s.
+    pub fn logged(&self, needle: &str) -> bool {
+        for _ in 0..60 {
+            if self.logs.lock().unwrap().iter().any(|l| l.contains(needle)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+/// A fresh directory with `config/` and a serving certificate pair for 127.0.0.1.
+pub struct Workspace {
+    pub dir: PathBuf,
+    pub conf: PathBuf,
+    pub pki: TestPki,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Workspace {
+    pub fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("admission-proxy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let conf = dir.join("config");
+        std::fs::create_dir_all(&conf).unwrap();
+        let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&cert, &pki.cert_pem).unwrap();
+        std::fs::write(&key, &pki.key_pem).unwrap();
+        Workspace {
+            dir,
+            conf,
+            pki,
+            cert,
+            key,
+        }
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

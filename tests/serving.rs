@@ -1,0 +1,342 @@
+//! The real binary as kube-apiserver and the kubelet meet it: SIGTERM drains admissions in
+//! flight, /readyz tells when to send requests, client certificates (`--client-ca-file`,
+//! `--client-cn`, rotation), plain HTTP on the TLS port, mismatched serving pairs, `--version`
+//! and `--log-level` errors.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use admission_proxy::dispatch::HttpClient;
+use admission_proxy::tls::TestPki;
+use common::{fixture, validating, BinaryProxy, TestBackend, Workspace, ALL};
+
+const BIN: &str = env!("CARGO_BIN_EXE_admission-proxy");
+
+/// `GET path` over TLS trusting `ca_pem`, presenting `client` (cert PEM, key PEM) when given,
+/// with the blocking rustls client; the raw HTTP answer, or the TLS/IO error.
+fn https_get(
+    addr: &str,
+    ca_pem: &str,
+    client: Option<&(String, String)>,
+    path: &str,
+) -> Result<String, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                rustls_pemfile::certs(&mut cert.as_bytes())
+                    .map(Result::unwrap)
+                    .collect(),
+                rustls_pemfile::private_key(&mut key.as_bytes())
+                    .unwrap()
+                    .unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), "127.0.0.1".try_into().unwrap()).unwrap();
+    let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    match tls.read_to_end(&mut out) {
+        Ok(_) => Ok(String::from_utf8_lossy(&out).into_owned()),
+        // Closed without close_notify after a complete answer is still an answer.
+        Err(_) if !out.is_empty() => Ok(String::from_utf8_lossy(&out).into_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn write_config(ws: &Workspace, contents: &str) {
+    std::fs::write(ws.conf.join("webhooks.yaml"), contents).unwrap();
+}
+
+fn unreachable_webhook() -> String {
+    validating(
+        "unreachable.serving.test",
+        "{url: \"https://127.0.0.1:9/never\"}",
+        ALL,
+        "failurePolicy: Ignore",
+    )
+}
+
+fn sigterm(proxy: &BinaryProxy) {
+    let status = Command::new("kill")
+        .args(["-TERM", &proxy.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits at most `limit` for the process to exit; its exit status.
+fn wait_exit(proxy: &mut BinaryProxy, limit: Duration) -> Option<std::process::ExitStatus> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(status) = proxy.child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_the_admission_in_flight_then_exits() {
+    let ws = Workspace::new("drain");
+    let backend = TestBackend::start();
+    write_config(
+        &ws,
+        &validating(
+            "slow.serving.test",
+            &backend.client_config("/slow/2500"),
+            ALL,
+            "timeoutSeconds: 10",
+        ),
+    );
+    let mut proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--shutdown-delay-seconds",
+            "1",
+            "--shutdown-grace-seconds",
+            "10",
+        ],
+    );
+    let target = proxy.target(&ws.pki);
+    let client = Arc::new(HttpClient::new());
+    let in_flight = {
+        let (client, target) = (client.clone(), target.clone());
+        tokio::spawn(async move {
+            client
+                .post(
+                    &target,
+                    "/webhooks/slow.serving.test?timeout=10s",
+                    &fixture("0096-create-core-v1-pods-v1.json"),
+                    &[],
+                )
+                .await
+        })
+    };
+    // The request has reached the backend before the signal.
+    for _ in 0..100 {
+        if backend.recorder.calls() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(backend.recorder.calls(), 1);
+    let signalled = Instant::now();
+    sigterm(&proxy);
+    assert!(proxy.logged("shutting down"));
+    // During the shutdown delay the proxy still answers, and /readyz fails.
+    let (addr, ca) = (proxy.addr.clone(), ws.pki.ca_pem.clone());
+    let readyz = tokio::task::spawn_blocking(move || https_get(&addr, &ca, None, "/readyz"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        readyz.starts_with("HTTP/1.1 503") && readyz.ends_with("shutting down"),
+        "{readyz}"
+    );
+
+    let reply = in_flight
+        .await
+        .unwrap()
+        .expect("the admission in flight is answered");
+    assert_eq!(reply.status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(answer["response"]["allowed"], true);
+    let status = wait_exit(&mut proxy, Duration::from_secs(15)).expect("the proxy exits");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        signalled.elapsed() >= Duration::from_secs(1),
+        "the shutdown delay was kept"
+    );
+    assert!(proxy.logged("drained; exiting"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_fails_until_a_configuration_has_webhooks() {
+    let ws = Workspace::new("readyz");
+    // A ConfigMap key without an extension is not loaded: zero webhooks.
+    std::fs::write(ws.conf.join("webhooks"), unreachable_webhook()).unwrap();
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    assert!(proxy.logged("no webhooks are configured"));
+    let get = |path: &'static str| {
+        let (addr, ca) = (proxy.addr.clone(), ws.pki.ca_pem.clone());
+        move || https_get(&addr, &ca, None, path).unwrap()
+    };
+    let readyz = tokio::task::spawn_blocking(get("/readyz")).await.unwrap();
+    assert!(readyz.starts_with("HTTP/1.1 503"), "{readyz}");
+    assert!(readyz.ends_with("no webhooks are configured"), "{readyz}");
+    let livez = tokio::task::spawn_blocking(get("/livez")).await.unwrap();
+    assert!(livez.starts_with("HTTP/1.1 200"), "{livez}");
+
+    write_config(&ws, &unreachable_webhook());
+    let mut ready = false;
+    for _ in 0..60 {
+        let readyz = tokio::task::spawn_blocking(get("/readyz")).await.unwrap();
+        if readyz.starts_with("HTTP/1.1 200") {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ready, "ready once webhooks are loaded");
+}
+
+#[test]
+fn plain_http_on_the_tls_port_gets_go_s_400() {
+    let ws = Workspace::new("plain");
+    write_config(&ws, &unreachable_webhook());
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--log-level", "debug"]);
+    let mut tcp = TcpStream::connect(&proxy.addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tcp.write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    tcp.read_to_end(&mut answer).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&answer),
+        "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+    );
+    // A client that connects and leaves, and one whose TLS fails: no ERROR line.
+    drop(TcpStream::connect(&proxy.addr).unwrap());
+    let stranger = TestPki::generate(&["127.0.0.1"]).unwrap();
+    assert!(https_get(&proxy.addr, &stranger.ca_pem, None, "/readyz").is_err());
+    assert!(proxy.logged("TLS handshake failed"));
+    let logs = proxy.logs.lock().unwrap();
+    assert!(
+        !logs.iter().any(|l| l.contains("\"level\":\"ERROR\"")),
+        "{logs:?}"
+    );
+}
+
+#[test]
+fn client_certificates_are_required_verified_filtered_by_cn_and_rotated() {
+    let ws = Workspace::new("mtls");
+    write_config(&ws, &unreachable_webhook());
+    let clients = TestPki::generate(&["unused"]).unwrap();
+    let ca_file = ws.dir.join("client-ca.crt");
+    std::fs::write(&ca_file, &clients.ca_pem).unwrap();
+    let proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--client-ca-file",
+            ca_file.to_str().unwrap(),
+            "--client-cn",
+            "kube-apiserver,kube-apiserver-proxy",
+        ],
+    );
+    let get = |client: Option<&(String, String)>| {
+        https_get(&proxy.addr, &ws.pki.ca_pem, client, "/readyz")
+    };
+    let apiserver = clients.client_certificate("kube-apiserver").unwrap();
+    let ok = get(Some(&apiserver)).unwrap();
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    assert!(get(None).is_err(), "no client certificate: refused");
+    let other_cn = clients.client_certificate("someone-else").unwrap();
+    assert!(get(Some(&other_cn)).is_err(), "a CN not listed: refused");
+    let other_ca = TestPki::generate(&["unused"]).unwrap();
+    let foreign = other_ca.client_certificate("kube-apiserver").unwrap();
+    assert!(get(Some(&foreign)).is_err(), "another CA: refused");
+
+    // Rotate the client CA: the new CA's clients are served, the old one's no longer.
+    std::fs::write(&ca_file, &other_ca.ca_pem).unwrap();
+    assert!(proxy.logged("client CA reloaded"));
+    assert!(get(Some(&foreign)).unwrap().starts_with("HTTP/1.1 200"));
+    assert!(get(Some(&apiserver)).is_err());
+}
+
+#[test]
+fn a_serving_key_that_does_not_match_is_refused_at_start_and_on_reload() {
+    let ws = Workspace::new("pair");
+    write_config(&ws, &unreachable_webhook());
+    let other = TestPki::generate(&["127.0.0.1"]).unwrap();
+    let wrong_key = ws.dir.join("wrong.key");
+    std::fs::write(&wrong_key, &other.key_pem).unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&ws.conf)
+        .arg("--tls-cert-file")
+        .arg(&ws.cert)
+        .arg("--tls-private-key-file")
+        .arg(&wrong_key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let error: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(error.len(), 1, "{stderr}");
+    assert!(
+        error[0].contains("does not match")
+            && error[0].contains(ws.cert.to_str().unwrap())
+            && error[0].contains(wrong_key.to_str().unwrap()),
+        "{stderr}"
+    );
+    assert_eq!(
+        error[0].matches("does not match").count(),
+        1,
+        "the cause is printed once: {stderr}"
+    );
+
+    // On reload: the last good pair keeps serving.
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    std::fs::write(&ws.key, &other.key_pem).unwrap();
+    assert!(
+        proxy.logged("serving certificate not reloaded"),
+        "{:?}",
+        proxy.logs.lock().unwrap()
+    );
+    let ok = https_get(&proxy.addr, &ws.pki.ca_pem, None, "/livez").unwrap();
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+}
+
+#[test]
+fn version_names_the_commit_and_a_bad_log_level_is_an_error() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        version.starts_with(&format!(
+            "admission-proxy {} (commit ",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{version}"
+    );
+    let out = Command::new(BIN)
+        .args(["--log-level", "verbose", "check", "--config"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("config"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--log-level \"verbose\" is not a valid log filter"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
