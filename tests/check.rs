@@ -85,3 +85,26 @@ fn every_problem_is_listed_with_its_location() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&ns);
 }
+
+#[test]
+fn an_empty_configuration_and_unloaded_files_are_warnings() {
+    let dir = std::env::temp_dir().join(format!(
+        "admission-proxy-check-empty-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // A ConfigMap key without an extension, and a hidden ConfigMap internal.
+    std::fs::write(dir.join("webhooks"), "kind: List\nitems: []\n").unwrap();
+    std::fs::write(dir.join(".hidden.yaml"), "x").unwrap();
+    let (code, out) = check(&["--config", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "warnings only: {out}");
+    let warnings: Vec<&str> = out.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 2, "{out}");
+    assert!(
+        warnings[0].contains("webhooks: not loaded: only *.yaml, *.yml and *.json"),
+        "{out}"
+    );
+    assert!(warnings[1].contains("no webhooks are configured"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -220,6 +220,7 @@ pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
 /// (not only the first) when anything does not parse or validate.
 pub fn load(path: &Path) -> Result<Snapshot, ConfigError> {
     let files = config_files(path)?;
+    let skipped = skipped_files(path);
     let mut contents = Vec::with_capacity(files.len());
     for file in &files {
         let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Io {
@@ -228,7 +229,45 @@ pub fn load(path: &Path) -> Result<Snapshot, ConfigError> {
         })?;
         contents.push((file.clone(), text));
     }
-    load_contents(&contents)
+    let mut snapshot = load_contents(&contents)?;
+    let warning = |file: PathBuf, message: String| Problem {
+        file,
+        document: None,
+        kind: None,
+        configuration: None,
+        webhook: None,
+        field: String::new(),
+        message,
+    };
+    for file in skipped {
+        snapshot.warnings.push(warning(file, "not loaded: only *.yaml, *.yml and *.json files are read (a ConfigMap key needs one of these extensions)".into()));
+    }
+    if snapshot.is_empty() {
+        snapshot.warnings.push(warning(path.to_path_buf(), "no webhooks are configured: `serve` stays not ready (/readyz fails) until a configuration with webhooks is loaded".into()));
+    }
+    Ok(snapshot)
+}
+
+/// Regular files of a config directory that [`config_files`] leaves out for their name (not
+/// hidden, no YAML/JSON extension): each is worth a warning, as it was probably meant to load.
+fn skipped_files(path: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return Vec::new();
+    };
+    let mut skipped: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !name.starts_with('.')
+                && !matches!(
+                    p.extension().and_then(|e| e.to_str()),
+                    Some("yaml" | "yml" | "json")
+                )
+                && p.is_file()
+        })
+        .collect();
+    skipped.sort();
+    skipped
 }
 
 /// Builds a snapshot from `(file name, contents)` pairs; see [`load`].
