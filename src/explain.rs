@@ -109,6 +109,10 @@ pub struct CallPlan {
     /// webhook names none the proxy speaks (then the call fails as failurePolicy says).
     pub admission_review_version: Option<&'static str>,
     pub url: String,
+    /// The TLS server name verified in the backend's certificate when it is not the URL's
+    /// host (the `tlsServerName` option).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_server_name: Option<String>,
     pub timeout_seconds: u64,
     /// The exact body, byte for byte.
     pub body: Option<Box<RawValue>>,
@@ -304,6 +308,7 @@ fn explain_webhook(
         CallPlan {
             admission_review_version: version.map(|v| v.api_version()),
             url: format!("{}?timeout={timeout_seconds}s", webhook.backend.url),
+            tls_server_name: webhook.backend.server_name.clone(),
             timeout_seconds,
             // The converted body is unknown until the conversion webhook answers.
             body: version.filter(|_| !pending_conversion).and_then(|v| {
@@ -416,9 +421,14 @@ pub fn render(explanation: &Explanation) -> String {
         if let Some(call) = &w.call {
             match (&call.admission_review_version, &call.body) {
                 (Some(version), Some(body)) => {
+                    let server_name = call
+                        .tls_server_name
+                        .as_ref()
+                        .map(|n| format!(", TLS server name {n}"))
+                        .unwrap_or_default();
                     let _ = writeln!(
                         out,
-                        "  sends AdmissionReview {version} to {} (timeout {}s):\n    {}",
+                        "  sends AdmissionReview {version} to {} (timeout {}s{server_name}):\n    {}",
                         call.url,
                         call.timeout_seconds,
                         body.get()
