@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `ValidatingWebhookConfiguration` or `MutatingWebhookConfiguration`.
 #[derive(Clone, Debug, Deserialize)]
@@ -118,7 +118,7 @@ pub struct ServiceReference {
 }
 
 /// `RuleWithOperations`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RuleWithOperations {
     #[serde(default)]
@@ -129,29 +129,29 @@ pub struct RuleWithOperations {
     pub api_versions: Vec<String>,
     #[serde(default)]
     pub resources: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
 }
 
 /// `metav1.LabelSelector`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelector {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_expressions: Option<Vec<LabelSelectorRequirement>>,
 }
 
 /// `metav1.LabelSelectorRequirement`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelectorRequirement {
     #[serde(default)]
     pub key: String,
     #[serde(default)]
     pub operator: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Vec<String>>,
 }
 

@@ -1,7 +1,7 @@
 //! admission-proxy: a sidecar in front of legacy Kubernetes admission webhooks.
 //!
 //! Module dependencies point one way: `api` → `backend`; `api`, `backend`, `review` → `conversion` → `matching` → `config` → `explain`,
-//! `dispatch` → `server` → `reload`, `demo`. `metrics`, `tls` and `example_backend` are leaves.
+//! `dispatch` → `server` → `reload`, `demo`; `config` → `registration`. `metrics`, `tls` and `example_backend` are leaves.
 
 pub mod api;
 pub mod backend;
@@ -14,6 +14,7 @@ pub mod example_backend;
 pub mod explain;
 pub mod matching;
 pub mod metrics;
+pub mod registration;
 pub mod reload;
 pub mod review;
 pub mod server;

@@ -58,6 +58,11 @@ enum Command {
     /// document, configuration, webhook, field path, reason) and a summary; exit 0 when valid,
     /// 1 when not. For CI on a repository of webhook configurations.
     Check(CheckArgs),
+    /// Print (YAML) the Validating/MutatingWebhookConfigurations that register the proxy with
+    /// kube-apiserver for every webhook of --config: same names, the legacy rules, selectors,
+    /// matchPolicy and failurePolicy, the proxy's Service as clientConfig (README, "Cutting
+    /// over").
+    Registration(RegistrationArgs),
     /// For a captured AdmissionReview: for every loaded webhook, whether kube-apiserver would
     /// call it and why (rules, namespaceSelector and objectSelector with the labels used, each
     /// matchCondition's value or error, failurePolicy), and the exact body a call would send.
@@ -78,6 +83,28 @@ struct ExplainArgs {
     /// `text` (default) or `json`.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     output: String,
+}
+
+#[derive(clap::Args)]
+struct RegistrationArgs {
+    /// Directory (or file) of the legacy ValidatingWebhookConfiguration /
+    /// MutatingWebhookConfiguration, as the proxy serves it.
+    #[arg(long)]
+    config: PathBuf,
+    /// The proxy's Service, `NAMESPACE/NAME[:PORT]` (port 443 by default). Its namespace is
+    /// excluded from every namespaceSelector so that the proxy never blocks its own pods.
+    #[arg(long, value_parser = admission_proxy::registration::parse_service)]
+    service: (String, String, u16),
+    /// PEM CA that signed the proxy's serving certificate, written as caBundle.
+    #[arg(long)]
+    ca_bundle: Option<PathBuf>,
+    /// Add `cert-manager.io/inject-ca-from: NAMESPACE/CERTIFICATE` so that cert-manager's CA
+    /// injector fills in caBundle.
+    #[arg(long)]
+    inject_ca_from: Option<String>,
+    /// Appended to each legacy configuration's name (so that both exist during the cutover).
+    #[arg(long, default_value = "-admission-proxy")]
+    name_suffix: String,
 }
 
 #[derive(clap::Args)]
@@ -307,6 +334,9 @@ fn run() -> anyhow::Result<()> {
     if let Command::Explain(args) = &cli.command {
         return explain(args);
     }
+    if let Command::Registration(args) = &cli.command {
+        return registration(args);
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Command::Serve(args) = &cli.command {
         builder.worker_threads(usize::from(args.worker_threads));
@@ -318,7 +348,7 @@ fn run() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve(args)),
         Command::Bench(args) => runtime.block_on(bench(args)),
-        Command::Check(_) | Command::Explain(_) => {
+        Command::Check(_) | Command::Explain(_) | Command::Registration(_) => {
             unreachable!("handled before the runtime starts")
         }
         Command::Demo(args) => runtime.block_on(async {
@@ -382,6 +412,37 @@ fn check(args: &CheckArgs) -> bool {
     let verdict = if problems == 0 { "valid" } else { "INVALID" };
     println!("{verdict}: {summary}{}", namespaces.unwrap_or_default());
     problems == 0
+}
+
+/// `registration`: prints the proxy's webhook configurations for the legacy ones in --config.
+fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
+    use base64::Engine;
+    let snapshot = config::load(&args.config)
+        .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
+    if snapshot.is_empty() {
+        bail!("{}: no webhooks to register", args.config.display());
+    }
+    let ca_bundle = match &args.ca_bundle {
+        Some(f) => {
+            let pem = std::fs::read(f).with_context(|| format!("read {}", f.display()))?;
+            Some(base64::engine::general_purpose::STANDARD.encode(pem))
+        }
+        None => None,
+    };
+    let (namespace, service, port) = args.service.clone();
+    let options = admission_proxy::registration::Options {
+        namespace,
+        service,
+        port,
+        ca_bundle,
+        inject_ca_from: args.inject_ca_from.clone(),
+        name_suffix: args.name_suffix.clone(),
+    };
+    print!(
+        "{}",
+        admission_proxy::registration::render(&snapshot, &options)
+    );
+    Ok(())
 }
 
 /// `explain`: loads the configuration and the review as `serve` would and prints the verdicts.

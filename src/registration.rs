@@ -1,0 +1,197 @@
+//! `admission-proxy registration`: the Validating/MutatingWebhookConfigurations that register
+//! the proxy with kube-apiserver in place of the legacy webhooks of a loaded configuration.
+//! Depends on `api` and `config`.
+//!
+//! Each legacy webhook becomes one proxy webhook with the same name (denials and failures
+//! read as before), the legacy `rules`, `namespaceSelector`, `objectSelector`, `matchPolicy`
+//! and `failurePolicy`, so kube-apiserver never calls the proxy for a request the legacy
+//! webhook would not get (KEP-492 "Webhook selection"; the proxy re-applies them, plus the
+//! `matchConditions`, which stay with the proxy). Differences, and why:
+//! - `clientConfig` is the proxy's Service, path `/webhooks/{validating|mutating}/{name}`;
+//! - `timeoutSeconds` is one second above the legacy one (at most 30): the proxy spends up
+//!   to the legacy timeout on the backend and answers by failurePolicy before kube-apiserver's
+//!   own deadline;
+//! - `namespaceSelector` also excludes the proxy's own namespace, so that the proxy's pods can
+//!   always be created (a proxy that is down must not block its own rollout);
+//! - `sideEffects` is `NoneOnDryRun` for a legacy `NoneOnDryRun` webhook, else `None`: the
+//!   proxy rejects dry-run requests itself for legacy `Unknown`/`Some` webhooks, as
+//!   kube-apiserver would, without calling them;
+//! - `admissionReviewVersions` is `[v1, v1beta1]`: the proxy speaks both and converts.
+//!
+//! Mutating webhooks keep their order (kube-apiserver calls them by configuration name, then
+//! list order: each configuration keeps its list order, and its name gets only a suffix) and
+//! their `reinvocationPolicy`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::api::WebhookType;
+use crate::api::{
+    FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, SideEffects,
+};
+use crate::config::{Snapshot, Webhook};
+
+/// Label key kube-apiserver sets on every namespace to its name (Kubernetes 1.21+).
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Where kube-apiserver reaches the proxy, and how it trusts it.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The proxy's Service: namespace, name, port.
+    pub namespace: String,
+    pub service: String,
+    pub port: u16,
+    /// `caBundle` (base64 of the PEM CA that signed the proxy's serving certificate); `None`
+    /// leaves it to cert-manager's CA injector (`inject_ca_from`) or to the user.
+    pub ca_bundle: Option<String>,
+    /// `cert-manager.io/inject-ca-from` value (`NAMESPACE/CERTIFICATE`), if any.
+    pub inject_ca_from: Option<String>,
+    /// Appended to each legacy configuration's name, so that both can exist during cutover.
+    pub name_suffix: String,
+}
+
+/// Parses `NAMESPACE/NAME[:PORT]` (port 443 by default, as in `ServiceReference`).
+///
+/// # Errors
+/// A message when the namespace, the name or the port is missing or invalid.
+pub fn parse_service(s: &str) -> Result<(String, String, u16), String> {
+    let (namespace, rest) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} is not NAMESPACE/NAME[:PORT]"))?;
+    let (name, port) = match rest.split_once(':') {
+        Some((name, port)) => (
+            name,
+            port.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("{port:?} is not a port (1-65535)"))?,
+        ),
+        None => (rest, 443),
+    };
+    if namespace.is_empty() || name.is_empty() {
+        return Err(format!("{s:?} is not NAMESPACE/NAME[:PORT]"));
+    }
+    Ok((namespace.to_string(), name.to_string(), port))
+}
+
+/// The registration objects for every webhook of `snapshot`: one configuration per legacy
+/// configuration, validating first, each sorted by name, as a multi-document YAML stream.
+pub fn render(snapshot: &Snapshot, options: &Options) -> String {
+    let mut out = String::new();
+    for object in objects(snapshot, options) {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml_ng::to_string(&object).unwrap_or_default());
+    }
+    out
+}
+
+/// The registration objects as JSON values (see [`render`]).
+pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
+    let mut out = Vec::new();
+    for webhook_type in [WebhookType::Validating, WebhookType::Mutating] {
+        let mut by_configuration: BTreeMap<&str, Vec<&Webhook>> = BTreeMap::new();
+        for w in snapshot.of_type(webhook_type).values() {
+            by_configuration
+                .entry(w.configuration.as_str())
+                .or_default()
+                .push(w);
+        }
+        for (configuration, mut webhooks) in by_configuration {
+            webhooks.sort_by_key(|w| w.index);
+            let kind = match webhook_type {
+                WebhookType::Validating => "ValidatingWebhookConfiguration",
+                WebhookType::Mutating => "MutatingWebhookConfiguration",
+            };
+            let mut metadata = json!({
+                "name": format!("{configuration}{}", options.name_suffix),
+                "labels": {"app.kubernetes.io/managed-by": "admission-proxy"},
+                "annotations": {"admission-proxy.io/registered-for": configuration},
+            });
+            if let Some(from) = &options.inject_ca_from {
+                metadata["annotations"]["cert-manager.io/inject-ca-from"] = json!(from);
+            }
+            out.push(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": metadata,
+                "webhooks": webhooks.iter().map(|w| webhook(w, options)).collect::<Vec<_>>(),
+            }));
+        }
+    }
+    out
+}
+
+fn webhook(w: &Webhook, options: &Options) -> Value {
+    let mut client_config = json!({
+        "service": {
+            "namespace": options.namespace,
+            "name": options.service,
+            "port": options.port,
+            "path": format!("/webhooks/{}/{}", w.webhook_type.as_str(), w.name),
+        }
+    });
+    if let Some(ca) = &options.ca_bundle {
+        client_config["caBundle"] = json!(ca);
+    }
+    let side_effects = match w.side_effects {
+        SideEffects::NoneOnDryRun => "NoneOnDryRun",
+        _ => "None",
+    };
+    let timeout = (w.timeout.as_secs() + 1).min(30);
+    let mut hook = json!({
+        "name": w.name,
+        "clientConfig": client_config,
+        "rules": w.spec.rules,
+        "namespaceSelector": excluding_namespace(w.spec.namespace_selector.as_ref(), &options.namespace),
+        "objectSelector": w.spec.object_selector.clone().unwrap_or_default(),
+        "matchPolicy": match w.matcher.match_policy {
+            MatchPolicy::Exact => "Exact",
+            MatchPolicy::Equivalent => "Equivalent",
+        },
+        "failurePolicy": match w.failure_policy() {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        },
+        "sideEffects": side_effects,
+        "timeoutSeconds": timeout,
+        "admissionReviewVersions": ["v1", "v1beta1"],
+    });
+    if w.webhook_type == WebhookType::Mutating {
+        // v1's default, as the legacy configuration would have been read.
+        let policy = w.spec.reinvocation_policy.as_deref().unwrap_or("Never");
+        hook["reinvocationPolicy"] = json!(policy);
+    }
+    hook
+}
+
+/// `selector` with `kubernetes.io/metadata.name NotIn [namespace]` added.
+fn excluding_namespace(selector: Option<&LabelSelector>, namespace: &str) -> LabelSelector {
+    let mut selector = selector.cloned().unwrap_or_default();
+    selector
+        .match_expressions
+        .get_or_insert_with(Vec::new)
+        .push(LabelSelectorRequirement {
+            key: NAMESPACE_NAME_LABEL.to_string(),
+            operator: "NotIn".to_string(),
+            values: Some(vec![namespace.to_string()]),
+        });
+    selector
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_references() {
+        assert_eq!(
+            parse_service("webhooks/admission-proxy").unwrap(),
+            ("webhooks".into(), "admission-proxy".into(), 443)
+        );
+        assert_eq!(parse_service("ns/svc:8443").unwrap().2, 8443);
+        for bad in ["svc", "/svc", "ns/", "ns/svc:0", "ns/svc:http"] {
+            assert!(parse_service(bad).is_err(), "{bad}");
+        }
+    }
+}
