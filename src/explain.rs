@@ -204,6 +204,10 @@ fn explain_webhook(
             "reject",
             format!("{} {}: {}", status.code, status.reason, status.message),
         ),
+        MatchDecision::NamespaceUnavailable(why) => (
+            "fail",
+            format!("{why}; failurePolicy {} decides", m.failure_policy.as_str()),
+        ),
     };
     // What the webhook sees: the request rewritten for its version, when converted.
     let converted = match &decision {
@@ -249,6 +253,11 @@ fn explain_webhook(
                     "error: 404 namespaces {:?} not found (held back until a rule matches)",
                     r.namespace
                 ),
+            ),
+            NamespaceLabels::Unavailable(reason) => (
+                "namespace labels unavailable",
+                None,
+                format!("error: {reason} (failurePolicy decides once a rule matches)"),
             ),
         }
     };

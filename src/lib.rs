@@ -14,6 +14,7 @@ pub mod example_backend;
 pub mod explain;
 pub mod matching;
 pub mod metrics;
+pub mod namespace_watch;
 pub mod registration;
 pub mod reload;
 pub mod review;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admission_proxy::{
-    config, demo, dispatch::Dispatcher, matching::Namespaces, reload, server, tls,
+    config, demo, dispatch::Dispatcher, matching::Namespaces, namespace_watch, reload, server, tls,
 };
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -197,9 +197,19 @@ struct ServeArgs {
     /// repeated); needs --client-ca-file.
     #[arg(long, value_delimiter = ',', requires = "client_ca_file")]
     client_cn: Vec<String>,
-    /// Namespaces for namespaceSelector (`kubectl get namespaces -o yaml`); watched.
-    #[arg(long)]
+    /// Namespaces for namespaceSelector (`kubectl get namespaces -o yaml`); watched. The
+    /// offline alternative to --watch-namespaces.
+    #[arg(long, conflicts_with = "watch_namespaces")]
     namespaces_file: Option<PathBuf>,
+    /// Keep namespace labels from a live, metadata-only watch of the cluster's Namespaces
+    /// (needs get, list and watch on namespaces); a namespace not yet seen is fetched with a
+    /// live GET, as kube-apiserver does. /readyz waits for the first list.
+    #[arg(long)]
+    watch_namespaces: bool,
+    /// Kubeconfig for --watch-namespaces outside a pod (default: KUBECONFIG, ~/.kube/config,
+    /// then the pod's service account).
+    #[arg(long, requires = "watch_namespaces")]
+    kubeconfig: Option<PathBuf>,
     /// Largest accepted AdmissionReview body, in bytes (kube-apiserver's own limit is 3 MiB).
     #[arg(long, default_value_t = server::DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -488,11 +498,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("parse {}", f.display()))?,
         ),
         None => {
-            if snapshot
-                .webhooks()
-                .any(|w| !w.matcher.namespace_selector.is_empty())
+            if !args.watch_namespaces
+                && snapshot
+                    .webhooks()
+                    .any(|w| !w.matcher.namespace_selector.is_empty())
             {
-                tracing::warn!("a webhook has a namespaceSelector but no --namespaces-file was given: namespaced requests it matches are rejected with 404 (namespace not found), as kube-apiserver does for unknown namespaces");
+                tracing::warn!("a webhook has a namespaceSelector but neither --namespaces-file nor --watch-namespaces was given: namespaced requests it matches are rejected with 404 (namespace not found), as kube-apiserver does for unknown namespaces");
             }
             None
         }
@@ -525,6 +536,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.max_body_bytes,
     );
     state.metrics = admission_proxy::metrics::install();
+    if args.watch_namespaces {
+        let client = namespace_watch::client(args.kubeconfig.as_deref())
+            .await
+            .context("start the namespace watch")?;
+        state.namespace_watch = Some(namespace_watch::NamespaceWatch::start(
+            client,
+            state.namespaces.clone(),
+        ));
+    }
     let state = Arc::new(state);
     let handle = server::serve_admission(args.listen, Arc::new(server_tls), state.clone())
         .with_context(|| format!("listen on {}", args.listen))?;

@@ -74,3 +74,27 @@ pub fn tls_handshake_failure(reason: &'static str) {
     metrics::counter!("admission_proxy_tls_handshake_failures_total", "reason" => reason)
         .increment(1);
 }
+
+/// The namespace watch's state: `admission_proxy_namespace_watch_synced` (0/1) and, after a
+/// change, `admission_proxy_namespace_watch_last_update_timestamp_seconds` and
+/// `admission_proxy_namespaces_cached`.
+pub fn namespace_watch(synced: bool, update: Option<(f64, usize)>) {
+    metrics::gauge!("admission_proxy_namespace_watch_synced").set(if synced { 1.0 } else { 0.0 });
+    if let Some((timestamp, cached)) = update {
+        metrics::gauge!("admission_proxy_namespace_watch_last_update_timestamp_seconds")
+            .set(timestamp);
+        metrics::gauge!("admission_proxy_namespaces_cached").set(cached as f64);
+    }
+}
+
+/// A watch error (dropped connection, 410 Gone, API error), retried with backoff:
+/// `admission_proxy_namespace_watch_errors_total`.
+pub fn namespace_watch_error() {
+    metrics::counter!("admission_proxy_namespace_watch_errors_total").increment(1);
+}
+
+/// A live namespace lookup: `admission_proxy_namespace_lookups_total{result}` (`found`,
+/// `not_found`, `error`).
+pub fn namespace_lookup(result: &'static str) {
+    metrics::counter!("admission_proxy_namespace_lookups_total", "result" => result).increment(1);
+}

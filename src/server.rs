@@ -26,6 +26,7 @@ use crate::api::WebhookType;
 use crate::config::Snapshot;
 use crate::dispatch::{parse_go_duration, Decision, Dispatcher};
 use crate::matching::Namespaces;
+use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
 
 /// Default request body limit: kube-apiserver's own 3 MiB (dispatch notes §4).
@@ -41,8 +42,12 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What the request path reads; swapped (never locked) on reload.
 pub struct State {
     pub config: ArcSwap<Snapshot>,
-    /// Namespace labels from `--namespaces-file`; `None` when no file was given.
-    pub namespaces: ArcSwapOption<Namespaces>,
+    /// Namespace labels from `--namespaces-file` or the namespace watch; `None` when neither
+    /// was given (or the watch has not listed yet). Shared with the watch, which publishes here.
+    pub namespaces: Arc<ArcSwapOption<Namespaces>>,
+    /// `--watch-namespaces`: readiness waits for its first list, and namespaces missing from
+    /// the cache are looked up live.
+    pub namespace_watch: Option<NamespaceWatch>,
     pub dispatcher: Dispatcher,
     /// Request bodies larger than this get 413.
     pub max_body_bytes: usize,
@@ -81,7 +86,8 @@ impl State {
     ) -> Self {
         State {
             config: ArcSwap::from_pointee(config),
-            namespaces: ArcSwapOption::new(namespaces.map(Arc::new)),
+            namespaces: Arc::new(ArcSwapOption::new(namespaces.map(Arc::new))),
+            namespace_watch: None,
             dispatcher,
             max_body_bytes,
             metrics: None,
@@ -101,6 +107,9 @@ impl State {
         }
         if self.config.load().is_empty() {
             return Err("no webhooks are configured");
+        }
+        if self.namespace_watch.as_ref().is_some_and(|w| !w.synced()) {
+            return Err("the namespace watch has not listed the cluster's namespaces yet");
         }
         Ok(())
     }
@@ -251,14 +260,20 @@ impl ServeHttp for AdmissionApp {
             .split('&')
             .find_map(|kv| kv.strip_prefix("timeout="))
             .and_then(parse_go_duration);
-        let namespaces = self.state.namespaces.load();
+        let cache = self.state.namespaces.load();
+        let live = match &self.state.namespace_watch {
+            Some(watch) if webhook.matcher.namespace_missing(&review, cache.as_deref()) => {
+                live_namespace(watch, &review.request.namespace, webhook.timeout).await
+            }
+            _ => None,
+        };
         let answer = self
             .state
             .dispatcher
             .admit(
                 webhook,
                 &review,
-                namespaces.as_deref(),
+                live.as_ref().or(cache.as_deref()),
                 caller_timeout,
                 received,
             )
@@ -299,6 +314,30 @@ impl ServeHttp for AdmissionApp {
             response.headers_mut().insert(DECISION_HEADER, v);
         }
         response
+    }
+}
+
+/// The longest a live namespace lookup may take (also bounded by the webhook's timeout).
+const NAMESPACE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// kube-apiserver's lister-miss fallback (matching notes §3, step 3) for a namespace the watch
+/// has not (yet) seen: its labels, `None` when it does not exist (the matcher then answers
+/// 404 as usual), or why it cannot be known (failurePolicy decides).
+async fn live_namespace(
+    watch: &NamespaceWatch,
+    name: &str,
+    webhook_timeout: Duration,
+) -> Option<Namespaces> {
+    match watch
+        .lookup(name, webhook_timeout.min(NAMESPACE_LOOKUP_TIMEOUT))
+        .await
+    {
+        Lookup::Found(one) => Some(one),
+        Lookup::NotFound => None,
+        Lookup::Failed(reason) if watch.synced() => Some(Namespaces::unavailable(reason)),
+        Lookup::Failed(reason) => Some(Namespaces::unavailable(format!(
+            "the namespace watch has not listed the cluster's namespaces yet, and {reason}"
+        ))),
     }
 }
 

@@ -14,58 +14,9 @@ use std::time::{Duration, Instant};
 
 use admission_proxy::dispatch::HttpClient;
 use admission_proxy::tls::TestPki;
-use common::{fixture, validating, BinaryProxy, TestBackend, Workspace, ALL};
+use common::{fixture, https_get, validating, BinaryProxy, TestBackend, Workspace, ALL};
 
 const BIN: &str = env!("CARGO_BIN_EXE_admission-proxy");
-
-/// `GET path` over TLS trusting `ca_pem`, presenting `client` (cert PEM, key PEM) when given,
-/// with the blocking rustls client; the raw HTTP answer, or the TLS/IO error.
-fn https_get(
-    addr: &str,
-    ca_pem: &str,
-    client: Option<&(String, String)>,
-    path: &str,
-) -> Result<String, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots);
-    let config = match client {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(
-                rustls_pemfile::certs(&mut cert.as_bytes())
-                    .map(Result::unwrap)
-                    .collect(),
-                rustls_pemfile::private_key(&mut key.as_bytes())
-                    .unwrap()
-                    .unwrap(),
-            )
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    let conn =
-        rustls::ClientConnection::new(Arc::new(config), "127.0.0.1".try_into().unwrap()).unwrap();
-    let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    tls.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    match tls.read_to_end(&mut out) {
-        Ok(_) => Ok(String::from_utf8_lossy(&out).into_owned()),
-        // Closed without close_notify after a complete answer is still an answer.
-        Err(_) if !out.is_empty() => Ok(String::from_utf8_lossy(&out).into_owned()),
-        Err(e) => Err(e.to_string()),
-    }
-}
 
 fn write_config(ws: &Workspace, contents: &str) {
     std::fs::write(ws.conf.join("webhooks.yaml"), contents).unwrap();

@@ -47,6 +47,10 @@ pub enum CallFailure {
     UnsupportedPatchType(String),
     #[error("received undecodable patch in webhook response: {0}")]
     UndecodablePatch(String),
+    /// The proxy could not read the namespace labels the webhook's namespaceSelector needs
+    /// (`serve --watch-namespaces` not synced, live lookup failed); no call was made.
+    #[error("{0}")]
+    NamespaceUnavailable(String),
 }
 
 impl CallFailure {
@@ -62,6 +66,7 @@ impl CallFailure {
             | CallFailure::Invalid(_)
             | CallFailure::UnsupportedPatchType(_)
             | CallFailure::UndecodablePatch(_) => "bad_answer",
+            CallFailure::NamespaceUnavailable(_) => "namespace_labels",
         }
     }
 
@@ -311,6 +316,9 @@ impl Dispatcher {
                 );
             }
             MatchDecision::Reject(status) => return deny(review, status, Decision::Rejected),
+            MatchDecision::NamespaceUnavailable(reason) => {
+                return self.fail(webhook, review, CallFailure::NamespaceUnavailable(reason))
+            }
             MatchDecision::Call => None,
             MatchDecision::CallConverted(converted) => Some(converted),
             // Resolved above; never left pending.

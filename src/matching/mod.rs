@@ -82,6 +82,10 @@ pub enum MatchDecision {
     /// The request fails whatever failurePolicy says (namespace not found) or because
     /// failurePolicy is Fail (matchCondition error). The status kube-apiserver would return.
     Reject(Status),
+    /// The namespace's labels could not be read (the proxy's namespace watch has not synced
+    /// and the live lookup failed): decided by failurePolicy like a failed call, since the
+    /// proxy, not the cluster, is missing information. The reason.
+    NamespaceUnavailable(String),
 }
 
 /// A request rewritten for the version a webhook registered for.
@@ -173,8 +177,12 @@ impl Matcher {
                 None => return MatchDecision::Skip(SkipReason::NoRuleMatched),
             }
         };
-        if let Some(status) = ns_error {
-            return MatchDecision::Reject(status);
+        match ns_error {
+            Some(HeldBack::Status(status)) => return MatchDecision::Reject(status),
+            Some(HeldBack::Unavailable(reason)) => {
+                return MatchDecision::NamespaceUnavailable(reason)
+            }
+            None => {}
         }
         let Some(invocation) = invocation else {
             return self
@@ -257,12 +265,27 @@ impl Matcher {
         }
     }
 
+    /// Whether deciding `review` needs the labels of a namespace `namespaces` does not list:
+    /// the case where kube-apiserver falls back from its cache to a live GET (matching notes
+    /// §3, step 3).
+    pub fn namespace_missing(
+        &self,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+    ) -> bool {
+        !self.namespace_selector.is_empty()
+            && matches!(
+                namespace_labels(review, namespaces),
+                NamespaceLabels::NotFound | NamespaceLabels::Unavailable(_)
+            )
+    }
+
     /// `MatchNamespaceSelector` (matching notes §3): `(matches, error held back)`.
     fn match_namespace_selector(
         &self,
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
-    ) -> (bool, Option<Status>) {
+    ) -> (bool, Option<HeldBack>) {
         if self.namespace_selector.is_empty() {
             return (true, None);
         }
@@ -272,11 +295,18 @@ impl Matcher {
             NamespaceLabels::Stored(labels) => (self.namespace_selector.matches(labels), None),
             NamespaceLabels::NotFound => (
                 false,
-                Some(Status::failure(
+                Some(HeldBack::Status(Status::failure(
                     404,
                     "NotFound",
                     format!("namespaces {:?} not found", review.request.namespace),
-                )),
+                ))),
+            ),
+            NamespaceLabels::Unavailable(reason) => (
+                false,
+                Some(HeldBack::Unavailable(format!(
+                    "cannot read the labels of namespace {:?}: {reason}",
+                    review.request.namespace
+                ))),
             ),
         }
     }
@@ -305,6 +335,12 @@ impl Matcher {
     }
 }
 
+/// A namespaceSelector error held back until a rule matches (matching notes §0.2).
+enum HeldBack {
+    Status(Status),
+    Unavailable(String),
+}
+
 /// Where namespaceSelector reads a request's namespace labels from (matching notes §3, §0.6).
 #[derive(Clone, Debug, PartialEq)]
 pub enum NamespaceLabels<'n> {
@@ -318,6 +354,8 @@ pub enum NamespaceLabels<'n> {
     Stored(&'n BTreeMap<String, String>),
     /// The namespace is not known: a 404 held back until a rule matches (matching notes §0.2).
     NotFound,
+    /// The namespace is not known and the proxy could not find out whether it exists: why.
+    Unavailable(&'n str),
 }
 
 /// The labels namespaceSelector is matched against for `review`.
@@ -339,9 +377,10 @@ pub fn namespace_labels<'n>(
             _ => NamespaceLabels::Object(BTreeMap::new()),
         };
     }
-    match namespaces.and_then(|n| n.labels(&request.namespace)) {
-        Some(labels) => NamespaceLabels::Stored(labels),
-        None => NamespaceLabels::NotFound,
+    match namespaces.map(|n| (n.labels(&request.namespace), n.unavailable_reason())) {
+        Some((Some(labels), _)) => NamespaceLabels::Stored(labels),
+        Some((None, Some(reason))) => NamespaceLabels::Unavailable(reason),
+        _ => NamespaceLabels::NotFound,
     }
 }
 

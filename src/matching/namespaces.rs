@@ -1,6 +1,6 @@
 //! The namespace labels namespaceSelector needs: kube-apiserver reads them from its informer
-//! cache, the proxy from a `kubectl get namespaces -o yaml` file (matching notes §3).
-//! Depends on nothing else in this crate.
+//! cache, the proxy from a `kubectl get namespaces -o yaml` file or a live watch
+//! (`namespace_watch`) (matching notes §3). Depends on nothing else in this crate.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -13,6 +13,9 @@ pub const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 #[derive(Clone, Debug, Default)]
 pub struct Namespaces {
     labels: HashMap<String, BTreeMap<String, String>>,
+    /// Why a namespace that is not listed cannot be said not to exist (the live lookup failed,
+    /// or the watch has not synced): `None` means a missing namespace does not exist.
+    unavailable: Option<String>,
 }
 
 /// Why a namespaces file cannot be used.
@@ -100,6 +103,20 @@ impl Namespaces {
     /// The labels of namespace `name`, `None` when it is not known.
     pub fn labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
         self.labels.get(name)
+    }
+
+    /// No namespace known, and any lookup answered with `reason` (a namespace whose labels
+    /// could not be read: the request follows failurePolicy rather than getting a 404).
+    pub fn unavailable(reason: String) -> Self {
+        Namespaces {
+            labels: HashMap::new(),
+            unavailable: Some(reason),
+        }
+    }
+
+    /// Why a namespace missing here may still exist, if it may.
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        self.unavailable.as_deref()
     }
 
     /// How many namespaces are known.

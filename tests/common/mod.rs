@@ -381,3 +381,50 @@ impl Drop for Workspace {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// `GET path` over TLS trusting `ca_pem`, presenting `client` (cert PEM, key PEM) when given,
+/// with the blocking rustls client; the raw HTTP answer, or the TLS/IO error.
+pub fn https_get(
+    addr: &str,
+    ca_pem: &str,
+    client: Option<&(String, String)>,
+    path: &str,
+) -> Result<String, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                rustls_pemfile::certs(&mut cert.as_bytes())
+                    .map(Result::unwrap)
+                    .collect(),
+                rustls_pemfile::private_key(&mut key.as_bytes())
+                    .unwrap()
+                    .unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), "127.0.0.1".try_into().unwrap()).unwrap();
+    let tcp = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    std::io::Write::write_all(&mut tls, request.as_bytes()).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    match std::io::Read::read_to_end(&mut tls, &mut out) {
+        Ok(_) => Ok(String::from_utf8_lossy(&out).into_owned()),
+        // Closed without close_notify after a complete answer is still an answer.
+        Err(_) if !out.is_empty() => Ok(String::from_utf8_lossy(&out).into_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}

@@ -1,0 +1,203 @@
+//! Namespace labels from the cluster itself (`serve --watch-namespaces`): a kube-rs
+//! metadata-only watch of Namespaces (list, then watch; re-list after 410 Gone and dropped
+//! connections with kube-runtime's backoff) published as [`Namespaces`] snapshots, and
+//! kube-apiserver's lister-miss fallback, a live GET of a namespace not yet in the cache
+//! (matching notes §3, step 3). Depends on `matching` and `metrics`.
+//!
+//! Only `metadata` is transferred (`PartialObjectMetadata`), so memory stays at names and
+//! labels. The watch needs `get`, `list` and `watch` on `namespaces` (deploy/base/rbac.yaml).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwapOption;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::PartialObjectMeta;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+
+use crate::matching::Namespaces;
+
+/// Why the watch cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("cannot read kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("no Kubernetes client configuration (in-cluster service account or KUBECONFIG): {0}")]
+    Config(String),
+    #[error("cannot build the Kubernetes client: {0}")]
+    Client(String),
+}
+
+/// What a live lookup of one namespace found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// The namespace exists: its labels (the automatic name label added).
+    Found(Namespaces),
+    /// The API server says it does not exist (404).
+    NotFound,
+    /// The lookup failed or timed out: why.
+    Failed(String),
+}
+
+/// A running namespace watch. Dropping it stops the watch.
+pub struct NamespaceWatch {
+    api: Api<PartialObjectMeta<Namespace>>,
+    synced: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for NamespaceWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The Kubernetes client: `kubeconfig` when given, else `KUBECONFIG` / `~/.kube/config`,
+/// else the in-cluster service account (kube-rs' `Config::infer`).
+///
+/// # Errors
+/// [`WatchError`] when no configuration is found or it cannot be used.
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| WatchError::Kubeconfig {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| WatchError::Kubeconfig {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| WatchError::Config(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| WatchError::Client(e.to_string()))
+}
+
+impl NamespaceWatch {
+    /// Starts watching Namespaces with `client`; every change is published to `target`.
+    /// Labels already published stay until a new list replaces them (a failed re-list never
+    /// empties the cache).
+    pub fn start(client: Client, target: Arc<ArcSwapOption<Namespaces>>) -> Self {
+        // `Api<PartialObjectMeta<_>>` asks for metadata only (PartialObjectMetadata).
+        let api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
+        let synced = Arc::new(AtomicBool::new(false));
+        crate::metrics::namespace_watch(false, None);
+        let task = tokio::spawn(run(api.clone(), target, synced.clone()));
+        NamespaceWatch { api, synced, task }
+    }
+
+    /// Whether the first list has completed (the cache holds every namespace).
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// kube-apiserver's lister-miss fallback: a live GET of namespace `name`, bounded by
+    /// `timeout`.
+    pub async fn lookup(&self, name: &str, timeout: Duration) -> Lookup {
+        let result = tokio::time::timeout(timeout, self.api.get_opt(name)).await;
+        let lookup = match result {
+            Ok(Ok(Some(meta))) => {
+                let mut one = Namespaces::default();
+                one.insert(name.to_string(), labels_of(&meta));
+                Lookup::Found(one)
+            }
+            Ok(Ok(None)) => Lookup::NotFound,
+            Ok(Err(e)) => Lookup::Failed(format!("GET namespace from the Kubernetes API: {e}")),
+            Err(_) => Lookup::Failed(format!(
+                "GET namespace from the Kubernetes API: no answer within {} ms",
+                timeout.as_millis()
+            )),
+        };
+        crate::metrics::namespace_lookup(match &lookup {
+            Lookup::Found(_) => "found",
+            Lookup::NotFound => "not_found",
+            Lookup::Failed(_) => "error",
+        });
+        lookup
+    }
+}
+
+fn labels_of(meta: &PartialObjectMeta<Namespace>) -> BTreeMap<String, String> {
+    meta.metadata.labels.clone().unwrap_or_default()
+}
+
+fn name_of(meta: &PartialObjectMeta<Namespace>) -> String {
+    meta.metadata.name.clone().unwrap_or_default()
+}
+
+/// The watch loop: a local map of names to labels, published whole after each batch of
+/// events (events already waiting are applied first, so a burst is one snapshot).
+async fn run(
+    api: Api<PartialObjectMeta<Namespace>>,
+    target: Arc<ArcSwapOption<Namespaces>>,
+    synced: Arc<AtomicBool>,
+) {
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut current: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+    // Objects of a list in progress: replace `current` only when the list is complete.
+    let mut listing: Option<HashMap<String, BTreeMap<String, String>>> = None;
+    while let Some(first) = stream.next().await {
+        let mut changed = false;
+        let mut next = Some(first);
+        while let Some(item) = next {
+            match item {
+                Ok(Event::Init) => listing = Some(HashMap::new()),
+                Ok(Event::InitApply(meta)) => {
+                    listing
+                        .get_or_insert_with(HashMap::new)
+                        .insert(name_of(&meta), labels_of(&meta));
+                }
+                Ok(Event::InitDone) => {
+                    current = listing.take().unwrap_or_default();
+                    changed = true;
+                    if !synced.swap(true, Ordering::AcqRel) {
+                        tracing::info!(namespaces = current.len(), "namespace watch synced");
+                    }
+                }
+                Ok(Event::Apply(meta)) => {
+                    current.insert(name_of(&meta), labels_of(&meta));
+                    changed = true;
+                }
+                Ok(Event::Delete(meta)) => {
+                    current.remove(&name_of(&meta));
+                    changed = true;
+                }
+                Err(e) => {
+                    // kube-runtime backs off and re-lists (410 Gone included); what is cached
+                    // keeps serving meanwhile.
+                    tracing::warn!(error = %e, "namespace watch error; retrying with backoff, cached labels keep serving");
+                    crate::metrics::namespace_watch_error();
+                }
+            }
+            next = stream.next().now_or_never().flatten();
+        }
+        if changed {
+            let mut snapshot = Namespaces::default();
+            for (name, labels) in &current {
+                snapshot.insert(name.clone(), labels.clone());
+            }
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            crate::metrics::namespace_watch(
+                synced.load(Ordering::Acquire),
+                Some((now, snapshot.len())),
+            );
+            target.store(Some(Arc::new(snapshot)));
+        }
+    }
+}
