@@ -125,8 +125,9 @@ struct BenchArgs {
     /// A second URL (e.g. the backend directly), interleaved in alternating rounds.
     #[arg(long)]
     compare: Option<String>,
-    /// AdmissionReview file or directory.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admission-reviews"))]
+    /// AdmissionReview file or directory (relative to the working directory: the repository's
+    /// root by default).
+    #[arg(long, default_value = "tests/fixtures/admission-reviews")]
     reviews: PathBuf,
     /// Requests per second.
     #[arg(long, default_value_t = 1000)]
@@ -252,14 +253,15 @@ fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 
 #[derive(clap::Args)]
 struct DemoArgs {
-    /// Webhook configuration to run with.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/config"))]
+    /// Webhook configuration to run with. The defaults are relative to the working directory:
+    /// the repository's root, where the README runs the demo.
+    #[arg(long, default_value = "config")]
     config: PathBuf,
     /// Directory of captured AdmissionReview bodies (with index.json).
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admission-reviews"))]
+    #[arg(long, default_value = "tests/fixtures/admission-reviews")]
     reviews: PathBuf,
     /// Namespaces for namespaceSelector.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/namespaces.yaml"))]
+    #[arg(long, default_value = "tests/fixtures/namespaces.yaml")]
     namespaces_file: PathBuf,
     /// Where the example legacy backend listens (the bundled config points at it).
     #[arg(long, default_value = "127.0.0.1:18443")]
