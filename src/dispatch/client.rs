@@ -168,10 +168,24 @@ impl Default for HttpClient {
 }
 
 impl HttpClient {
-    /// A client with an empty pool. System trust roots are loaded once here.
+    /// A client with an empty pool. System trust roots (`SSL_CERT_FILE`, `SSL_CERT_DIR` or the
+    /// platform's bundle) are loaded once here; without any (a `scratch` image with no CA
+    /// bundle) the client starts with none, warns, and only backends with a `caBundle` verify.
     pub fn new() -> Self {
+        // pingora's connector panics when the platform roots cannot be loaded: check first.
+        let options = match pingora::tls::load_native_certs() {
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "no system trust roots: backends without a caBundle cannot be verified");
+                // pingora's default pool size when no options are given.
+                let mut options = pingora::connectors::ConnectorOptions::new(128);
+                // An empty root store (an empty PEM file).
+                options.ca_file = Some("/dev/null".to_string());
+                Some(options)
+            }
+        };
         HttpClient {
-            connector: Connector::new(None),
+            connector: Connector::new(options),
         }
     }
 
