@@ -98,3 +98,10 @@ pub fn namespace_watch_error() {
 pub fn namespace_lookup(result: &'static str) {
     metrics::counter!("admission_proxy_namespace_lookups_total", "result" => result).increment(1);
 }
+
+/// A webhook call re-sent after a 429/5xx with `Retry-After`:
+/// `admission_proxy_webhook_retries_total{webhook}`.
+pub fn webhook_retry(webhook: &str) {
+    metrics::counter!("admission_proxy_webhook_retries_total", "webhook" => webhook.to_string())
+        .increment(1);
+}

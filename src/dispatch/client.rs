@@ -190,8 +190,10 @@ impl HttpClient {
     }
 
     /// POSTs `body` to `path_and_query` with `Content-Type: application/json`, the headers
-    /// kube-apiserver sends, and `extra_headers`. A pooled connection that turns out dead is
-    /// retried once on a fresh one; nothing else is retried (POSTs are not, dispatch notes §4).
+    /// kube-apiserver sends, and `extra_headers`. The request is sent exactly once: like Go's
+    /// transport for a POST, nothing is re-sent after any byte of it was written (a backend
+    /// with side effects must not see one admission twice). A pooled connection the backend
+    /// closed while it was idle is detected before writing and replaced (dispatch notes §4).
     ///
     /// # Errors
     /// [`TransportError`] for connect, TLS and I/O or protocol failures. No timeout is applied
@@ -205,29 +207,31 @@ impl HttpClient {
     ) -> Result<HttpReply, TransportError> {
         let verified = target.peer().await?;
         let pinned = target.pinned_peer(&verified);
-        for attempt in 0..2 {
+        let wire = request_bytes(target, path_and_query, body, extra_headers)?;
+        // Each stale pooled connection leaves the pool as it is taken: past the pool's size
+        // the connector dials a new one.
+        for _ in 0..=MAX_STALE_POOLED {
             let (session, reused, peer) = self.session(target, &verified, pinned.as_ref()).await?;
             let HttpSession::H1(h1) = session else {
                 return Err(TransportError::Io("unexpected HTTP/2 session".into()));
             };
-            match exchange(h1, peer, target, path_and_query, body, extra_headers).await {
-                Ok((reply, mut h1)) => {
-                    h1.respect_keepalive();
-                    if h1.will_keepalive() {
-                        self.connector
-                            .release_http_session(HttpSession::H1(h1), peer, Some(POOL_IDLE))
-                            .await;
-                    }
-                    return Ok(reply);
-                }
-                Err((e, nothing_received)) if reused && nothing_received && attempt == 0 => {
-                    tracing::debug!(error = %e, "pooled connection was dead; retrying on a new one");
-                    continue;
-                }
-                Err((e, _)) => return Err(e),
+            let mut stream = h1.into_inner();
+            if reused && closed_while_idle(&mut stream) {
+                tracing::debug!(backend = %target, "pooled connection was closed by the backend; taking another");
+                continue;
             }
+            let (reply, mut h1) = exchange(stream, peer, target, &wire).await?;
+            h1.respect_keepalive();
+            if h1.will_keepalive() {
+                self.connector
+                    .release_http_session(HttpSession::H1(h1), peer, Some(POOL_IDLE))
+                    .await;
+            }
+            return Ok(reply);
         }
-        Err(TransportError::Io("EOF".into()))
+        Err(TransportError::Io(
+            "every pooled connection was closed by the backend".into(),
+        ))
     }
 
     /// A pooled or new session: first through `pinned` (when the `caBundle` has a
@@ -260,35 +264,27 @@ impl HttpClient {
     }
 }
 
-/// One request/response on an H1 session. The flag tells whether the failure came before any
-/// response byte (a stale pooled connection).
-///
-/// The request line, headers and body go out in one write, so one TLS record and usually one
-/// TCP segment: pingora's own `write_request_header` flushes the header on its own, which cost
-/// an extra send (and an extra wake-up of the backend) per call (benches/README.md, "What
-/// the profiles found"). pingora still parses the response and owns the pooled connection.
+/// One request/response on a connection: the request line, headers and body go out in one
+/// write, so one TLS record and usually one TCP segment (pingora's own `write_request_header`
+/// flushes the header on its own, which cost an extra send and an extra wake-up of the backend
+/// per call: benches/README.md, "What the profiles found"). pingora parses the response and
+/// owns the pooled connection.
 async fn exchange(
-    h1: pingora::protocols::http::v1::client::HttpSession,
+    mut stream: pingora::protocols::Stream,
     peer: &HttpPeer,
     target: &Target,
-    path_and_query: &str,
-    body: &[u8],
-    extra_headers: &[(&str, &str)],
-) -> Result<(HttpReply, pingora::protocols::http::v1::client::HttpSession), (TransportError, bool)>
-{
+    wire: &[u8],
+) -> Result<(HttpReply, pingora::protocols::http::v1::client::HttpSession), TransportError> {
     use tokio::io::AsyncWriteExt;
-    let wire = request_bytes(target, path_and_query, body, extra_headers).map_err(|e| (e, true))?;
-    let mut stream = h1.into_inner();
-    let io_early = |e: std::io::Error| (TransportError::Io(e.to_string()), true);
-    stream.write_all(&wire).await.map_err(io_early)?;
-    stream.flush().await.map_err(io_early)?;
+    let io = |e: std::io::Error| TransportError::Io(e.to_string());
+    stream.write_all(wire).await.map_err(io)?;
+    stream.flush().await.map_err(io)?;
     let mut h1 = pingora::protocols::http::v1::client::HttpSession::new_with_options(stream, peer);
-    let early = |e: Box<pingora::Error>| (classify(&e, target), true);
-    h1.read_response().await.map_err(early)?;
-    let late = |e: Box<pingora::Error>| (classify(&e, target), false);
+    let failed = |e: Box<pingora::Error>| classify(&e, target);
+    h1.read_response().await.map_err(failed)?;
     let header = h1
         .resp_header()
-        .ok_or_else(|| (TransportError::Io("no response header".into()), false))?;
+        .ok_or_else(|| TransportError::Io("no response header".into()))?;
     let status = header.status.as_u16();
     let headers: Vec<(String, String)> = header
         .headers
@@ -305,7 +301,7 @@ async fn exchange(
         .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
         .map(|(_, v)| v.clone());
     let mut out = Vec::new();
-    while let Some(chunk) = h1.read_body_bytes().await.map_err(late)? {
+    while let Some(chunk) = h1.read_body_bytes().await.map_err(failed)? {
         out.extend_from_slice(&chunk);
     }
     Ok((
@@ -317,6 +313,19 @@ async fn exchange(
         },
         h1,
     ))
+}
+
+/// How many closed pooled connections one call may take from the pool before it dials.
+const MAX_STALE_POOLED: usize = 128;
+
+/// Whether an idle pooled connection was closed by the backend (or sent something unasked):
+/// one non-blocking read. An open, quiet connection has nothing to read (`Pending`); a closed
+/// one reads end-of-file or an error at once. Nothing has been written to it.
+fn closed_while_idle(stream: &mut pingora::protocols::Stream) -> bool {
+    use futures::FutureExt;
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    stream.read(&mut byte).now_or_never().is_some()
 }
 
 /// The HTTP/1.1 request as sent: request line, the headers kube-apiserver sends, `extra`, body.

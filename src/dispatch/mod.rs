@@ -82,6 +82,24 @@ impl CallFailure {
     }
 }
 
+/// How many times client-go re-sends one webhook call (`maxRetries`, dispatch notes §4).
+const MAX_RETRIES: usize = 10;
+
+/// client-go's `checkWait` (`rest/request.go`, dispatch notes §4 "Retries"): a 429 or 5xx
+/// answer with an integer `Retry-After` (seconds, `strconv.Atoi`; negative waits none) is
+/// re-sent, same body and uid, after that long. Any other answer is final.
+fn retry_after(reply: &HttpReply) -> Option<Duration> {
+    if reply.status != 429 && reply.status < 500 {
+        return None;
+    }
+    let (_, value) = reply
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))?;
+    let seconds: i64 = value.trim().parse().ok()?;
+    Some(Duration::from_secs(seconds.max(0) as u64))
+}
+
 /// What happened to one admission, for logs and metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -358,7 +376,21 @@ impl Dispatcher {
         let path = format!("{}?timeout={timeout}s", webhook.backend.path);
         let body = sent.body_as(version);
         let target = Target::new(&webhook.backend);
-        let call = self.client.post(&target, &path, &body, &[]);
+        let call = async {
+            let mut retries = 0;
+            loop {
+                let reply = self.client.post(&target, &path, &body, &[]).await?;
+                match retry_after(&reply) {
+                    Some(wait) if retries < MAX_RETRIES => {
+                        retries += 1;
+                        crate::metrics::webhook_retry(&webhook.name);
+                        // The budget's timeout also ends a wait that would outlast it.
+                        tokio::time::sleep(wait).await;
+                    }
+                    _ => return Ok::<_, TransportError>(reply),
+                }
+            }
+        };
         let reply = match tokio::time::timeout(budget, call).await {
             Err(_) => return self.fail(webhook, review, CallFailure::Timeout { url: url() }),
             Ok(Err(e)) => {

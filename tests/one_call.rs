@@ -1,0 +1,289 @@
+//! Exactly one call per admission, and client-go's retry (dispatch notes §4): the proxy never
+//! re-sends a POST after writing it (a garbage answer, a connection closed after the request,
+//! on fresh and pooled connections), replaces a pooled connection the backend closed while idle
+//! without a failure, and re-sends after a 429/5xx with an integer `Retry-After` within the
+//! deadline. Each test counts what the backend received, with a raw TLS backend on 127.0.0.1
+//! whose every answer the test scripts.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use admission_proxy::tls::TestPki;
+use common::{fixture, validating, TestProxy, ALL};
+
+/// What the backend does with the n-th request (0-based) it reads.
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    /// Allowed, connection kept open.
+    Allow,
+    /// Allowed, then the backend closes the connection a moment later (while the proxy has it
+    /// in its pool).
+    AllowThenClose,
+    /// Bytes that are not HTTP, then close.
+    Garbage,
+    /// Close without answering.
+    Close,
+    /// This status with this `Retry-After` (none when `None`) and a Status body.
+    Status(u16, Option<&'static str>),
+}
+
+/// A TLS backend on 127.0.0.1 that answers by script; counts requests and connections.
+struct RawBackend {
+    url: String,
+    pki: TestPki,
+    requests: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
+}
+
+impl RawBackend {
+    fn start(script: Vec<Act>) -> Self {
+        let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+        let config = Arc::new(
+            rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                rustls_pemfile::certs(&mut pki.cert_pem.as_bytes())
+                    .map(Result::unwrap)
+                    .collect(),
+                rustls_pemfile::private_key(&mut pki.key_pem.as_bytes())
+                    .unwrap()
+                    .unwrap(),
+            )
+            .unwrap(),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}", listener.local_addr().unwrap());
+        let (requests, connections) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let script = Arc::new(Mutex::new(script));
+        let (r, c) = (requests.clone(), connections.clone());
+        std::thread::spawn(move || {
+            // Bounded: the test process ends with the test.
+            for tcp in listener.incoming().take(64).flatten() {
+                c.fetch_add(1, Ordering::SeqCst);
+                let (config, script, r) = (config.clone(), script.clone(), r.clone());
+                std::thread::spawn(move || {
+                    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    let conn = rustls::ServerConnection::new(config).unwrap();
+                    let mut tls = rustls::StreamOwned::new(conn, tcp);
+                    loop {
+                        let Some(body) = read_request(&mut tls) else {
+                            return;
+                        };
+                        let n = r.fetch_add(1, Ordering::SeqCst);
+                        let act = script.lock().unwrap().get(n).copied().unwrap_or(Act::Allow);
+                        if !answer(&mut tls, act, &body) {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        RawBackend {
+            url,
+            pki,
+            requests,
+            connections,
+        }
+    }
+
+    fn client_config(&self) -> String {
+        format!(
+            "{{url: \"{}/hook\", caBundle: \"{}\"}}",
+            self.url,
+            self.pki.ca_bundle()
+        )
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+/// Reads one HTTP/1.1 request (headers, then a Content-Length body); `None` at end of stream.
+fn read_request(tls: &mut impl Read) -> Option<Vec<u8>> {
+    let mut reader = BufReader::new(tls);
+    let mut length = 0usize;
+    let mut first = true;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if first && line.trim().is_empty() {
+            continue;
+        }
+        first = false;
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// Answers per `act`; whether the connection stays open.
+fn answer(tls: &mut (impl Read + Write), act: Act, request: &[u8]) -> bool {
+    let review: serde_json::Value = serde_json::from_slice(request).unwrap_or_default();
+    let allow = serde_json::json!({
+        "apiVersion": review["apiVersion"], "kind": "AdmissionReview",
+        "response": {"uid": review["request"]["uid"], "allowed": true}
+    })
+    .to_string();
+    let http = |status: &str, extra: &str, body: &str| {
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{body}",
+            body.len()
+        )
+    };
+    let written = match act {
+        Act::Allow | Act::AllowThenClose => http("200 OK", "", &allow),
+        Act::Garbage => "this is not HTTP\r\n\r\n".to_string(),
+        Act::Close => return false,
+        Act::Status(code, retry_after) => http(
+            &format!("{code} Busy"),
+            &retry_after
+                .map(|s| format!("Retry-After: {s}\r\n"))
+                .unwrap_or_default(),
+            r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"busy","code":503}"#,
+        ),
+    };
+    if tls
+        .write_all(written.as_bytes())
+        .and_then(|_| tls.flush())
+        .is_err()
+    {
+        return false;
+    }
+    match act {
+        Act::Allow | Act::Status(..) => true,
+        Act::AllowThenClose => {
+            // Closed after the proxy has pooled the connection, before its next request.
+            std::thread::sleep(Duration::from_millis(100));
+            false
+        }
+        Act::Garbage | Act::Close => false,
+    }
+}
+
+fn proxy_for(backend: &RawBackend, extra: &str) -> TestProxy {
+    TestProxy::start(&validating(
+        "once.hooks.example.com",
+        &backend.client_config(),
+        ALL,
+        extra,
+    ))
+}
+
+const POD: &str = "0096-create-core-v1-pods-v1.json";
+
+async fn decide(proxy: &TestProxy) -> (String, String) {
+    let reply = proxy.review("once.hooks.example.com", &fixture(POD)).await;
+    let warning = reply.json["response"]["warnings"][0]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    (reply.decision, warning)
+}
+
+#[tokio::test]
+async fn a_garbage_answer_is_one_call_on_fresh_and_pooled_connections() {
+    let backend = RawBackend::start(vec![Act::Garbage, Act::Allow, Act::Garbage]);
+    let proxy = proxy_for(&backend, "failurePolicy: Ignore");
+    let (decision, warning) = decide(&proxy).await;
+    assert_eq!(decision, "failed-open", "{warning}");
+    assert_eq!(backend.requests(), 1, "fresh connection: sent once");
+    assert_eq!(decide(&proxy).await.0, "allowed");
+    let (decision, warning) = decide(&proxy).await;
+    assert_eq!(decision, "failed-open", "{warning}");
+    assert_eq!(backend.requests(), 3, "pooled connection: sent once");
+}
+
+#[tokio::test]
+async fn a_connection_closed_after_the_request_is_one_call() {
+    let backend = RawBackend::start(vec![Act::Close, Act::Allow, Act::Close]);
+    let proxy = proxy_for(&backend, "failurePolicy: Ignore");
+    assert_eq!(decide(&proxy).await.0, "failed-open");
+    assert_eq!(backend.requests(), 1);
+    assert_eq!(decide(&proxy).await.0, "allowed");
+    let (decision, warning) = decide(&proxy).await;
+    assert_eq!(decision, "failed-open");
+    assert!(
+        warning.contains("EOF") || warning.contains("closed"),
+        "{warning}"
+    );
+    assert_eq!(
+        backend.requests(),
+        3,
+        "the pooled connection's failure is not re-sent"
+    );
+}
+
+#[tokio::test]
+async fn a_pooled_connection_closed_while_idle_is_replaced_before_sending() {
+    let backend = RawBackend::start(vec![Act::AllowThenClose, Act::Allow]);
+    let proxy = proxy_for(&backend, "failurePolicy: Fail");
+    assert_eq!(decide(&proxy).await.0, "allowed");
+    // Let the backend's close reach the pooled connection.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(decide(&proxy).await.0, "allowed");
+    assert_eq!(backend.requests(), 2, "each admission sent once");
+    assert_eq!(
+        backend.connections.load(Ordering::SeqCst),
+        2,
+        "the closed connection was replaced by a new one"
+    );
+}
+
+#[tokio::test]
+async fn retry_after_on_503_is_honoured_as_client_go_does() {
+    let backend = RawBackend::start(vec![Act::Status(503, Some("1")), Act::Allow]);
+    let proxy = proxy_for(&backend, "failurePolicy: Fail\n  timeoutSeconds: 5");
+    let t0 = Instant::now();
+    assert_eq!(decide(&proxy).await.0, "allowed");
+    assert!(t0.elapsed() >= Duration::from_secs(1), "waited Retry-After");
+    assert_eq!(backend.requests(), 2, "re-sent once");
+}
+
+#[tokio::test]
+async fn a_429_without_retry_after_is_not_retried() {
+    let backend = RawBackend::start(vec![Act::Status(429, None), Act::Allow]);
+    let proxy = proxy_for(&backend, "failurePolicy: Ignore");
+    let (decision, warning) = decide(&proxy).await;
+    assert_eq!(decision, "failed-open", "{warning}");
+    assert_eq!(backend.requests(), 1);
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_deadline_ends_at_the_deadline() {
+    let backend = RawBackend::start(vec![Act::Status(503, Some("30")), Act::Allow]);
+    let proxy = proxy_for(&backend, "failurePolicy: Ignore\n  timeoutSeconds: 1");
+    let t0 = Instant::now();
+    let (decision, warning) = decide(&proxy).await;
+    assert_eq!(decision, "failed-open");
+    assert!(warning.contains("context deadline exceeded"), "{warning}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(backend.requests(), 1, "the deadline came before the retry");
+}
+
+#[tokio::test]
+async fn at_most_ten_retries() {
+    let backend = RawBackend::start(vec![Act::Status(500, Some("0")); 20]);
+    let proxy = proxy_for(&backend, "failurePolicy: Ignore");
+    let (decision, warning) = decide(&proxy).await;
+    assert_eq!(decision, "failed-open", "{warning}");
+    assert_eq!(backend.requests(), 11, "one call and ten retries");
+}
