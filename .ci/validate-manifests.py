@@ -61,7 +61,7 @@ def main() -> int:
         failed += 1
     else:
         print("ok   deploy/overlays/example/registration.yaml matches `admission-proxy registration`")
-    print(f"{len(objects) - failed} passed, {failed} failed")
+    print(f"manifests: {len(objects) + 1 - failed} checks ok, {failed} failing")
     return 1 if failed else 0
 
 
