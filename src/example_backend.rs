@@ -29,11 +29,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine;
 use http::Response;
-use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde_json::{json, Value};
 
-use crate::server::{reply, serve, ServerHandle};
+use crate::server::{reply, serve, Respond, ServerHandle};
 use crate::tls::CertResolver;
 
 /// What the backend has seen; shared with its owner.
@@ -151,7 +150,7 @@ fn has_labels(obj: Option<&Value>) -> bool {
 }
 
 #[async_trait]
-impl ServeHttp for ExampleBackend {
+impl Respond for ExampleBackend {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let path_and_query = session
             .req_header()

@@ -105,3 +105,9 @@ pub fn webhook_retry(webhook: &str) {
     metrics::counter!("admission_proxy_webhook_retries_total", "webhook" => webhook.to_string())
         .increment(1);
 }
+
+/// A new connection to a backend (TCP and, for https, a TLS handshake):
+/// `admission_proxy_upstream_connections_opened_total`.
+pub fn upstream_connection_opened() {
+    metrics::counter!("admission_proxy_upstream_connections_opened_total").increment(1);
+}

@@ -15,11 +15,12 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use async_trait::async_trait;
 use http::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
-use pingora::apps::http_app::ServeHttp;
-use pingora::apps::ServerApp;
+use pingora::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream, ServerApp};
+use pingora::http::ResponseHeader;
 use pingora::listeners::tls::Acceptor;
 use pingora::protocols::http::ServerSession;
 use pingora::protocols::l4::stream::Stream as L4Stream;
+use pingora::server::ShutdownWatch;
 use tokio::sync::{watch, Notify};
 
 use crate::api::WebhookType;
@@ -159,7 +160,63 @@ pub struct AdmissionApp {
     state: Arc<State>,
 }
 
-/// A complete response with `Content-Type` and `Content-Length` (pingora's `ServeHttp` keeps
+/// An HTTP app that answers each request with one complete response (pingora's `ServeHttp`,
+/// served by [`Served`] so that a client going away is not an ERROR line).
+#[async_trait]
+pub trait Respond: Send + Sync + 'static {
+    /// The response to the request whose header `session` holds (its body not read yet).
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>>;
+}
+
+/// Serves a [`Respond`] app on pingora's HTTP/1 sessions: what pingora does for `ServeHttp`,
+/// except that a client that closes its connection, sends no request or stops reading is
+/// logged at debug: it is the client's event (kube-apiserver gave up), not the proxy's error.
+pub struct Served<A>(A);
+
+#[async_trait]
+impl<A: Respond> HttpServerApp for Served<A> {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut http: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        match http.read_request().await {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => {
+                tracing::debug!(error = %e, "connection closed before a complete request");
+                return None;
+            }
+        }
+        // Idle keep-alive connections are kept 60 s (pingora's ServeHttp does the same); once
+        // shutting down, each answer closes its connection.
+        http.set_keepalive(if *shutdown.borrow() { None } else { Some(60) });
+        let (parts, body) = self.0.response(&mut http).await.into_parts();
+        let header: ResponseHeader = parts.into();
+        let written = match http.write_response_header(Box::new(header)).await {
+            Ok(()) if body.is_empty() => Ok(()),
+            Ok(()) => http
+                .write_response_body(body.into(), true)
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            tracing::debug!(error = %e, request = %http.request_summary(), "client went away before the answer was written");
+            return None;
+        }
+        let settings = HttpPersistentSettings::for_session(&http);
+        match http.finish().await {
+            Ok(reusable) => reusable.map(|s| ReusedHttpStream::from_reusable_stream(s, settings)),
+            Err(e) => {
+                tracing::debug!(error = %e, "connection not reusable after the answer");
+                None
+            }
+        }
+    }
+}
+
+/// A complete response with `Content-Type` and `Content-Length` (pingora's HTTP/1 session keeps
 /// the connection alive only when the length is known).
 pub fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
     Response::builder()
@@ -179,7 +236,7 @@ fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Ve
 }
 
 #[async_trait]
-impl ServeHttp for AdmissionApp {
+impl Respond for AdmissionApp {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let received = Instant::now();
         let _in_flight = self.state.request_started();
@@ -423,7 +480,7 @@ impl ServerHandle {
 ///
 /// # Errors
 /// The bind error, e.g. address in use.
-pub fn serve<A: ServeHttp + Send + Sync + 'static>(
+pub fn serve<A: Respond>(
     listen: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
     app: A,
@@ -434,7 +491,7 @@ pub fn serve<A: ServeHttp + Send + Sync + 'static>(
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let acceptor = tls.map(|config| Arc::new(Acceptor::from_server_config(config)));
     let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(accept_loop(listener, acceptor, Arc::new(app), rx));
+    let task = tokio::spawn(accept_loop(listener, acceptor, Arc::new(Served(app)), rx));
     Ok(ServerHandle {
         local_addr,
         shutdown: tx,
@@ -442,10 +499,10 @@ pub fn serve<A: ServeHttp + Send + Sync + 'static>(
     })
 }
 
-async fn accept_loop<A: ServeHttp + Send + Sync + 'static>(
+async fn accept_loop<A: Respond>(
     listener: tokio::net::TcpListener,
     acceptor: Option<Arc<Acceptor>>,
-    app: Arc<A>,
+    app: Arc<Served<A>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -474,11 +531,11 @@ const PLAIN_HTTP_ON_TLS: &[u8] =
 
 /// One connection: TLS handshake (bounded by [`HANDSHAKE_TIMEOUT`]), then requests until the
 /// client or the server closes it.
-async fn connection<A: ServeHttp + Send + Sync + 'static>(
+async fn connection<A: Respond>(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     acceptor: Option<Arc<Acceptor>>,
-    app: Arc<A>,
+    app: Arc<Served<A>>,
     shutdown: watch::Receiver<bool>,
 ) {
     let stream: pingora::protocols::Stream = match acceptor {

@@ -287,3 +287,20 @@ async fn at_most_ten_retries() {
     assert_eq!(decision, "failed-open", "{warning}");
     assert_eq!(backend.requests(), 11, "one call and ten retries");
 }
+
+#[tokio::test]
+async fn sequential_admissions_reuse_one_connection() {
+    let backend = RawBackend::start(vec![]);
+    let proxy = proxy_for(&backend, "failurePolicy: Fail");
+    for _ in 0..5 {
+        assert_eq!(decide(&proxy).await.0, "allowed");
+        // A pause such as a quiet cluster has between admissions.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(backend.requests(), 5);
+    assert_eq!(
+        backend.connections.load(Ordering::SeqCst),
+        1,
+        "one TLS connection serves every admission"
+    );
+}
