@@ -484,6 +484,12 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Before the configuration loads: each webhook resolves its metric series as it is
+    // compiled, and series resolved without a recorder would count nothing.
+    let metrics = admission_proxy::metrics::install(
+        env!("CARGO_PKG_VERSION"),
+        env!("ADMISSION_PROXY_GIT_COMMIT"),
+    );
     let snapshot = config::load(&args.config)
         .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
     for w in &snapshot.warnings {
@@ -512,6 +518,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let key = tls::load_certified_key(&args.tls_cert_file, &args.tls_private_key_file)
         .context("load the serving certificate")?;
+    if let Some(not_after) = tls::not_after(&key) {
+        admission_proxy::metrics::serving_certificate(not_after);
+    }
     let resolver = Arc::new(tls::CertResolver::new(key));
     let client_auth = match &args.client_ca_file {
         Some(f) => {
@@ -530,6 +539,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         files = snapshot.files.len(),
         "webhook configuration loaded"
     );
+    admission_proxy::metrics::config_loaded(snapshot.hash, snapshot.len());
     let mut state = server::State::new(
         snapshot,
         namespaces,
@@ -537,7 +547,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .with_conversion_timeout(Duration::from_secs(args.conversion_webhook_timeout_seconds)),
         args.max_body_bytes,
     );
-    state.metrics = admission_proxy::metrics::install();
+    state.metrics = metrics;
     if args.watch_namespaces {
         let client = namespace_watch::client(args.kubeconfig.as_deref())
             .await

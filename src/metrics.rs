@@ -1,28 +1,130 @@
-//! Prometheus metrics of the proxy, named after kube-apiserver's admission webhook metrics
-//! where they mean the same thing (dispatch notes §15). Depends on nothing else in this crate.
+//! Prometheus metrics of the proxy: what each webhook decided and what it cost, split into the
+//! legacy backend's time and the proxy's own, plus the process (build, configuration, TLS,
+//! namespace watch). Label names follow kube-apiserver's admission webhook metrics where they
+//! mean the same (`name`, `type`, `operation`, `rejected`; `apiserver_admission_webhook_*` in
+//! `k8s.io/apiserver/pkg/admission/metrics`). Depends on nothing else in this crate.
+//!
+//! Every family is described (HELP) and every series the proxy can know in advance exists at
+//! zero from start. Per-webhook handles are resolved when a configuration is loaded
+//! ([`WebhookMetrics`]); the request path only increments atomics and records histogram
+//! samples, never hashes labels or builds strings. Label values are bounded: webhook names come
+//! from the loaded configuration, never from a request's URL.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use metrics::{Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Buckets of kube-apiserver's `apiserver_admission_webhook_admission_duration_seconds`.
-const BUCKETS: [f64; 8] = [0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0];
+/// Histogram buckets, seconds: 50 µs to 30 s (kube-apiserver's own webhook histogram starts at
+/// 5 ms and cannot show a sub-millisecond sidecar).
+pub const BUCKETS: [f64; 18] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0, 30.0,
+];
 
 /// How often histogram samples are folded into their buckets.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Installs the global recorder and its upkeep task (on the current tokio runtime); `None` if
-/// a recorder is already installed (e.g. a second server in one test process).
+/// Decisions, in the order of the proxy's `Decision` enum (dispatch), with whether each one
+/// rejects the request (kube-apiserver's `rejected` label).
+pub const DECISIONS: [(&str, bool); 7] = [
+    ("skipped", false),
+    ("allowed", false),
+    ("denied", true),
+    ("failed-open", false),
+    ("failed-closed", true),
+    ("rejected-dry-run", true),
+    ("rejected", true),
+];
+
+/// AdmissionReview operations, in the order of `review::Operation`.
+pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
+
+/// Call failure classes (`dispatch::CallFailure::class`).
+pub const FAILURE_CLASSES: [&str; 8] = [
+    "connect",
+    "tls",
+    "transport",
+    "timeout",
+    "status",
+    "bad_answer",
+    "no_review_version",
+    "namespace_labels",
+];
+
+/// Every family: name, kind, help. Described at install so that `/metrics` shows HELP and TYPE
+/// for each from the start.
+const FAMILIES: &[(&str, Kind, &str)] = &[
+    ("admission_proxy_build_info", Kind::Gauge, "Always 1; labels: the version and git commit of the running binary."),
+    ("admission_proxy_webhook_admissions_total", Kind::Counter, "Admissions answered per webhook, by decision (skipped, allowed, denied, failed-open, failed-closed, rejected-dry-run, rejected); rejected is true when the request was refused."),
+    ("admission_proxy_admissions_total", Kind::Counter, "Admissions answered, by operation and decision, over all webhooks."),
+    ("admission_proxy_webhook_admission_duration_seconds", Kind::Histogram, "Seconds from receiving an admission to answering it, per webhook (skips included)."),
+    ("admission_proxy_webhook_backend_duration_seconds", Kind::Histogram, "Seconds spent calling the legacy backend (all attempts and Retry-After waits), per webhook; only admissions that called it."),
+    ("admission_proxy_webhook_proxy_duration_seconds", Kind::Histogram, "Seconds the proxy itself added to an admission: end to end minus the backend call, per webhook."),
+    ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels); failurePolicy decided the answer."),
+    ("admission_proxy_webhook_retries_total", Kind::Counter, "Backend calls re-sent after a 429/5xx answer with Retry-After, per webhook (client-go's retry)."),
+    ("admission_proxy_webhook_in_flight", Kind::Gauge, "Admissions being answered now, per webhook."),
+    ("admission_proxy_match_condition_evaluations_total", Kind::Counter, "Admissions whose matchConditions were evaluated, per webhook (apiserver_admission_match_condition_evaluation_seconds_count)."),
+    ("admission_proxy_match_condition_exclusions_total", Kind::Counter, "Admissions a matchCondition excluded (a condition was false), per webhook (apiserver_admission_match_condition_exclusions_total)."),
+    ("admission_proxy_match_condition_evaluation_errors_total", Kind::Counter, "Admissions whose matchConditions failed to evaluate, per webhook (apiserver_admission_match_condition_evaluation_errors_total); failurePolicy decided."),
+    ("admission_proxy_upstream_connections_opened_total", Kind::Counter, "New connections to legacy backends (TCP and TLS handshake); a pooled connection serves the next call."),
+    ("admission_proxy_bad_requests_total", Kind::Counter, "Requests answered without any webhook, by reason (malformed, too_large, unknown_webhook)."),
+    ("admission_proxy_config_reloads_total", Kind::Counter, "Webhook configuration reloads, by result (ok, error: the last good configuration kept serving)."),
+    ("admission_proxy_config_generation", Kind::Gauge, "How many configurations this process has loaded (1 after start)."),
+    ("admission_proxy_config_hash", Kind::Gauge, "A hash of the loaded configuration files' contents (53 bits): replicas serving the same files show the same value."),
+    ("admission_proxy_config_webhooks", Kind::Gauge, "Webhooks in the loaded configuration."),
+    ("admission_proxy_serving_certificate_expiry_timestamp_seconds", Kind::Gauge, "When the serving certificate expires, Unix seconds."),
+    ("admission_proxy_tls_handshake_failures_total", Kind::Counter, "Connections that never became a TLS session, by reason (error, timeout, plain_http)."),
+    ("admission_proxy_conversion_webhook_failures_total", Kind::Counter, "CRD conversion webhook calls that failed, by CustomResourceDefinition and class."),
+    ("admission_proxy_namespace_watch_synced", Kind::Gauge, "1 once the namespace watch has listed the cluster's namespaces (--watch-namespaces)."),
+    ("admission_proxy_namespace_watch_last_update_timestamp_seconds", Kind::Gauge, "When the namespace cache last changed, Unix seconds."),
+    ("admission_proxy_namespaces_cached", Kind::Gauge, "Namespaces in the namespace cache."),
+    ("admission_proxy_namespace_watch_errors_total", Kind::Counter, "Namespace watch errors (dropped connection, 410 Gone, API error), each retried with backoff."),
+    ("admission_proxy_namespace_lookups_total", Kind::Counter, "Live GETs of namespaces missing from the cache, by result (found, not_found, error)."),
+];
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Installs the global recorder and its upkeep task (on the current tokio runtime), describes
+/// every family and creates the process series at zero; `None` if a recorder is already
+/// installed (e.g. a second server in one test process).
 ///
 /// The upkeep matters: with `install_recorder` the exporter keeps every histogram sample until
 /// someone calls `run_upkeep` (or scrapes `/metrics`); without it RSS grew by about 20 bytes
 /// per request, 20 MB per million (benches/README.md, "What the profiles found").
-pub fn install() -> Option<PrometheusHandle> {
+pub fn install(version: &'static str, commit: &'static str) -> Option<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("duration_seconds".into()), &BUCKETS)
         .ok()?
         .install_recorder()
         .ok()?;
+    for (name, kind, help) in FAMILIES {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(*name, *help),
+            Kind::Gauge => metrics::describe_gauge!(*name, *help),
+            Kind::Histogram => metrics::describe_histogram!(*name, metrics::Unit::Seconds, *help),
+        }
+    }
+    metrics::gauge!("admission_proxy_build_info", "version" => version, "commit" => commit)
+        .set(1.0);
+    for reason in ["malformed", "too_large", "unknown_webhook"] {
+        let _ = metrics::counter!("admission_proxy_bad_requests_total", "reason" => reason);
+    }
+    for result in ["ok", "error"] {
+        let _ = metrics::counter!("admission_proxy_config_reloads_total", "result" => result);
+    }
+    for reason in ["error", "timeout", "plain_http"] {
+        let _ =
+            metrics::counter!("admission_proxy_tls_handshake_failures_total", "reason" => reason);
+    }
+    let _ = metrics::counter!("admission_proxy_upstream_connections_opened_total");
+    let _ = by_operation();
     let upkeep = handle.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
@@ -34,22 +136,160 @@ pub fn install() -> Option<PrometheusHandle> {
     Some(handle)
 }
 
-/// One admission answered: `admission_proxy_admission_total{webhook,type,operation,decision}`
-/// and `admission_proxy_admission_duration_seconds{webhook,type,decision}` (seconds).
-pub fn admission(
-    webhook: &str,
-    webhook_type: &'static str,
-    operation: &'static str,
-    decision: &'static str,
-    latency: Duration,
-) {
-    metrics::counter!("admission_proxy_admission_total", "webhook" => webhook.to_string(), "type" => webhook_type, "operation" => operation, "decision" => decision).increment(1);
-    metrics::histogram!("admission_proxy_admission_duration_seconds", "webhook" => webhook.to_string(), "type" => webhook_type, "decision" => decision).record(latency.as_secs_f64());
+/// `admission_proxy_admissions_total{operation,decision}`, every series resolved once.
+fn by_operation() -> &'static [[Counter; DECISIONS.len()]; OPERATIONS.len()] {
+    static HANDLES: OnceLock<[[Counter; DECISIONS.len()]; OPERATIONS.len()]> = OnceLock::new();
+    HANDLES.get_or_init(|| {
+        OPERATIONS.map(|operation| {
+            DECISIONS.map(|(decision, rejected)| {
+                metrics::counter!("admission_proxy_admissions_total", "operation" => operation, "decision" => decision, "rejected" => if rejected { "true" } else { "false" })
+            })
+        })
+    })
 }
 
-/// A backend call failed: `admission_proxy_webhook_call_failures_total{webhook,class}`.
-pub fn call_failure(webhook: &str, class: &'static str) {
-    metrics::counter!("admission_proxy_webhook_call_failures_total", "webhook" => webhook.to_string(), "class" => class).increment(1);
+/// One webhook's series, resolved when its configuration is loaded. A reload resolves the same
+/// series again (same labels), so counts carry on.
+#[derive(Debug)]
+pub struct WebhookMetrics {
+    admissions: [Counter; DECISIONS.len()],
+    duration: Histogram,
+    backend_duration: Histogram,
+    proxy_duration: Histogram,
+    call_failures: [Counter; FAILURE_CLASSES.len()],
+    retries: Counter,
+    in_flight: Gauge,
+    condition_evaluations: Counter,
+    condition_exclusions: Counter,
+    condition_errors: Counter,
+}
+
+/// How matchConditions took part in one admission.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Conditions {
+    /// Not evaluated (none, or the request was decided before them).
+    #[default]
+    NotEvaluated,
+    /// Evaluated; none was false.
+    Passed,
+    /// A condition was false: the webhook was skipped.
+    Excluded,
+    /// Evaluation failed: failurePolicy decided.
+    Errored,
+}
+
+impl WebhookMetrics {
+    /// The series of webhook `name` of `webhook_type` (`validating`/`mutating`), at zero.
+    pub fn new(name: &str, webhook_type: &'static str) -> Self {
+        let name = name.to_string();
+        let labels = || [("name", name.clone()), ("type", webhook_type.to_string())];
+        WebhookMetrics {
+            admissions: DECISIONS.map(|(decision, rejected)| {
+                let mut l = labels().to_vec();
+                l.push(("decision", decision.to_string()));
+                l.push(("rejected", rejected.to_string()));
+                metrics::counter!("admission_proxy_webhook_admissions_total", &l)
+            }),
+            duration: metrics::histogram!(
+                "admission_proxy_webhook_admission_duration_seconds",
+                &labels()
+            ),
+            backend_duration: metrics::histogram!(
+                "admission_proxy_webhook_backend_duration_seconds",
+                &labels()
+            ),
+            proxy_duration: metrics::histogram!(
+                "admission_proxy_webhook_proxy_duration_seconds",
+                &labels()
+            ),
+            call_failures: FAILURE_CLASSES.map(|class| {
+                let mut l = labels().to_vec();
+                l.push(("class", class.to_string()));
+                metrics::counter!("admission_proxy_webhook_call_failures_total", &l)
+            }),
+            retries: metrics::counter!("admission_proxy_webhook_retries_total", &labels()),
+            in_flight: metrics::gauge!("admission_proxy_webhook_in_flight", &labels()),
+            condition_evaluations: metrics::counter!(
+                "admission_proxy_match_condition_evaluations_total",
+                &labels()
+            ),
+            condition_exclusions: metrics::counter!(
+                "admission_proxy_match_condition_exclusions_total",
+                &labels()
+            ),
+            condition_errors: metrics::counter!(
+                "admission_proxy_match_condition_evaluation_errors_total",
+                &labels()
+            ),
+        }
+    }
+
+    /// One admission answered: its decision (index into [`DECISIONS`]), operation (index into
+    /// [`OPERATIONS`]), end-to-end time, the backend call's time if it was called, and what
+    /// matchConditions did.
+    pub fn admission(
+        &self,
+        decision: usize,
+        operation: usize,
+        total: Duration,
+        backend: Option<Duration>,
+        conditions: Conditions,
+    ) {
+        if let Some(c) = self.admissions.get(decision) {
+            c.increment(1);
+        }
+        if let Some(c) = by_operation().get(operation).and_then(|d| d.get(decision)) {
+            c.increment(1);
+        }
+        self.duration.record(total.as_secs_f64());
+        if let Some(backend) = backend {
+            self.backend_duration.record(backend.as_secs_f64());
+        }
+        self.proxy_duration.record(
+            total
+                .saturating_sub(backend.unwrap_or_default())
+                .as_secs_f64(),
+        );
+        match conditions {
+            Conditions::NotEvaluated => {}
+            Conditions::Passed => self.condition_evaluations.increment(1),
+            Conditions::Excluded => {
+                self.condition_evaluations.increment(1);
+                self.condition_exclusions.increment(1);
+            }
+            Conditions::Errored => {
+                self.condition_evaluations.increment(1);
+                self.condition_errors.increment(1);
+            }
+        }
+    }
+
+    /// A backend call failed with `class` (one of [`FAILURE_CLASSES`]).
+    pub fn call_failure(&self, class: &str) {
+        if let Some(i) = FAILURE_CLASSES.iter().position(|c| *c == class) {
+            self.call_failures[i].increment(1);
+        }
+    }
+
+    /// A backend call re-sent after `Retry-After`.
+    pub fn retry(&self) {
+        self.retries.increment(1);
+    }
+
+    /// Counts an admission in flight until the guard is dropped.
+    pub fn in_flight(&self) -> InFlight<'_> {
+        self.in_flight.increment(1.0);
+        InFlight(&self.in_flight)
+    }
+}
+
+/// See [`WebhookMetrics::in_flight`].
+pub struct InFlight<'a>(&'a Gauge);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
 }
 
 /// A request rejected before any webhook: `admission_proxy_bad_requests_total{reason}`.
@@ -60,6 +300,21 @@ pub fn bad_request(reason: &'static str) {
 /// A configuration reload: `admission_proxy_config_reloads_total{result}` (`ok`/`error`).
 pub fn reload(result: &'static str) {
     metrics::counter!("admission_proxy_config_reloads_total", "result" => result).increment(1);
+}
+
+/// A configuration was loaded (at start or by a reload): generation, hash of its files'
+/// contents, webhook count.
+pub fn config_loaded(hash: u64, webhooks: usize) {
+    metrics::gauge!("admission_proxy_config_generation").increment(1.0);
+    // 53 bits: a gauge is an f64, and an integer above 2^53 would not survive it.
+    metrics::gauge!("admission_proxy_config_hash").set((hash >> 11) as f64);
+    metrics::gauge!("admission_proxy_config_webhooks").set(webhooks as f64);
+}
+
+/// The serving certificate now served expires at `not_after` (Unix seconds).
+pub fn serving_certificate(not_after: i64) {
+    metrics::gauge!("admission_proxy_serving_certificate_expiry_timestamp_seconds")
+        .set(not_after as f64);
 }
 
 /// A CRD conversion webhook call failed:
@@ -97,13 +352,6 @@ pub fn namespace_watch_error() {
 /// `not_found`, `error`).
 pub fn namespace_lookup(result: &'static str) {
     metrics::counter!("admission_proxy_namespace_lookups_total", "result" => result).increment(1);
-}
-
-/// A webhook call re-sent after a 429/5xx with `Retry-After`:
-/// `admission_proxy_webhook_retries_total{webhook}`.
-pub fn webhook_retry(webhook: &str) {
-    metrics::counter!("admission_proxy_webhook_retries_total", "webhook" => webhook.to_string())
-        .increment(1);
 }
 
 /// A new connection to a backend (TCP and, for https, a TLS handshake):

@@ -116,6 +116,7 @@ impl Sources {
                         files = snapshot.files.len(),
                         "webhook configuration reloaded"
                     );
+                    crate::metrics::config_loaded(snapshot.hash, snapshot.len());
                     state.config.store(Arc::new(snapshot));
                     fps.config = Some(fp);
                     crate::metrics::reload("ok");
@@ -155,6 +156,9 @@ impl Sources {
                 if fps.tls.is_some_and(|last| last != fp) {
                     match load_certified_key(cert, key) {
                         Ok(k) => {
+                            if let Some(not_after) = crate::tls::not_after(&k) {
+                                crate::metrics::serving_certificate(not_after);
+                            }
                             resolver.replace(k);
                             tracing::info!(cert = %cert.display(), "serving certificate reloaded");
                         }

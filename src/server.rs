@@ -317,6 +317,7 @@ impl Respond for AdmissionApp {
             .split('&')
             .find_map(|kv| kv.strip_prefix("timeout="))
             .and_then(parse_go_duration);
+        let _webhook_in_flight = webhook.metrics.in_flight();
         let cache = self.state.namespaces.load();
         let live = match &self.state.namespace_watch {
             Some(watch) if webhook.matcher.namespace_missing(&review, cache.as_deref()) => {
@@ -359,12 +360,12 @@ impl Respond for AdmissionApp {
             _ => admission_event!(tracing::Level::INFO),
         }
         tracing::trace!(uid = %request.uid, body = %String::from_utf8_lossy(review.body()), "admission request body");
-        crate::metrics::admission(
-            &webhook.name,
-            webhook.webhook_type.as_str(),
-            review.operation.as_str(),
-            answer.decision.as_str(),
+        webhook.metrics.admission(
+            answer.decision as usize,
+            review.operation as usize,
             latency,
+            answer.backend,
+            answer.conditions,
         );
         let mut response = reply(answer.http_status, "application/json", answer.body);
         if let Ok(v) = http::HeaderValue::from_str(answer.decision.as_str()) {

@@ -101,6 +101,12 @@ pub fn load_certified_key(cert_file: &Path, key_file: &Path) -> Result<Certified
     })
 }
 
+/// When the first certificate of `key`'s chain expires, Unix seconds.
+pub fn not_after(key: &CertifiedKey) -> Option<i64> {
+    let (_, cert) = x509_parser::parse_x509_certificate(key.cert.first()?).ok()?;
+    Some(cert.validity().not_after.timestamp())
+}
+
 /// The lowest TLS version the server accepts (`--tls-min-version`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum MinVersion {

@@ -20,6 +20,7 @@ use crate::api::{self, FailurePolicy, MatchPolicy, SideEffects, WebhookType};
 pub use crate::backend::Backend;
 use crate::conversion::custom::CustomResources;
 use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
+use crate::metrics::WebhookMetrics;
 use crate::review::ReviewVersion;
 
 /// One loaded, validated and compiled webhook: a route of the proxy.
@@ -48,6 +49,8 @@ pub struct Webhook {
     /// The negotiated version; `None` when no entry is known (each call is then a call failure).
     pub review_version: Option<ReviewVersion>,
     pub backend: Backend,
+    /// Its metric series, resolved once here so that the request path never hashes labels.
+    pub metrics: WebhookMetrics,
 }
 
 impl Webhook {
@@ -71,6 +74,8 @@ pub struct Snapshot {
     pub files: Vec<PathBuf>,
     /// Problems that did not stop loading (e.g. `sideEffects: Unknown`).
     pub warnings: Vec<Problem>,
+    /// A hash of the files' names and contents: equal on replicas serving the same files.
+    pub hash: u64,
 }
 
 /// Why a route names no webhook.
@@ -278,6 +283,12 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
     let mut errors = Vec::new();
     let mut snapshot = Snapshot::default();
     let mut routes: HashMap<(WebhookType, String), (PathBuf, String)> = HashMap::new();
+    snapshot.hash = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        files.hash(&mut h);
+        h.finish()
+    };
     let mut compiled: Vec<Webhook> = Vec::new();
     let mut custom = CustomResources::default();
     for (file, text) in files {
@@ -838,6 +849,7 @@ fn compile_webhook(
                 admission_review_versions,
                 review_version,
                 backend,
+                metrics: WebhookMetrics::new(&hook.name, webhook_type.as_str()),
             },
             warnings,
         )),

@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::api::FailurePolicy;
 use crate::config::Webhook;
 use crate::conversion::{self, Equivalent, EquivalentError};
-use crate::matching::{Converted, MatchDecision, Namespaces};
+use crate::matching::{Converted, MatchDecision, Namespaces, SkipReason};
+use crate::metrics::Conditions;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
 pub use client::{HttpClient, HttpReply, Target, TransportError};
 pub use verify::VerifiedResponse;
@@ -139,6 +140,10 @@ pub struct Answer {
     pub decision: Decision,
     /// Why: skip reason, failure, or empty.
     pub detail: String,
+    /// How long the backend call took (every attempt and Retry-After wait), when one was made.
+    pub backend: Option<Duration>,
+    /// What matchConditions did (for their metrics).
+    pub conditions: Conditions,
 }
 
 /// Calls backends. One per process; holds the connection pool.
@@ -310,6 +315,32 @@ impl Dispatcher {
         caller_timeout: Option<Duration>,
         received: Instant,
     ) -> Answer {
+        let mut trace = Trace::default();
+        let mut answer = self
+            .decide_and_call(
+                webhook,
+                review,
+                namespaces,
+                caller_timeout,
+                received,
+                &mut trace,
+            )
+            .await;
+        answer.backend = trace.backend;
+        answer.conditions = trace.conditions;
+        answer
+    }
+
+    /// [`Dispatcher::admit`], noting in `trace` what its metrics need.
+    async fn decide_and_call(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        caller_timeout: Option<Duration>,
+        received: Instant,
+        trace: &mut Trace,
+    ) -> Answer {
         let uid = &review.request.uid;
         let clock = Clock {
             received,
@@ -324,6 +355,7 @@ impl Dispatcher {
                 Err(e) => MatchDecision::Reject(conversion::internal_error(&e)),
             };
         }
+        trace.conditions = conditions_outcome(webhook, &decision);
         let converted = match decision {
             MatchDecision::Skip(reason) => {
                 return answer(
@@ -383,7 +415,7 @@ impl Dispatcher {
                 match retry_after(&reply) {
                     Some(wait) if retries < MAX_RETRIES => {
                         retries += 1;
-                        crate::metrics::webhook_retry(&webhook.name);
+                        webhook.metrics.retry();
                         // The budget's timeout also ends a wait that would outlast it.
                         tokio::time::sleep(wait).await;
                     }
@@ -391,7 +423,10 @@ impl Dispatcher {
                 }
             }
         };
-        let reply = match tokio::time::timeout(budget, call).await {
+        let started = Instant::now();
+        let reply = tokio::time::timeout(budget, call).await;
+        trace.backend = Some(started.elapsed());
+        let reply = match reply {
             Err(_) => return self.fail(webhook, review, CallFailure::Timeout { url: url() }),
             Ok(Err(e)) => {
                 let failure = CallFailure::Transport {
@@ -481,7 +516,7 @@ impl Dispatcher {
     /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation;
     /// Fail answers HTTP 500 with a Status and no Retry-After (dispatch notes §18.2, §18.3).
     fn fail(&self, webhook: &Webhook, review: &ParsedReview<'_>, failure: CallFailure) -> Answer {
-        crate::metrics::call_failure(&webhook.name, failure.class());
+        webhook.metrics.call_failure(failure.class());
         match webhook.failure_policy() {
             FailurePolicy::Ignore => {
                 let mut response = AdmissionResponse::allow(&review.request.uid);
@@ -499,6 +534,8 @@ impl Dispatcher {
                 )),
                 decision: Decision::FailedClosed,
                 detail: failure.to_string(),
+                backend: None,
+                conditions: Conditions::NotEvaluated,
             },
         }
     }
@@ -515,6 +552,31 @@ fn answer(
         body: response.encode(review.version),
         decision,
         detail,
+        backend: None,
+        conditions: Conditions::NotEvaluated,
+    }
+}
+
+/// What [`Dispatcher::admit`] learns on the way, for the webhook's metrics.
+#[derive(Default)]
+struct Trace {
+    backend: Option<Duration>,
+    conditions: Conditions,
+}
+
+/// What the webhook's matchConditions did in `decision` (kube-apiserver counts evaluations,
+/// exclusions and errors: `apiserver_admission_match_condition_*`). Only matchCondition errors
+/// under Fail make the matcher reject with 403 (matching notes §8).
+fn conditions_outcome(webhook: &Webhook, decision: &MatchDecision) -> Conditions {
+    if webhook.matcher.match_conditions.is_empty() {
+        return Conditions::NotEvaluated;
+    }
+    match decision {
+        MatchDecision::Call | MatchDecision::CallConverted(_) => Conditions::Passed,
+        MatchDecision::Skip(SkipReason::MatchCondition(_)) => Conditions::Excluded,
+        MatchDecision::Skip(SkipReason::MatchConditionErrorIgnored(_)) => Conditions::Errored,
+        MatchDecision::Reject(status) if status.code == 403 => Conditions::Errored,
+        _ => Conditions::NotEvaluated,
     }
 }
 
@@ -582,5 +644,56 @@ mod tests {
             CallFailure::Invalid("webhook response was absent".into()).status_message(),
             "received invalid webhook response: webhook response was absent"
         );
+    }
+}
+
+#[cfg(test)]
+mod metric_index_tests {
+    use super::*;
+    use crate::review::Operation;
+
+    /// The metrics module indexes its series by `Decision as usize` and `Operation as usize`.
+    #[test]
+    fn decision_and_operation_indices_match_the_metric_label_tables() {
+        let decisions = [
+            Decision::Skipped,
+            Decision::Allowed,
+            Decision::Denied,
+            Decision::FailedOpen,
+            Decision::FailedClosed,
+            Decision::RejectedDryRun,
+            Decision::Rejected,
+        ];
+        for d in decisions {
+            assert_eq!(crate::metrics::DECISIONS[d as usize].0, d.as_str());
+        }
+        for o in [
+            Operation::Create,
+            Operation::Update,
+            Operation::Delete,
+            Operation::Connect,
+        ] {
+            assert_eq!(crate::metrics::OPERATIONS[o as usize], o.as_str());
+        }
+        let classes = [
+            CallFailure::NoKnownReviewVersion,
+            CallFailure::Timeout { url: String::new() },
+            CallFailure::Status {
+                code: 500,
+                message: String::new(),
+            },
+            CallFailure::Invalid(String::new()),
+            CallFailure::NamespaceUnavailable(String::new()),
+        ];
+        for c in classes {
+            assert!(
+                crate::metrics::FAILURE_CLASSES.contains(&c.class()),
+                "{}",
+                c.class()
+            );
+        }
+        for t in ["connect", "tls", "transport"] {
+            assert!(crate::metrics::FAILURE_CLASSES.contains(&t));
+        }
     }
 }
