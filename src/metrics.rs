@@ -183,44 +183,34 @@ impl WebhookMetrics {
     pub fn new(name: &str, webhook_type: &'static str) -> Self {
         let name = name.to_string();
         let labels = || [("name", name.clone()), ("type", webhook_type.to_string())];
+        let counter = |family: &'static str| metrics::counter!(family, &labels());
+        let histogram = |family: &'static str| metrics::histogram!(family, &labels());
+        // The webhook's labels plus more.
+        let with = |extra: &[(&'static str, &str)]| {
+            let mut l = labels().to_vec();
+            l.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+            l
+        };
         WebhookMetrics {
             admissions: DECISIONS.map(|(decision, rejected)| {
-                let mut l = labels().to_vec();
-                l.push(("decision", decision.to_string()));
-                l.push(("rejected", rejected.to_string()));
+                let l = with(&[
+                    ("decision", decision),
+                    ("rejected", if rejected { "true" } else { "false" }),
+                ]);
                 metrics::counter!("admission_proxy_webhook_admissions_total", &l)
             }),
-            duration: metrics::histogram!(
-                "admission_proxy_webhook_admission_duration_seconds",
-                &labels()
-            ),
-            backend_duration: metrics::histogram!(
-                "admission_proxy_webhook_backend_duration_seconds",
-                &labels()
-            ),
-            proxy_duration: metrics::histogram!(
-                "admission_proxy_webhook_proxy_duration_seconds",
-                &labels()
-            ),
+            duration: histogram("admission_proxy_webhook_admission_duration_seconds"),
+            backend_duration: histogram("admission_proxy_webhook_backend_duration_seconds"),
+            proxy_duration: histogram("admission_proxy_webhook_proxy_duration_seconds"),
             call_failures: FAILURE_CLASSES.map(|class| {
-                let mut l = labels().to_vec();
-                l.push(("class", class.to_string()));
+                let l = with(&[("class", class)]);
                 metrics::counter!("admission_proxy_webhook_call_failures_total", &l)
             }),
-            retries: metrics::counter!("admission_proxy_webhook_retries_total", &labels()),
+            retries: counter("admission_proxy_webhook_retries_total"),
             in_flight: metrics::gauge!("admission_proxy_webhook_in_flight", &labels()),
-            condition_evaluations: metrics::counter!(
-                "admission_proxy_match_condition_evaluations_total",
-                &labels()
-            ),
-            condition_exclusions: metrics::counter!(
-                "admission_proxy_match_condition_exclusions_total",
-                &labels()
-            ),
-            condition_errors: metrics::counter!(
-                "admission_proxy_match_condition_evaluation_errors_total",
-                &labels()
-            ),
+            condition_evaluations: counter("admission_proxy_match_condition_evaluations_total"),
+            condition_exclusions: counter("admission_proxy_match_condition_exclusions_total"),
+            condition_errors: counter("admission_proxy_match_condition_evaluation_errors_total"),
         }
     }
 
