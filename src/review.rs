@@ -223,6 +223,17 @@ struct Envelope<'a> {
     request: Option<&'a RawValue>,
 }
 
+/// The envelope with its request parsed in the same pass (the common, well-formed case).
+#[derive(Deserialize)]
+struct Whole<'a> {
+    #[serde(rename = "apiVersion", default, borrow)]
+    api_version: Option<&'a RawValue>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default, borrow)]
+    request: Option<AdmissionRequest<'a>>,
+}
+
 /// An AdmissionReview request parsed once, borrowing the body it came from.
 #[derive(Debug)]
 pub struct ParsedReview<'a> {
@@ -246,6 +257,31 @@ impl<'a> ParsedReview<'a> {
     /// [`ReviewError`] for malformed JSON, a missing or unknown `apiVersion`, a `kind` other than
     /// `AdmissionReview`, a missing `request` or `request.uid`, or an unknown operation.
     pub fn parse(body: &'a [u8]) -> Result<Self, ReviewError> {
+        // One pass over the body for a well-formed review; anything else takes the two-pass
+        // path below, which reports the first problem in the documented order.
+        if let Ok(Whole {
+            api_version: Some(raw_version),
+            kind: Some(kind),
+            request: Some(request),
+        }) = serde_json::from_slice::<Whole<'a>>(body)
+        {
+            if let (Some(version), "AdmissionReview", false, Some(operation)) = (
+                serde_json::from_str::<&str>(raw_version.get())
+                    .ok()
+                    .and_then(ReviewVersion::from_api_version),
+                kind.as_str(),
+                request.uid.is_empty(),
+                Operation::parse(&request.operation),
+            ) {
+                return Ok(ParsedReview {
+                    version,
+                    request,
+                    operation,
+                    body,
+                    api_version_span: span_in(body, raw_version.get()),
+                });
+            }
+        }
         let envelope: Envelope<'a> = serde_json::from_slice(body)?;
         let raw_version = envelope.api_version.ok_or(ReviewError::MissingApiVersion)?;
         let api_version: String = serde_json::from_str(raw_version.get())?;
