@@ -1,7 +1,9 @@
 //! admission-proxy: a sidecar in front of legacy Kubernetes admission webhooks.
 //!
 //! Module dependencies point one way: `api` → `backend`; `api`, `backend`, `review` → `conversion` → `matching` → `config` → `explain`,
-//! `dispatch` → `server` → `reload`, `demo`; `config` → `registration`. `metrics`, `tls` and `example_backend` are leaves.
+//! `dispatch` → `server` → `reload`, `demo`; `config` → `registration`; `matching` →
+//! `namespace_watch` → `server`. `metrics` and `tls` are leaves; `example_backend` uses only
+//! `server`.
 
 pub mod api;
 pub mod backend;
