@@ -222,4 +222,12 @@ impl WebhookType {
             WebhookType::Mutating => "mutating",
         }
     }
+
+    /// The kind of configuration that holds this type of webhook.
+    pub fn configuration_kind(self) -> &'static str {
+        match self {
+            WebhookType::Validating => "ValidatingWebhookConfiguration",
+            WebhookType::Mutating => "MutatingWebhookConfiguration",
+        }
+    }
 }

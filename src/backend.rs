@@ -26,6 +26,9 @@ pub struct Backend {
     pub ca_bundle: Option<Arc<[WrappedX509]>>,
     /// Distinguishes connection pools of backends with different trust roots or server names.
     pub ca_fingerprint: u64,
+    /// Which idle connections a call may reuse: same address, scheme, server name and trust
+    /// roots (computed here, once, not per call).
+    pub pool_key: u64,
     /// The TLS server name (SNI, and the name the certificate must carry) when it differs from
     /// `host`: the proxy's `tlsServerName` option (config::options). `None`: `host`.
     pub server_name: Option<String>,
@@ -153,8 +156,9 @@ impl Backend {
                     server_name: None,
                     self_signed: self_signed_leaves,
                     self_signed_leaves: Arc::from(Vec::new()),
+                    pool_key: 0,
                 }
-                .with_leaves_for_name())
+                .derived())
             }
             (None, Some(svc)) => {
                 if svc.name.is_empty() {
@@ -193,8 +197,9 @@ impl Backend {
                     server_name: None,
                     self_signed: self_signed_leaves,
                     self_signed_leaves: Arc::from(Vec::new()),
+                    pool_key: 0,
                 }
-                .with_leaves_for_name())
+                .derived())
             }
         }
     }
@@ -210,12 +215,27 @@ impl Backend {
             self.ca_fingerprint = h.finish();
         }
         self.server_name = server_name;
-        self.self_signed_leaves = self.leaves_for_name();
+        self.derive();
     }
 
-    fn with_leaves_for_name(mut self) -> Self {
-        self.self_signed_leaves = self.leaves_for_name();
+    fn derived(mut self) -> Self {
+        self.derive();
         self
+    }
+
+    /// Recomputes what follows from the address, server name and trust roots.
+    fn derive(&mut self) {
+        self.self_signed_leaves = self.leaves_for_name();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (
+            &self.host,
+            self.port,
+            self.tls,
+            &self.server_name,
+            self.ca_fingerprint,
+        )
+            .hash(&mut h);
+        self.pool_key = h.finish();
     }
 
     fn leaves_for_name(&self) -> Arc<[SelfSignedLeaf]> {

@@ -1,6 +1,6 @@
 //! `admission-proxy registration`: the Validating/MutatingWebhookConfigurations that register
 //! the proxy with kube-apiserver in place of the legacy webhooks of a loaded configuration.
-//! Depends on `api` and `config`.
+//! Depends on `api`, `config` and `matching` (the namespace name label).
 //!
 //! Each legacy webhook becomes one proxy webhook with the same name (denials and failures
 //! read as before), the legacy `rules`, `namespaceSelector`, `objectSelector`, `matchPolicy`
@@ -31,9 +31,7 @@ use crate::api::{
     FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, SideEffects,
 };
 use crate::config::{Snapshot, Webhook};
-
-/// Label key kube-apiserver sets on every namespace to its name (Kubernetes 1.21+).
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+use crate::matching::namespaces::METADATA_NAME_LABEL;
 
 /// Where kube-apiserver reaches the proxy, and how it trusts it.
 #[derive(Clone, Debug)]
@@ -99,10 +97,7 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
         }
         for (configuration, mut webhooks) in by_configuration {
             webhooks.sort_by_key(|w| w.index);
-            let kind = match webhook_type {
-                WebhookType::Validating => "ValidatingWebhookConfiguration",
-                WebhookType::Mutating => "MutatingWebhookConfiguration",
-            };
+            let kind = webhook_type.configuration_kind();
             let mut metadata = json!({
                 "name": format!("{configuration}{}", options.name_suffix),
                 "labels": {"app.kubernetes.io/managed-by": "admission-proxy"},
@@ -172,7 +167,7 @@ fn excluding_namespace(selector: Option<&LabelSelector>, namespace: &str) -> Lab
         .match_expressions
         .get_or_insert_with(Vec::new)
         .push(LabelSelectorRequirement {
-            key: NAMESPACE_NAME_LABEL.to_string(),
+            key: METADATA_NAME_LABEL.to_string(),
             operator: "NotIn".to_string(),
             values: Some(vec![namespace.to_string()]),
         });

@@ -38,6 +38,8 @@ struct RawBackend {
     pki: TestPki,
     requests: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
+    /// Connections the backend has closed.
+    closed: Arc<AtomicUsize>,
 }
 
 impl RawBackend {
@@ -65,12 +67,13 @@ impl RawBackend {
         let (requests, connections) =
             (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let script = Arc::new(Mutex::new(script));
-        let (r, c) = (requests.clone(), connections.clone());
+        let closed = Arc::new(AtomicUsize::new(0));
+        let (r, c, x) = (requests.clone(), connections.clone(), closed.clone());
         std::thread::spawn(move || {
             // Bounded: the test process ends with the test.
             for tcp in listener.incoming().take(64).flatten() {
                 c.fetch_add(1, Ordering::SeqCst);
-                let (config, script, r) = (config.clone(), script.clone(), r.clone());
+                let (config, script, r, x) = (config.clone(), script.clone(), r.clone(), x.clone());
                 std::thread::spawn(move || {
                     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                     let conn = rustls::ServerConnection::new(config).unwrap();
@@ -82,6 +85,8 @@ impl RawBackend {
                         let n = r.fetch_add(1, Ordering::SeqCst);
                         let act = script.lock().unwrap().get(n).copied().unwrap_or(Act::Allow);
                         if !answer(&mut tls, act, &body) {
+                            drop(tls);
+                            x.fetch_add(1, Ordering::SeqCst);
                             return;
                         }
                     }
@@ -93,6 +98,7 @@ impl RawBackend {
             pki,
             requests,
             connections,
+            closed,
         }
     }
 
@@ -237,8 +243,14 @@ async fn a_pooled_connection_closed_while_idle_is_replaced_before_sending() {
     let backend = RawBackend::start(vec![Act::AllowThenClose, Act::Allow]);
     let proxy = proxy_for(&backend, "failurePolicy: Fail");
     assert_eq!(decide(&proxy).await.0, "allowed");
-    // Let the backend's close reach the pooled connection.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait (at most 2 s) until the backend has closed the pooled connection.
+    for _ in 0..200 {
+        if backend.closed.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(backend.closed.load(Ordering::SeqCst), 1);
     assert_eq!(decide(&proxy).await.0, "allowed");
     assert_eq!(backend.requests(), 2, "each admission sent once");
     assert_eq!(

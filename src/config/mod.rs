@@ -331,7 +331,7 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                     let key = (webhook.webhook_type, webhook.name.clone());
                     if let Some((other_file, other_config)) = routes.get(&key) {
                         errors.push(Problem {
-                            kind: Some(kind_name(webhook.webhook_type).into()),
+                            kind: Some(webhook.webhook_type.configuration_kind().into()),
                             configuration: Some(webhook.configuration.clone()),
                             webhook: Some(webhook.name.clone()),
                             field: "webhooks[].name".into(),
@@ -383,13 +383,6 @@ fn documents(text: &str, is_json: bool) -> Vec<Result<serde_json::Value, String>
         }
     }
     docs
-}
-
-fn kind_name(t: WebhookType) -> &'static str {
-    match t {
-        WebhookType::Validating => "ValidatingWebhookConfiguration",
-        WebhookType::Mutating => "MutatingWebhookConfiguration",
-    }
 }
 
 /// Unwraps `List`s: returns `(field prefix, configuration value)` pairs.

@@ -63,11 +63,9 @@ pub struct Target {
     /// Self-signed `caBundle` certificates the backend may present as its leaf.
     self_signed_leaves: Arc<[SelfSignedLeaf]>,
     group_key: u64,
+    /// [`Backend::pool_key`].
+    pool_key: u64,
 }
-
-/// pingora pool key bit of connections verified by their self-signed leaf (pingora's own pool
-/// stays empty; this keeps its lookups apart all the same).
-const PINNED_POOL: u64 = 0x5e1f_5167_ed00_0001;
 
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -87,6 +85,7 @@ impl Target {
             roots,
             self_signed_leaves: backend.self_signed_leaves.clone(),
             group_key: backend.ca_fingerprint,
+            pool_key: backend.pool_key,
         }
     }
 
@@ -100,24 +99,7 @@ impl Target {
         let mut peer = verified.clone();
         peer.options.verify_cert = false;
         peer.options.verify_hostname = false;
-        peer.group_key ^= PINNED_POOL;
         Some(peer)
-    }
-
-    /// Which pool connections to this target go to: same address, TLS server name and trust
-    /// roots (a connection verified either way serves every call to the target).
-    fn pool_key(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (
-            &self.host,
-            self.port,
-            self.tls,
-            &self.server_name,
-            self.group_key,
-        )
-            .hash(&mut h);
-        h.finish()
     }
 
     /// Whether a new connection of [`Target::pinned_peer`] presented one of the self-signed
@@ -286,7 +268,7 @@ impl HttpClient {
         let verified = target.peer().await?;
         let pinned = target.pinned_peer(&verified);
         let wire = request_bytes(target, path_and_query, body, extra_headers)?;
-        let key = target.pool_key();
+        let key = target.pool_key;
         // Each stale pooled connection leaves the pool as it is taken; at most the pool's size.
         let mut stream = None;
         for _ in 0..POOL_PER_BACKEND {
