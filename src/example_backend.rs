@@ -81,6 +81,7 @@ pub fn start(
         ExampleBackend {
             recorder: recorder.clone(),
         },
+        Arc::new(crate::server::Limits::default()),
     )?;
     Ok((handle, recorder))
 }

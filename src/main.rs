@@ -239,6 +239,53 @@ struct ServeArgs {
     /// delay + grace below the pod's terminationGracePeriodSeconds.
     #[arg(long, default_value_t = 20)]
     shutdown_grace_seconds: u64,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// The listener's limits (`server::Limits`; README "Proxy options"). Defaults follow Go's
+/// `http.Server` as kube-apiserver configures it where it has one.
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Seconds from accepting a connection to the end of its TLS handshake.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    tls_handshake_timeout_seconds: u64,
+    /// Seconds from a request's first byte to the end of its header (a client trickling
+    /// its header is closed then).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    request_header_timeout_seconds: u64,
+    /// Seconds from the end of a request's header to the end of its body.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    request_body_timeout_seconds: u64,
+    /// Seconds a keep-alive connection may wait for its next request. Keep it above the 90 s
+    /// kube-apiserver keeps idle connections, or it may send on a connection being closed.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout_seconds: u64,
+    /// Bytes a request may send before its header ends (Go's default, 1 MiB).
+    #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(1024..))]
+    max_header_bytes: u64,
+    /// Client connections open at once; more are closed at once and counted.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// Admissions answered at once; more are answered 429 with Retry-After: 1, which
+    /// kube-apiserver retries within its deadline.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_requests_inflight: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> server::Limits {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        server::Limits {
+            tls_handshake_timeout: Duration::from_secs(self.tls_handshake_timeout_seconds),
+            header_timeout: Duration::from_secs(self.request_header_timeout_seconds),
+            body_timeout: Duration::from_secs(self.request_body_timeout_seconds),
+            idle_timeout: Duration::from_secs(self.idle_timeout_seconds),
+            max_header_bytes: size(self.max_header_bytes),
+            max_connections: size(self.max_connections),
+            max_requests_inflight: size(self.max_requests_inflight),
+        }
+    }
 }
 
 /// `--listen`: `HOST:PORT`, `[V6]:PORT`, or Go's `:PORT` for all (IPv4) addresses.
@@ -548,6 +595,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.max_body_bytes,
     );
     state.metrics = metrics;
+    state.limits = Arc::new(args.limits.limits());
     if args.watch_namespaces {
         let client = namespace_watch::client(args.kubeconfig.as_deref())
             .await

@@ -41,6 +41,15 @@ pub const DECISIONS: [(&str, bool); 7] = [
 /// AdmissionReview operations, in the order of `review::Operation`.
 pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
 
+/// Why the proxy closes a client connection (`server::Closed`, plus the connection cap).
+pub const CLOSE_REASONS: [&str; 5] = [
+    "idle_timeout",
+    "header_timeout",
+    "body_timeout",
+    "header_too_large",
+    "max_connections",
+];
+
 /// Call failure classes (`dispatch::CallFailure::class`).
 pub const FAILURE_CLASSES: [&str; 8] = [
     "connect",
@@ -76,6 +85,9 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_config_webhooks", Kind::Gauge, "Webhooks in the loaded configuration."),
     ("admission_proxy_serving_certificate_expiry_timestamp_seconds", Kind::Gauge, "When the serving certificate expires, Unix seconds."),
     ("admission_proxy_tls_handshake_failures_total", Kind::Counter, "Connections that never became a TLS session, by reason (error, timeout, plain_http)."),
+    ("admission_proxy_connections_open", Kind::Gauge, "Client connections open now (--max-connections caps them)."),
+    ("admission_proxy_connections_closed_total", Kind::Counter, "Client connections the proxy closed because of a limit, by reason (idle_timeout, header_timeout, body_timeout, header_too_large, max_connections)."),
+    ("admission_proxy_throttled_total", Kind::Counter, "Admissions answered 429 with Retry-After: 1 because --max-requests-inflight admissions were already in flight."),
     ("admission_proxy_conversion_webhook_failures_total", Kind::Counter, "CRD conversion webhook calls that failed, by CustomResourceDefinition and class."),
     ("admission_proxy_namespace_watch_synced", Kind::Gauge, "1 once the namespace watch has listed the cluster's namespaces (--watch-namespaces)."),
     ("admission_proxy_namespace_watch_last_update_timestamp_seconds", Kind::Gauge, "When the namespace cache last changed, Unix seconds."),
@@ -124,6 +136,11 @@ pub fn install(version: &'static str, commit: &'static str) -> Option<Prometheus
             metrics::counter!("admission_proxy_tls_handshake_failures_total", "reason" => reason);
     }
     let _ = metrics::counter!("admission_proxy_upstream_connections_opened_total");
+    for reason in CLOSE_REASONS {
+        let _ = metrics::counter!("admission_proxy_connections_closed_total", "reason" => reason);
+    }
+    let _ = metrics::counter!("admission_proxy_throttled_total");
+    metrics::gauge!("admission_proxy_connections_open").set(0.0);
     let _ = by_operation();
     let upkeep = handle.clone();
     tokio::spawn(async move {
@@ -348,4 +365,20 @@ pub fn namespace_lookup(result: &'static str) {
 /// `admission_proxy_upstream_connections_opened_total`.
 pub fn upstream_connection_opened() {
     metrics::counter!("admission_proxy_upstream_connections_opened_total").increment(1);
+}
+
+/// Client connections open now: `admission_proxy_connections_open`.
+pub fn connections_open(open: usize) {
+    metrics::gauge!("admission_proxy_connections_open").set(open as f64);
+}
+
+/// A client connection closed by a limit (one of [`CLOSE_REASONS`]):
+/// `admission_proxy_connections_closed_total{reason}`.
+pub fn connection_closed(reason: &'static str) {
+    metrics::counter!("admission_proxy_connections_closed_total", "reason" => reason).increment(1);
+}
+
+/// An admission answered 429 by `--max-requests-inflight`: `admission_proxy_throttled_total`.
+pub fn throttled() {
+    metrics::counter!("admission_proxy_throttled_total").increment(1);
 }

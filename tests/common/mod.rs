@@ -83,6 +83,8 @@ impl TestBackend {
 pub struct TestProxy {
     pub state: Arc<State>,
     pub addr: std::net::SocketAddr,
+    /// The CA that signed the proxy's serving certificate, PEM.
+    pub ca_pem: String,
     client: HttpClient,
     target: Target,
     _handle: ServerHandle,
@@ -152,17 +154,29 @@ impl TestProxy {
     }
 
     pub fn start_with(config_yaml: &str, namespaces: Option<Namespaces>, max_body: usize) -> Self {
+        Self::start_limited(config_yaml, namespaces, max_body, server::Limits::default())
+    }
+
+    /// [`TestProxy::start_with`] with the listener's `limits`.
+    pub fn start_limited(
+        config_yaml: &str,
+        namespaces: Option<Namespaces>,
+        max_body: usize,
+        limits: server::Limits,
+    ) -> Self {
         let snapshot =
             config::load_contents(&[(PathBuf::from("test.yaml"), config_yaml.to_string())])
                 .unwrap_or_else(|e| panic!("{e}"));
         let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
         let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
-        let state = Arc::new(State::new(
+        let mut state = State::new(
             snapshot,
             namespaces,
             Dispatcher::new(Duration::from_millis(250)),
             max_body,
-        ));
+        );
+        state.limits = Arc::new(limits);
+        let state = Arc::new(state);
         let handle = server::serve_admission(
             "127.0.0.1:0".parse().unwrap(),
             server_tls(resolver),
@@ -179,6 +193,7 @@ impl TestProxy {
         TestProxy {
             state,
             addr,
+            ca_pem: pki.ca_pem.clone(),
             client: HttpClient::new(),
             target: Target::new(&backend),
             _handle: handle,
@@ -427,4 +442,33 @@ pub fn https_get(
         Err(_) if !out.is_empty() => Ok(String::from_utf8_lossy(&out).into_owned()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A blocking TLS connection to `addr` trusting `ca_pem` (handshake done), reads bounded by
+/// `read_timeout`.
+pub fn tls_connect(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    read_timeout: Duration,
+) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(c?).map_err(std::io::Error::other)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(std::io::Error::other)?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let conn = rustls::ClientConnection::new(Arc::new(config), "127.0.0.1".try_into().unwrap())
+        .map_err(std::io::Error::other)?;
+    let tcp = std::net::TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(read_timeout))?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock)?;
+    }
+    Ok(tls)
 }

@@ -15,12 +15,12 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use async_trait::async_trait;
 use http::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
-use pingora::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream, ServerApp};
 use pingora::http::ResponseHeader;
 use pingora::listeners::tls::Acceptor;
+use pingora::protocols::http::server::ReusableHttpStream;
 use pingora::protocols::http::ServerSession;
 use pingora::protocols::l4::stream::Stream as L4Stream;
-use pingora::server::ShutdownWatch;
+use pingora::protocols::l4::virt::VirtualSocketStream;
 use tokio::sync::{watch, Notify};
 
 use crate::api::WebhookType;
@@ -30,15 +30,17 @@ use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
 
+mod connection;
+
+pub use connection::{Closed, Limits};
+use connection::{ConnIo, ConnectionCount, Watch};
+
 /// Default request body limit: kube-apiserver's own 3 MiB (dispatch notes §4).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Response header naming the proxy's decision (`skipped`, `allowed`, `denied`, `failed-open`,
 /// `failed-closed`, `rejected-dry-run`, `rejected`); kube-apiserver ignores it, people debugging don't.
 pub const DECISION_HEADER: &str = "x-admission-proxy-decision";
-
-/// How long a client may take from connecting to finishing the TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the request path reads; swapped (never locked) on reload.
 pub struct State {
@@ -52,6 +54,8 @@ pub struct State {
     pub dispatcher: Dispatcher,
     /// Request bodies larger than this get 413.
     pub max_body_bytes: usize,
+    /// The listener's limits; [`Limits::default`] unless the `serve` flags set them.
+    pub limits: Arc<Limits>,
     pub metrics: Option<PrometheusHandle>,
     /// Set on SIGTERM: `/readyz` fails so that the endpoint is taken out of the Service, and
     /// answers ask clients to close their connections.
@@ -91,6 +95,7 @@ impl State {
             namespace_watch: None,
             dispatcher,
             max_body_bytes,
+            limits: Arc::new(Limits::default()),
             metrics: None,
             shutting_down: AtomicBool::new(false),
             in_flight: InFlight::default(),
@@ -170,28 +175,49 @@ pub trait Respond: Send + Sync + 'static {
 
 /// Serves a [`Respond`] app on pingora's HTTP/1 sessions: what pingora does for `ServeHttp`,
 /// except that a client that closes its connection, sends no request or stops reading is
-/// logged at debug: it is the client's event (kube-apiserver gave up), not the proxy's error.
+/// logged at debug (it is the client's event: kube-apiserver gave up, not the proxy's error),
+/// and that read deadlines are the connection's [`Watch`], not a pingora timer per read.
 pub struct Served<A>(A);
 
-#[async_trait]
-impl<A: Respond> HttpServerApp for Served<A> {
-    async fn process_new_http(
-        self: &Arc<Self>,
+impl<A: Respond> Served<A> {
+    /// One request on `http`: read it, answer it, and hand back the connection when it may
+    /// carry another request.
+    async fn serve_one(
+        &self,
         mut http: ServerSession,
-        shutdown: &ShutdownWatch,
-    ) -> Option<ReusedHttpStream> {
+        watch: &Watch,
+        shutting_down: bool,
+    ) -> Option<ReusableHttpStream> {
+        // Keep-alive without pingora's own timers (Some(0) = no timeout): the connection's
+        // Watch closes idle, trickling and slow connections. Once shutting down, each answer
+        // closes its connection (`Connection: close`).
+        http.set_keepalive(if shutting_down { None } else { Some(0) });
+        http.set_read_timeout(None);
         match http.read_request().await {
             Ok(true) => {}
             Ok(false) => return None,
             Err(e) => {
-                tracing::debug!(error = %e, "connection closed before a complete request");
+                match watch.closed() {
+                    Some(why) => {
+                        crate::metrics::connection_closed(why.as_str());
+                        tracing::debug!(reason = why.as_str(), "connection closed by a limit");
+                        http.shutdown().await;
+                    }
+                    None => {
+                        tracing::debug!(error = %e, "connection closed before a complete request")
+                    }
+                }
                 return None;
             }
         }
-        // Idle keep-alive connections are kept 60 s (pingora's ServeHttp does the same); once
-        // shutting down, each answer closes its connection.
-        http.set_keepalive(if *shutdown.borrow() { None } else { Some(60) });
+        watch.header_read();
         let (parts, body) = self.0.response(&mut http).await.into_parts();
+        if http.is_body_done() {
+            watch.body_read();
+        } else {
+            // finish() drains what the app left unread, under a fresh body deadline.
+            watch.header_read();
+        }
         let header: ResponseHeader = parts.into();
         let written = match http.write_response_header(Box::new(header)).await {
             Ok(()) if body.is_empty() => Ok(()),
@@ -205,10 +231,14 @@ impl<A: Respond> HttpServerApp for Served<A> {
             tracing::debug!(error = %e, request = %http.request_summary(), "client went away before the answer was written");
             return None;
         }
-        let settings = HttpPersistentSettings::for_session(&http);
-        match http.finish().await {
-            Ok(reusable) => reusable.map(|s| ReusedHttpStream::from_reusable_stream(s, settings)),
+        let finished = http.finish().await;
+        watch.answered();
+        match finished {
+            Ok(reusable) => reusable,
             Err(e) => {
+                if let Some(why) = watch.closed() {
+                    crate::metrics::connection_closed(why.as_str());
+                }
                 tracing::debug!(error = %e, "connection not reusable after the answer");
                 None
             }
@@ -244,8 +274,6 @@ impl Respond for AdmissionApp {
             // Clients move to another endpoint for their next request.
             session.set_keepalive(None);
         }
-        // A slow client must not hold a worker forever.
-        session.set_read_timeout(Some(Duration::from_secs(30)));
         let header = session.req_header();
         let method = header.method.as_str().to_string();
         let path = header.uri.path().to_string();
@@ -265,6 +293,26 @@ impl Respond for AdmissionApp {
                 }
             }
             _ => {}
+        }
+        if method == "POST"
+            && path.starts_with("/webhooks/")
+            && self.state.in_flight() > self.state.limits.max_requests_inflight
+        {
+            // kube-apiserver's own max-in-flight answer; its webhook client waits Retry-After
+            // and re-sends within its deadline (dispatch notes: client-go's retry).
+            crate::metrics::throttled();
+            let mut response = status_reply(
+                429,
+                "TooManyRequests",
+                format!(
+                    "Too many requests, please try again later: {} admissions are in flight (--max-requests-inflight)",
+                    self.state.limits.max_requests_inflight
+                ),
+            );
+            response
+                .headers_mut()
+                .insert("Retry-After", http::HeaderValue::from_static("1"));
+            return response;
         }
         let body = match read_body(session, self.state.max_body_bytes).await {
             Ok(body) => body,
@@ -477,7 +525,7 @@ impl ServerHandle {
 }
 
 /// Serves `app` on `listen` (HTTPS with `tls`, else plain HTTP) inside the current tokio
-/// runtime.
+/// runtime, within `limits`.
 ///
 /// # Errors
 /// The bind error, e.g. address in use.
@@ -485,6 +533,7 @@ pub fn serve<A: Respond>(
     listen: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
     app: A,
+    limits: Arc<Limits>,
 ) -> std::io::Result<ServerHandle> {
     let listener = std::net::TcpListener::bind(listen)?;
     listener.set_nonblocking(true)?;
@@ -492,7 +541,13 @@ pub fn serve<A: Respond>(
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let acceptor = tls.map(|config| Arc::new(Acceptor::from_server_config(config)));
     let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(accept_loop(listener, acceptor, Arc::new(Served(app)), rx));
+    let task = tokio::spawn(accept_loop(
+        listener,
+        acceptor,
+        Arc::new(Served(app)),
+        limits,
+        rx,
+    ));
     Ok(ServerHandle {
         local_addr,
         shutdown: tx,
@@ -504,8 +559,10 @@ async fn accept_loop<A: Respond>(
     listener: tokio::net::TcpListener,
     acceptor: Option<Arc<Acceptor>>,
     app: Arc<Served<A>>,
+    limits: Arc<Limits>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let open = Arc::new(ConnectionCount::default());
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -513,9 +570,25 @@ async fn accept_loop<A: Respond>(
         };
         match accepted {
             Ok((tcp, peer)) => {
+                let Some(slot) = open.acquire(limits.max_connections) else {
+                    // Closed at once rather than left in the backlog: the client sees a reset
+                    // and tries another endpoint; the count shows the cap was reached.
+                    crate::metrics::connection_closed("max_connections");
+                    tracing::debug!(%peer, max = limits.max_connections, "connection refused: --max-connections reached");
+                    drop(tcp);
+                    continue;
+                };
                 let _ = tcp.set_nodelay(true);
-                let (acceptor, app, shutdown) = (acceptor.clone(), app.clone(), shutdown.clone());
-                tokio::spawn(connection(tcp, peer, acceptor, app, shutdown));
+                let (acceptor, app, limits, shutdown) = (
+                    acceptor.clone(),
+                    app.clone(),
+                    limits.clone(),
+                    shutdown.clone(),
+                );
+                tokio::spawn(async move {
+                    connection(tcp, peer, acceptor, app, limits, shutdown).await;
+                    drop(slot);
+                });
             }
             Err(e) => {
                 // EMFILE and the like: accept() fails at once until a descriptor frees up.
@@ -530,17 +603,29 @@ async fn accept_loop<A: Respond>(
 const PLAIN_HTTP_ON_TLS: &[u8] =
     b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
-/// One connection: TLS handshake (bounded by [`HANDSHAKE_TIMEOUT`]), then requests until the
-/// client or the server closes it.
+/// One connection: TLS handshake (bounded by [`Limits::tls_handshake_timeout`]), then requests
+/// until the client or the server closes it.
 async fn connection<A: Respond>(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     acceptor: Option<Arc<Acceptor>>,
     app: Arc<Served<A>>,
+    limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let stream: pingora::protocols::Stream = match acceptor {
-        None => Box::new(L4Stream::from(tcp)),
+    let handshake_timeout = limits.tls_handshake_timeout;
+    let wrap = |tcp| {
+        let (io, watch) = ConnIo::new(tcp, limits);
+        (
+            L4Stream::from(VirtualSocketStream::new(Box::new(io))),
+            watch,
+        )
+    };
+    let (stream, watch): (pingora::protocols::Stream, _) = match acceptor {
+        None => {
+            let (l4, watch) = wrap(tcp);
+            (Box::new(l4), watch)
+        }
         Some(acceptor) => {
             let handshake = async {
                 // A TLS connection starts with a handshake record (0x16); anything else is a
@@ -551,13 +636,15 @@ async fn connection<A: Respond>(
                     Ok(1) => return Err(Handshake::PlainHttp(tcp)),
                     _ => return Err(Handshake::Closed),
                 }
+                let (l4, watch) = wrap(tcp);
                 acceptor
-                    .tls_handshake(L4Stream::from(tcp))
+                    .tls_handshake(l4)
                     .await
+                    .map(|tls| (tls, watch))
                     .map_err(|e| Handshake::Failed(e.to_string()))
             };
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-                Ok(Ok(tls)) => Box::new(tls),
+            match tokio::time::timeout(handshake_timeout, handshake).await {
+                Ok(Ok((tls, watch))) => (Box::new(tls), watch),
                 Ok(Err(Handshake::PlainHttp(mut tcp))) => {
                     use tokio::io::AsyncWriteExt;
                     crate::metrics::tls_handshake_failure("plain_http");
@@ -582,9 +669,14 @@ async fn connection<A: Respond>(
             }
         }
     };
-    let mut next = app.process_new(stream, &shutdown).await;
+    let mut next = Some(stream);
     while let Some(stream) = next {
-        next = app.process_new(stream, &shutdown).await;
+        let http = ServerSession::new_http1(stream);
+        let shutting_down = *shutdown.borrow();
+        next = app
+            .serve_one(http, &watch, shutting_down)
+            .await
+            .map(|reusable| reusable.into_parts().0);
     }
 }
 
@@ -603,7 +695,8 @@ pub fn serve_admission(
     tls: Arc<rustls::ServerConfig>,
     state: Arc<State>,
 ) -> std::io::Result<ServerHandle> {
-    serve(listen, Some(tls), AdmissionApp { state })
+    let limits = state.limits.clone();
+    serve(listen, Some(tls), AdmissionApp { state }, limits)
 }
 
 #[cfg(test)]

@@ -1,0 +1,559 @@
+//! One client connection below HTTP: the listener's limits (connection count, TLS handshake,
+//! request header, request body and keep-alive idle timeouts, header size) and the socket
+//! wrapper that enforces them and coalesces each answer into one write. Depends on `metrics`.
+//!
+//! kube-apiserver's own server bounds the same things (Go's `http.Server` `ReadHeaderTimeout`,
+//! `IdleTimeout`, `MaxHeaderBytes`; its max in-flight filter answers 429 + `Retry-After`), and
+//! the proxy sits on a Service any pod can reach, so none of them may be unbounded.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pingora::protocols::l4::virt::{VirtualSockOpt, VirtualSocket};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+// tokio's clock, so that tests with paused time see deadlines move.
+use tokio::time::{Instant, Sleep};
+
+/// The listener's limits. Durations are wall-clock; sizes are bytes. [`Limits::default`] gives
+/// the documented defaults of the `serve` flags.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// From accepting a connection to the end of its TLS handshake (`--tls-handshake-timeout`).
+    pub tls_handshake_timeout: Duration,
+    /// From a request's first byte to the end of its header (`--request-header-timeout`): a
+    /// client trickling a header is closed here.
+    pub header_timeout: Duration,
+    /// From the end of a request's header to the end of its body (`--request-body-timeout`).
+    pub body_timeout: Duration,
+    /// How long a keep-alive connection may wait for its next request (`--idle-timeout`).
+    /// Longer than the 90 s kube-apiserver's client keeps idle connections (client-go's
+    /// transport defaults), so the proxy never closes a connection kube-apiserver is about to
+    /// reuse.
+    pub idle_timeout: Duration,
+    /// Bytes a request may send before its header is complete (`--max-header-bytes`), counted
+    /// as received (TLS framing included; the check runs after each read of at most ~16 KiB).
+    pub max_header_bytes: usize,
+    /// Open client connections (`--max-connections`); one more is closed at once, counted.
+    pub max_connections: usize,
+    /// Admissions being answered at once (`--max-requests-inflight`); one more is answered 429
+    /// with `Retry-After: 1`, which kube-apiserver's webhook client retries within its deadline.
+    pub max_requests_inflight: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            tls_handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+            // Go's http.DefaultMaxHeaderBytes, which kube-apiserver's server keeps.
+            max_header_bytes: 1 << 20,
+            max_connections: 4096,
+            max_requests_inflight: 1000,
+        }
+    }
+}
+
+/// Why the proxy closed a connection, for `admission_proxy_connections_closed_total{reason}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Closed {
+    IdleTimeout = 1,
+    HeaderTimeout = 2,
+    BodyTimeout = 3,
+    HeaderTooLarge = 4,
+}
+
+impl Closed {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Closed::IdleTimeout => "idle_timeout",
+            Closed::HeaderTimeout => "header_timeout",
+            Closed::BodyTimeout => "body_timeout",
+            Closed::HeaderTooLarge => "header_too_large",
+        }
+    }
+
+    fn from_u8(v: u8) -> Option<Closed> {
+        [
+            Closed::IdleTimeout,
+            Closed::HeaderTimeout,
+            Closed::BodyTimeout,
+            Closed::HeaderTooLarge,
+        ]
+        .into_iter()
+        .find(|c| *c as u8 == v)
+    }
+}
+
+/// Where a connection is in its request cycle, which decides its read deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Phase {
+    /// Waiting for the next request: [`Limits::idle_timeout`].
+    Idle = 0,
+    /// A request's first bytes arrived: [`Limits::header_timeout`] from then.
+    Header = 1,
+    /// Header complete, body being read: [`Limits::body_timeout`].
+    Body = 2,
+    /// Answering: no read deadline (the webhook's own timeout bounds the answer).
+    Busy = 3,
+}
+
+/// A connection's phase and read deadline, shared by the HTTP loop (which knows where a request
+/// starts and ends) and the socket wrapper (which sees bytes arrive). Both run in the
+/// connection's one task; atomics only because the wrapper lives behind pingora's `Box<dyn IO>`.
+#[derive(Debug)]
+pub struct Watch {
+    base: Instant,
+    phase: AtomicU8,
+    /// Nanoseconds after `base`; 0 = none.
+    deadline: AtomicU64,
+    header_bytes: AtomicUsize,
+    closed: AtomicU8,
+    limits: Arc<Limits>,
+}
+
+impl Watch {
+    fn new(limits: Arc<Limits>) -> Self {
+        let watch = Watch {
+            base: Instant::now(),
+            phase: AtomicU8::new(Phase::Idle as u8),
+            deadline: AtomicU64::new(0),
+            header_bytes: AtomicUsize::new(0),
+            closed: AtomicU8::new(0),
+            limits,
+        };
+        watch.enter(Phase::Idle);
+        watch
+    }
+
+    fn enter(&self, phase: Phase) {
+        let timeout = match phase {
+            Phase::Idle => Some(self.limits.idle_timeout),
+            Phase::Header => Some(self.limits.header_timeout),
+            Phase::Body => Some(self.limits.body_timeout),
+            Phase::Busy => None,
+        };
+        self.phase.store(phase as u8, Ordering::Relaxed);
+        let deadline = timeout.map_or(0, |t| {
+            // At least 1 ns so that 0 keeps meaning "none".
+            (self.base.elapsed() + t).as_nanos().min(u64::MAX as u128) as u64 | 1
+        });
+        self.deadline.store(deadline, Ordering::Relaxed);
+    }
+
+    /// The request header was read: the body deadline starts.
+    pub fn header_read(&self) {
+        self.enter(Phase::Body);
+    }
+
+    /// The request body was read: no read deadline while the answer is worked out.
+    pub fn body_read(&self) {
+        self.enter(Phase::Busy);
+    }
+
+    /// The answer was written: the connection waits for its next request.
+    pub fn answered(&self) {
+        self.header_bytes.store(0, Ordering::Relaxed);
+        self.enter(Phase::Idle);
+    }
+
+    /// Why the connection was closed by a limit, if it was.
+    pub fn closed(&self) -> Option<Closed> {
+        Closed::from_u8(self.closed.load(Ordering::Relaxed))
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        match self.deadline.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(self.base + Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Bytes arrived: an idle connection starts a request; a header too large trips.
+    fn received(&self, n: usize) -> io::Result<()> {
+        let phase = self.phase.load(Ordering::Relaxed);
+        if phase == Phase::Idle as u8 {
+            self.enter(Phase::Header);
+        } else if phase != Phase::Header as u8 {
+            return Ok(());
+        }
+        let total = self.header_bytes.fetch_add(n, Ordering::Relaxed) + n;
+        if total > self.limits.max_header_bytes {
+            return Err(self.trip(Closed::HeaderTooLarge));
+        }
+        Ok(())
+    }
+
+    fn trip(&self, why: Closed) -> io::Error {
+        self.closed.store(why as u8, Ordering::Relaxed);
+        let kind = match why {
+            Closed::HeaderTooLarge => io::ErrorKind::InvalidData,
+            _ => io::ErrorKind::TimedOut,
+        };
+        io::Error::new(kind, why.as_str())
+    }
+
+    fn timed_out(&self) -> io::Error {
+        let why = match self.phase.load(Ordering::Relaxed) {
+            p if p == Phase::Idle as u8 => Closed::IdleTimeout,
+            p if p == Phase::Header as u8 => Closed::HeaderTimeout,
+            _ => Closed::BodyTimeout,
+        };
+        self.trip(why)
+    }
+}
+
+/// Answers are at most this many bytes ahead of the socket before a write waits for it.
+const MAX_PENDING_WRITE: usize = 64 * 1024;
+
+/// The client's TCP socket as pingora sees it: reads fail at the phase's deadline (see
+/// [`Watch`]), and writes are held until a flush, so that an answer's header and body (two TLS
+/// records) leave in one `write` and one TCP segment: pingora's listener buffers writes the
+/// same way; the proxy's own accept loop must do it itself (benches/README.md: one `writev`
+/// fewer per admission).
+///
+/// The deadline timer is armed lazily: only when a read would wait, and re-armed only when the
+/// deadline moved earlier or the timer fired early, so a busy connection costs no timer work
+/// per request.
+#[derive(Debug)]
+pub struct ConnIo {
+    tcp: TcpStream,
+    out: Vec<u8>,
+    written: usize,
+    watch: Arc<Watch>,
+    timer: Option<Pin<Box<Sleep>>>,
+    timer_at: Option<Instant>,
+}
+
+impl ConnIo {
+    /// Wraps an accepted socket; returns it with the shared [`Watch`] for the HTTP loop.
+    pub fn new(tcp: TcpStream, limits: Arc<Limits>) -> (Self, Arc<Watch>) {
+        let watch = Arc::new(Watch::new(limits));
+        let io = ConnIo {
+            tcp,
+            out: Vec::new(),
+            written: 0,
+            watch: watch.clone(),
+            timer: None,
+            timer_at: None,
+        };
+        (io, watch)
+    }
+
+    /// Pending while the deadline has not passed (the timer will wake the task), an error once
+    /// it has.
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Two rounds at most: a timer that fired early is re-armed once at the real deadline.
+        for _ in 0..2 {
+            let Some(deadline) = self.watch.deadline() else {
+                return Poll::Pending;
+            };
+            if Instant::now() >= deadline {
+                return Poll::Ready(Err(self.watch.timed_out()));
+            }
+            match (&mut self.timer, self.timer_at) {
+                (Some(_), Some(at)) if at <= deadline => {}
+                (Some(timer), _) => {
+                    timer.as_mut().reset(deadline);
+                    self.timer_at = Some(deadline);
+                }
+                (None, _) => {
+                    self.timer = Some(Box::pin(tokio::time::sleep_until(deadline)));
+                    self.timer_at = Some(deadline);
+                }
+            }
+            let Some(timer) = self.timer.as_mut() else {
+                return Poll::Pending;
+            };
+            match timer.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                // Fired: at the deadline, or at an older, earlier one (re-armed next round).
+                Poll::Ready(()) => self.timer_at = None,
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Writes out what is held; Ready once all of it is in the socket.
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.out.len() {
+            match Pin::new(&mut self.tcp).poll_write(cx, &self.out[self.written..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.written += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.out.clear();
+        self.written = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+
+impl AsyncRead for ConnIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.tcp).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len() - before;
+                if n > 0 {
+                    this.watch.received(n)?;
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match this.poll_deadline(cx) {
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                _ => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl AsyncWrite for ConnIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.out.len() >= MAX_PENDING_WRITE {
+            match this.poll_write_out(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        this.out.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.out.len() >= MAX_PENDING_WRITE {
+            match this.poll_write_out(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        let mut n = 0;
+        for b in bufs {
+            this.out.extend_from_slice(b);
+            n += b.len();
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_write_out(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.tcp).poll_flush(cx),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this.poll_write_out(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut this.tcp).poll_shutdown(cx),
+            other => other,
+        }
+    }
+}
+
+impl VirtualSocket for ConnIo {
+    fn set_socket_option(&self, opt: VirtualSockOpt) -> io::Result<()> {
+        match opt {
+            VirtualSockOpt::NoDelay => self.tcp.set_nodelay(true),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Open client connections, against [`Limits::max_connections`].
+#[derive(Debug, Default)]
+pub struct ConnectionCount(AtomicUsize);
+
+/// Holds one of [`ConnectionCount`]'s places until dropped.
+#[derive(Debug)]
+pub struct ConnectionSlot(Arc<ConnectionCount>);
+
+impl ConnectionCount {
+    /// A place for one more connection, `None` at `max`.
+    pub fn acquire(self: &Arc<Self>, max: usize) -> Option<ConnectionSlot> {
+        let mut now = self.0.load(Ordering::Relaxed);
+        loop {
+            if now >= max {
+                return None;
+            }
+            match self
+                .0
+                .compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    crate::metrics::connections_open(now + 1);
+                    return Some(ConnectionSlot(self.clone()));
+                }
+                Err(actual) => now = actual,
+            }
+        }
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let before = self.0 .0.fetch_sub(1, Ordering::AcqRel);
+        crate::metrics::connections_open(before - 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn limits() -> Arc<Limits> {
+        Arc::new(Limits {
+            idle_timeout: Duration::from_secs(120),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_header_bytes: 100,
+            ..Limits::default()
+        })
+    }
+
+    /// tokio's timer wheel has millisecond slots: a deadline fires within 1 ms after it.
+    fn assert_fired_at(elapsed: Duration, deadline: Duration) {
+        assert!(
+            elapsed >= deadline && elapsed <= deadline + Duration::from_millis(1),
+            "fired after {elapsed:?}, deadline {deadline:?}"
+        );
+    }
+
+    async fn pair() -> (ConnIo, Arc<Watch>, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (io, watch) = ConnIo::new(server, limits());
+        (io, watch, client)
+    }
+
+    /// Paused time: the idle deadline fires at exactly 120 s, not before.
+    #[tokio::test(start_paused = true)]
+    async fn idle_connection_is_closed_at_the_idle_timeout() {
+        let (mut io, watch, _client) = pair().await;
+        let start = tokio::time::Instant::now();
+        let mut buf = [0u8; 16];
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(watch.closed(), Some(Closed::IdleTimeout));
+        assert_fired_at(start.elapsed(), Duration::from_secs(120));
+    }
+
+    /// A request's first bytes start the 10 s header deadline, however long the idle one was.
+    #[tokio::test(start_paused = true)]
+    async fn first_bytes_start_the_header_timeout() {
+        let (mut io, watch, mut client) = pair().await;
+        client.write_all(b"POST / HTTP/1.1\r\n").await.unwrap();
+        let mut buf = [0u8; 64];
+        let n = io.read(&mut buf).await.unwrap();
+        assert_eq!(n, 17);
+        let start = tokio::time::Instant::now();
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(watch.closed(), Some(Closed::HeaderTimeout));
+        assert_fired_at(start.elapsed(), Duration::from_secs(10));
+    }
+
+    /// After the header, reads wait on the body deadline; after the body, on none.
+    #[tokio::test(start_paused = true)]
+    async fn body_deadline_then_none_then_idle_again() {
+        let (mut io, watch, mut client) = pair().await;
+        client.write_all(b"x").await.unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(io.read(&mut buf).await.unwrap(), 1);
+        watch.header_read();
+        let start = tokio::time::Instant::now();
+        assert_eq!(
+            io.read(&mut buf).await.unwrap_err().kind(),
+            io::ErrorKind::TimedOut
+        );
+        assert_fired_at(start.elapsed(), Duration::from_secs(30));
+        assert_eq!(watch.closed(), Some(Closed::BodyTimeout));
+        watch.body_read();
+        let waited = tokio::time::timeout(Duration::from_secs(3600), io.read(&mut buf)).await;
+        assert!(waited.is_err(), "no read deadline while answering");
+        watch.answered();
+        let start = tokio::time::Instant::now();
+        io.read(&mut buf).await.unwrap_err();
+        assert_fired_at(start.elapsed(), Duration::from_secs(120));
+    }
+
+    #[tokio::test]
+    async fn a_header_larger_than_the_limit_is_refused() {
+        let (mut io, watch, mut client) = pair().await;
+        client.write_all(&[b'a'; 101]).await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut got = 0;
+        let err = loop {
+            match io.read(&mut buf).await {
+                Ok(n) => got += n,
+                Err(e) => break e,
+            }
+            assert!(got <= 101);
+        };
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(watch.closed(), Some(Closed::HeaderTooLarge));
+    }
+
+    #[tokio::test]
+    async fn writes_are_held_until_flush() {
+        let (mut io, _watch, mut client) = pair().await;
+        io.write_all(b"header").await.unwrap();
+        io.write_all(b"+body").await.unwrap();
+        let mut buf = [0u8; 32];
+        let early = tokio::time::timeout(Duration::from_millis(50), client.read(&mut buf)).await;
+        assert!(early.is_err(), "nothing is sent before the flush");
+        io.flush().await.unwrap();
+        let n = client.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"header+body");
+    }
+
+    #[test]
+    fn connection_count_stops_at_max_and_frees_on_drop() {
+        let count = Arc::new(ConnectionCount::default());
+        let a = count.acquire(2).unwrap();
+        let _b = count.acquire(2).unwrap();
+        assert!(count.acquire(2).is_none());
+        drop(a);
+        let _c = count.acquire(2).expect("a place is free again");
+        assert!(count.acquire(2).is_none());
+    }
+}

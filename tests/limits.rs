@@ -1,0 +1,269 @@
+//! The listener's limits on the real server over real TLS (issue "Hardened server" §1): a
+//! handshake that never completes, a trickled header, idle keep-alive connections, the
+//! connection cap and the in-flight cap. Timeouts are set to 1–2 s; each wait is bounded.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use admission_proxy::server::{Limits, DEFAULT_MAX_BODY_BYTES};
+use common::*;
+
+const WEBHOOK: &str = "slow.example.com";
+
+fn proxy(backend: &TestBackend, limits: Limits) -> TestProxy {
+    let config = validating(WEBHOOK, &backend.client_config("/slow/1000"), ALL, "");
+    TestProxy::start_limited(&config, Some(namespaces()), DEFAULT_MAX_BODY_BYTES, limits)
+}
+
+fn review() -> Vec<u8> {
+    fixture("0096-create-core-v1-pods-v1.json")
+}
+
+/// One admission request as sent on a keep-alive connection.
+fn request(body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+/// Reads one HTTP answer with a Content-Length body; its status line and body.
+fn read_answer(conn: &mut impl Read) -> std::io::Result<(String, String)> {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if conn.read(&mut byte)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.push(byte[0]);
+        assert!(buf.len() < 64 * 1024, "header too long");
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    conn.read_exact(&mut body)?;
+    Ok((head, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Whether the peer has closed `conn`: a read ends (EOF or error) rather than timing out.
+fn closed_by_peer(conn: &mut impl Read) -> bool {
+    let mut buf = [0u8; 64];
+    match conn.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_that_never_completes_is_closed_at_its_timeout() {
+    let backend = TestBackend::start();
+    let proxy = proxy(
+        &backend,
+        Limits {
+            tls_handshake_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        },
+    );
+    let addr = proxy.addr;
+    let (closed, waited) = blocking(move || {
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // The first byte of a TLS record, then nothing.
+        tcp.write_all(&[0x16]).unwrap();
+        let start = Instant::now();
+        (closed_by_peer(&mut tcp), start.elapsed())
+    })
+    .await;
+    assert!(closed, "the proxy closes the connection");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "closed after {waited:?}, timeout 1 s"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_header_is_closed_at_the_header_timeout() {
+    let backend = TestBackend::start();
+    let proxy = proxy(
+        &backend,
+        Limits {
+            header_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        },
+    );
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let (lines_sent, waited) = blocking(move || {
+        let mut tls = tls_connect(addr, &ca, Duration::from_millis(200)).unwrap();
+        let start = Instant::now();
+        tls.write_all(format!("POST /webhooks/{WEBHOOK} HTTP/1.1\r\n").as_bytes())
+            .unwrap();
+        // One header line every 200 ms, for at most 10 s: the proxy must cut it off.
+        for line in 0..50 {
+            if tls
+                .write_all(format!("X-Trickle-{line}: x\r\n").as_bytes())
+                .is_err()
+                || closed_by_peer(&mut tls)
+            {
+                return (line, start.elapsed());
+            }
+        }
+        (50, start.elapsed())
+    })
+    .await;
+    assert!(lines_sent < 50, "the trickling client was never cut off");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "closed after {waited:?}, header timeout 1 s"
+    );
+    assert_eq!(backend.recorder.calls(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_survives_a_pause_and_closes_after_the_idle_timeout() {
+    let backend = TestBackend::start();
+    let proxy = proxy(
+        &backend,
+        Limits {
+            idle_timeout: Duration::from_secs(2),
+            header_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        },
+    );
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let (first, second, closed, idle_for) = blocking(move || {
+        let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+        tls.write_all(&request(&review())).unwrap();
+        let first = read_answer(&mut tls).unwrap().0;
+        // Longer than the header timeout, shorter than the idle timeout.
+        std::thread::sleep(Duration::from_millis(1300));
+        tls.write_all(&request(&review())).unwrap();
+        let second = read_answer(&mut tls).unwrap().0;
+        let start = Instant::now();
+        let closed = closed_by_peer(&mut tls);
+        (first, second, closed, start.elapsed())
+    })
+    .await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    assert!(closed, "the idle connection is closed");
+    assert!(
+        idle_for >= Duration::from_millis(1900) && idle_for < Duration::from_secs(6),
+        "closed after {idle_for:?} idle, idle timeout 2 s"
+    );
+    assert_eq!(backend.recorder.calls(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_cap_closes_extra_connections_and_recovers() {
+    let backend = TestBackend::start();
+    let proxy = proxy(
+        &backend,
+        Limits {
+            max_connections: 2,
+            ..Limits::default()
+        },
+    );
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let (third_refused, after_close) = blocking(move || {
+        let a = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+        let _b = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+        let third_refused = tls_connect(addr, &ca, Duration::from_secs(10)).is_err();
+        drop(a);
+        // The freed place is taken by the next connection (bounded: 50 tries, 20 ms apart).
+        let mut after_close = None;
+        for _ in 0..50 {
+            if let Ok(mut c) = tls_connect(addr, &ca, Duration::from_secs(10)) {
+                c.write_all(&request(&review())).unwrap();
+                after_close = Some(read_answer(&mut c).unwrap().0);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (third_refused, after_close)
+    })
+    .await;
+    assert!(third_refused, "a third connection is closed at once");
+    let answer = after_close.expect("a connection is accepted once one closed");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_flight_cap_answers_429_with_retry_after_and_recovers() {
+    let backend = TestBackend::start();
+    let proxy = proxy(
+        &backend,
+        Limits {
+            max_requests_inflight: 1,
+            ..Limits::default()
+        },
+    );
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let slow = {
+        let ca = ca.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+            tls.write_all(&request(&review())).unwrap();
+            read_answer(&mut tls).unwrap()
+        })
+    };
+    // The slow admission (1 s at the backend) is in flight once the backend has it.
+    for _ in 0..200 {
+        if backend.recorder.calls() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(backend.recorder.calls(), 1);
+    let ca2 = ca.clone();
+    let (head, body) = blocking(move || {
+        let mut tls = tls_connect(addr, &ca2, Duration::from_secs(10)).unwrap();
+        tls.write_all(&request(&review())).unwrap();
+        read_answer(&mut tls).unwrap()
+    })
+    .await;
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 1\r\n"),
+        "{head}"
+    );
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "TooManyRequests");
+    assert_eq!(status["code"], 429);
+    let (first, _) = slow.await.unwrap();
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    // Nothing in flight again: admitted.
+    let (again, _) = blocking(move || {
+        let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+        tls.write_all(&request(&review())).unwrap();
+        read_answer(&mut tls).unwrap()
+    })
+    .await;
+    assert!(again.starts_with("HTTP/1.1 200"), "{again}");
+    assert_eq!(
+        backend.recorder.calls(),
+        2,
+        "the 429 never reached the backend"
+    );
+}
