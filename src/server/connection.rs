@@ -300,7 +300,6 @@ impl ConnIo {
     }
 }
 
-
 impl AsyncRead for ConnIo {
     fn poll_read(
         self: Pin<&mut Self>,
