@@ -120,6 +120,10 @@ pub struct TargetReport {
     pub latency_ms: BTreeMap<String, f64>,
     /// Errors by class: `transport`, `http_<code>`, `unparseable`, `wrong_uid`, `wrong_version`.
     pub errors: BTreeMap<String, u64>,
+    /// Good answers by the proxy's `x-admission-proxy-decision` header (`none` without it).
+    pub decisions: BTreeMap<String, u64>,
+    /// Good answers that arrived after the caller's deadline (`?timeout=10s`).
+    pub late: u64,
 }
 
 /// The whole run.
@@ -137,6 +141,8 @@ pub struct BenchReport {
 struct Stats {
     hist: Histogram<u64>,
     errors: BTreeMap<String, u64>,
+    decisions: BTreeMap<String, u64>,
+    late: u64,
     ok: u64,
 }
 
@@ -145,6 +151,8 @@ impl Stats {
         Stats {
             hist: Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds"),
             errors: BTreeMap::new(),
+            decisions: BTreeMap::new(),
+            late: 0,
             ok: 0,
         }
     }
@@ -171,7 +179,7 @@ fn target_for(url: &str, cacert: Option<&str>) -> Result<(Target, String), Bench
     .map_err(|(f, m)| BenchError::Setup(format!("{url}: {f}: {m}")))?;
     Ok((
         Target::new(&backend),
-        format!("{}?timeout=10s", parsed.path()),
+        format!("{}?timeout={}s", parsed.path(), CALLER_TIMEOUT.as_secs()),
     ))
 }
 
@@ -224,8 +232,10 @@ pub async fn run(opts: BenchOptions) -> Result<BenchReport, BenchError> {
                 }
                 let s = &mut stats[job.target];
                 match check(result, &uid, &template.api_version) {
-                    Ok(()) => {
+                    Ok(decision) => {
                         s.ok += 1;
+                        *s.decisions.entry(decision).or_default() += 1;
+                        s.late += u64::from(latency > CALLER_TIMEOUT);
                         let _ = s.hist.record((latency.as_micros() as u64).max(1));
                     }
                     Err(class) => *s.errors.entry(class).or_default() += 1,
@@ -290,8 +300,12 @@ pub async fn run(opts: BenchOptions) -> Result<BenchReport, BenchError> {
             for (m, s) in merged.iter_mut().zip(stats) {
                 let _ = m.hist.add(&s.hist);
                 m.ok += s.ok;
+                m.late += s.late;
                 for (k, v) in s.errors {
                     *m.errors.entry(k).or_default() += v;
+                }
+                for (k, v) in s.decisions {
+                    *m.decisions.entry(k).or_default() += v;
                 }
             }
         }
@@ -327,16 +341,23 @@ pub async fn run(opts: BenchOptions) -> Result<BenchReport, BenchError> {
                 })
                 .collect(),
                 errors: s.errors,
+                decisions: s.decisions,
+                late: s.late,
             })
             .collect(),
     })
 }
 
+/// The deadline the bench gives each request (`?timeout=`), as kube-apiserver's default
+/// webhook timeout.
+const CALLER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A good answer's decision header, or the error class.
 fn check(
     result: Result<crate::dispatch::HttpReply, crate::dispatch::TransportError>,
     uid: &str,
     api_version: &str,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let reply = result.map_err(|_| "transport".to_string())?;
     if reply.status != 200 {
         return Err(format!("http_{}", reply.status));
@@ -349,7 +370,11 @@ fn check(
     if v.get("apiVersion").and_then(|a| a.as_str()) != Some(api_version) {
         return Err("wrong_version".into());
     }
-    Ok(())
+    Ok(reply
+        .headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(crate::server::DECISION_HEADER))
+        .map_or_else(|| "none".to_string(), |(_, v)| v.clone()))
 }
 
 /// The human table: one row per target, and added latency / ratios when comparing.

@@ -40,9 +40,26 @@ use crate::tls::CertResolver;
 pub struct Recorder {
     calls: AtomicU64,
     last: Mutex<Option<(String, Vec<u8>)>>,
+    uid_log: std::sync::OnceLock<Mutex<std::fs::File>>,
 }
 
 impl Recorder {
+    /// Appends the `request.uid` of every AdmissionReview from now on to `file`, one per line,
+    /// written as it arrives (so that the log survives the backend being killed, and a uid
+    /// received twice, across restarts too, shows as a repeated line: `bench --serve-backend
+    /// --record-uids`, the soak of benches/README.md).
+    ///
+    /// # Errors
+    /// The file cannot be opened for appending.
+    pub fn record_uids(&self, file: &std::path::Path) -> std::io::Result<()> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)?;
+        let _ = self.uid_log.set(Mutex::new(f));
+        Ok(())
+    }
+
     /// How many requests arrived.
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
@@ -173,6 +190,12 @@ impl Respond for ExampleBackend {
             .pointer("/request/uid")
             .cloned()
             .unwrap_or(Value::Null);
+        if let (Some(log), Some(uid)) = (self.recorder.uid_log.get(), uid.as_str()) {
+            if let Ok(mut f) = log.lock() {
+                use std::io::Write;
+                let _ = writeln!(f, "{uid}");
+            }
+        }
         let path = path_and_query.split('?').next().unwrap_or("").to_string();
         let mut behaviour = path.as_str();
         if let Some(rest) = behaviour.strip_prefix("/only/") {

@@ -15,6 +15,7 @@ pub mod dispatch;
 pub mod example_backend;
 pub mod explain;
 pub mod matching;
+pub mod memory;
 pub mod metrics;
 pub mod namespace_watch;
 pub mod registration;

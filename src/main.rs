@@ -18,6 +18,13 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Returns memory freed on this thread (a configuration load's peak: YAML, JSON values, the
+/// old snapshot) to the OS instead of keeping it in mimalloc's pages.
+fn release_freed_memory() {
+    // SAFETY: mi_collect only walks the calling thread's heap; no pointer is passed.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 /// `--version`: the crate version and the git commit it was built from (build.rs).
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -155,6 +162,10 @@ struct BenchArgs {
     /// else plain HTTP (loopback only).
     #[arg(long)]
     serve_backend: Option<SocketAddr>,
+    /// With --serve-backend: append every AdmissionReview's request.uid to FILE as it arrives
+    /// (a uid the backend received twice shows as a repeated line, across restarts too).
+    #[arg(long, requires = "serve_backend")]
+    record_uids: Option<PathBuf>,
     /// Instead of benchmarking, print a webhook configuration with this many webhooks in a
     /// realistic mix (rules, selectors, matchConditions) calling --backend-url, plus
     /// `skip.bench.example.com` that matches nothing; --cacert becomes their caBundle.
@@ -537,8 +548,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION"),
         env!("ADMISSION_PROXY_GIT_COMMIT"),
     );
-    let snapshot = config::load(&args.config)
-        .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
+    admission_proxy::memory::set_release(release_freed_memory);
+    // Loaded on a thread of its own, which ends here: its memory is then the allocator's to
+    // reclaim (mimalloc takes over an ended thread's pages), whereas pages of the main thread,
+    // which only waits from now on, would keep this snapshot's memory after a reload freed it
+    // (benches/README.md, "Memory across reloads").
+    let snapshot = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let loaded = config::load(&args.config);
+                admission_proxy::memory::release();
+                loaded
+            })
+            .join()
+    })
+    .map_err(|_| anyhow::anyhow!("loading the webhook configuration panicked"))?
+    .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
     for w in &snapshot.warnings {
         tracing::warn!(warning = %w, "webhook configuration warning");
     }
@@ -665,8 +690,13 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             )?))),
             _ => None,
         };
-        let (handle, _recorder) = admission_proxy::example_backend::start(addr, tls)
+        let (handle, recorder) = admission_proxy::example_backend::start(addr, tls)
             .with_context(|| format!("listen on {addr}"))?;
+        if let Some(file) = &args.record_uids {
+            recorder
+                .record_uids(file)
+                .with_context(|| format!("open {} for appending", file.display()))?;
+        }
         tracing::info!(address = %handle.local_addr, "example legacy webhook serving (POST /allow answers allowed)");
         wait_for_signal().await;
         handle.shutdown().await;

@@ -2,7 +2,7 @@
 //! legacy backend's time and the proxy's own, plus the process (build, configuration, TLS,
 //! namespace watch). Label names follow kube-apiserver's admission webhook metrics where they
 //! mean the same (`name`, `type`, `operation`, `rejected`; `apiserver_admission_webhook_*` in
-//! `k8s.io/apiserver/pkg/admission/metrics`). Depends on nothing else in this crate.
+//! `k8s.io/apiserver/pkg/admission/metrics`). Depends on `memory` only.
 //!
 //! Every family is described (HELP) and every series the proxy can know in advance exists at
 //! zero from start. Per-webhook handles are resolved when a configuration is loaded
@@ -148,6 +148,9 @@ pub fn install(version: &'static str, commit: &'static str) -> Option<Prometheus
         loop {
             tick.tick().await;
             upkeep.run_upkeep();
+            // A /metrics render allocates about 1.4 KB per series (1.4 MB with 1,000
+            // webhooks); give what it freed back to the OS rather than keep it.
+            crate::memory::release();
         }
     });
     Some(handle)
@@ -165,15 +168,27 @@ fn by_operation() -> &'static [[Counter; DECISIONS.len()]; OPERATIONS.len()] {
     })
 }
 
-/// One webhook's series, resolved when its configuration is loaded. A reload resolves the same
-/// series again (same labels), so counts carry on.
+/// Configurations with at most this many webhooks export every series of every webhook at
+/// zero from the start; larger ones register a webhook's histograms and failure classes when
+/// first used (see [`WebhookMetrics`]).
+pub const EAGER_WEBHOOKS: usize = 100;
+
+/// One webhook's series. Resolved when its configuration is loaded (a reload resolves the same
+/// series again, so counts carry on): the admission counters by decision, retries, in-flight
+/// and matchCondition counters exist at zero from start. The three duration histograms (63
+/// series) and the failure classes (8) are registered with the whole configuration when it has
+/// at most [`EAGER_WEBHOOKS`] webhooks, else with the webhook's first admission and each
+/// class's first failure: 1,000 webhooks would otherwise be 83,000 series, ~15 MB of registry
+/// and a 10 MB scrape, most of them for webhooks that never see a request (benches/README.md,
+/// "Memory across reloads").
 #[derive(Debug)]
 pub struct WebhookMetrics {
+    name: String,
+    webhook_type: &'static str,
     admissions: [Counter; DECISIONS.len()],
-    duration: Histogram,
-    backend_duration: Histogram,
-    proxy_duration: Histogram,
-    call_failures: [Counter; FAILURE_CLASSES.len()],
+    /// End to end, backend, the proxy's own.
+    durations: OnceLock<[Histogram; 3]>,
+    call_failures: [OnceLock<Counter>; FAILURE_CLASSES.len()],
     retries: Counter,
     in_flight: Gauge,
     condition_evaluations: Counter,
@@ -198,37 +213,58 @@ pub enum Conditions {
 impl WebhookMetrics {
     /// The series of webhook `name` of `webhook_type` (`validating`/`mutating`), at zero.
     pub fn new(name: &str, webhook_type: &'static str) -> Self {
-        let name = name.to_string();
-        let labels = || [("name", name.clone()), ("type", webhook_type.to_string())];
-        let counter = |family: &'static str| metrics::counter!(family, &labels());
-        let histogram = |family: &'static str| metrics::histogram!(family, &labels());
-        // The webhook's labels plus more.
-        let with = |extra: &[(&'static str, &str)]| {
-            let mut l = labels().to_vec();
-            l.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-            l
-        };
+        let labels = webhook_labels(name, webhook_type);
+        let counter = |family: &'static str| metrics::counter!(family, &labels);
         WebhookMetrics {
+            name: name.to_string(),
+            webhook_type,
             admissions: DECISIONS.map(|(decision, rejected)| {
-                let l = with(&[
-                    ("decision", decision),
-                    ("rejected", if rejected { "true" } else { "false" }),
-                ]);
+                let l = with_labels(
+                    &labels,
+                    &[
+                        ("decision", decision),
+                        ("rejected", if rejected { "true" } else { "false" }),
+                    ],
+                );
                 metrics::counter!("admission_proxy_webhook_admissions_total", &l)
             }),
-            duration: histogram("admission_proxy_webhook_admission_duration_seconds"),
-            backend_duration: histogram("admission_proxy_webhook_backend_duration_seconds"),
-            proxy_duration: histogram("admission_proxy_webhook_proxy_duration_seconds"),
-            call_failures: FAILURE_CLASSES.map(|class| {
-                let l = with(&[("class", class)]);
-                metrics::counter!("admission_proxy_webhook_call_failures_total", &l)
-            }),
+            durations: OnceLock::new(),
+            call_failures: [const { OnceLock::new() }; FAILURE_CLASSES.len()],
             retries: counter("admission_proxy_webhook_retries_total"),
-            in_flight: metrics::gauge!("admission_proxy_webhook_in_flight", &labels()),
+            in_flight: metrics::gauge!("admission_proxy_webhook_in_flight", &labels),
             condition_evaluations: counter("admission_proxy_match_condition_evaluations_total"),
             condition_exclusions: counter("admission_proxy_match_condition_exclusions_total"),
             condition_errors: counter("admission_proxy_match_condition_evaluation_errors_total"),
         }
+    }
+
+    /// Registers every series of this webhook now (histograms and failure classes included).
+    pub fn register_all(&self) {
+        let _ = self.durations();
+        for class in 0..FAILURE_CLASSES.len() {
+            let _ = self.failure_counter(class);
+        }
+    }
+
+    fn failure_counter(&self, class: usize) -> &Counter {
+        self.call_failures[class].get_or_init(|| {
+            let labels = webhook_labels(&self.name, self.webhook_type);
+            let l = with_labels(&labels, &[("class", FAILURE_CLASSES[class])]);
+            metrics::counter!("admission_proxy_webhook_call_failures_total", &l)
+        })
+    }
+
+    /// The duration histograms, registered on first use (one atomic load afterwards).
+    fn durations(&self) -> &[Histogram; 3] {
+        self.durations.get_or_init(|| {
+            let labels = webhook_labels(&self.name, self.webhook_type);
+            [
+                "admission_proxy_webhook_admission_duration_seconds",
+                "admission_proxy_webhook_backend_duration_seconds",
+                "admission_proxy_webhook_proxy_duration_seconds",
+            ]
+            .map(|family| metrics::histogram!(family, &labels))
+        })
     }
 
     /// One admission answered: its decision (index into [`DECISIONS`]), operation (index into
@@ -248,11 +284,12 @@ impl WebhookMetrics {
         if let Some(c) = by_operation().get(operation).and_then(|d| d.get(decision)) {
             c.increment(1);
         }
-        self.duration.record(total.as_secs_f64());
+        let [duration, backend_duration, proxy_duration] = self.durations();
+        duration.record(total.as_secs_f64());
         if let Some(backend) = backend {
-            self.backend_duration.record(backend.as_secs_f64());
+            backend_duration.record(backend.as_secs_f64());
         }
-        self.proxy_duration.record(
+        proxy_duration.record(
             total
                 .saturating_sub(backend.unwrap_or_default())
                 .as_secs_f64(),
@@ -274,7 +311,7 @@ impl WebhookMetrics {
     /// A backend call failed with `class` (one of [`FAILURE_CLASSES`]).
     pub fn call_failure(&self, class: &str) {
         if let Some(i) = FAILURE_CLASSES.iter().position(|c| *c == class) {
-            self.call_failures[i].increment(1);
+            self.failure_counter(i).increment(1);
         }
     }
 
@@ -288,6 +325,24 @@ impl WebhookMetrics {
         self.in_flight.increment(1.0);
         InFlight(&self.in_flight)
     }
+}
+
+/// A webhook's own labels, as kube-apiserver names them.
+fn webhook_labels(name: &str, webhook_type: &'static str) -> [(&'static str, String); 2] {
+    [
+        ("name", name.to_string()),
+        ("type", webhook_type.to_string()),
+    ]
+}
+
+/// `labels` plus `extra`.
+fn with_labels(
+    labels: &[(&'static str, String)],
+    extra: &[(&'static str, &str)],
+) -> Vec<(&'static str, String)> {
+    let mut l = labels.to_vec();
+    l.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    l
 }
 
 /// See [`WebhookMetrics::in_flight`].

@@ -36,16 +36,10 @@ pub struct Sources {
     pub resync: Duration,
 }
 
-/// Keeps the watcher alive; dropping it stops reloading.
+/// Keeps the watcher alive; dropping it stops reloading (the reload thread sees its event
+/// channel close and ends).
 pub struct ReloadHandle {
     _watcher: Box<dyn std::any::Any + Send>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for ReloadHandle {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 #[derive(Default)]
@@ -245,7 +239,7 @@ impl Sources {
     /// # Errors
     /// The watcher could not be created or a directory not watched.
     pub fn spawn(self, state: Arc<State>) -> Result<ReloadHandle, notify::Error> {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
         let interests = self.interests();
         let dirs: Vec<PathBuf> = interests.iter().map(|i| i.dir.clone()).collect();
         let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
@@ -280,23 +274,34 @@ impl Sources {
                 .ok()
                 .map(|r| fingerprint(&r));
         }
-        let resync = self.resync;
-        let task = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(resync);
-            tick.tick().await;
-            loop {
-                tokio::select! {
-                    event = rx.recv() => if event.is_none() { break },
-                    _ = tick.tick() => {}
+        // Reloads run on a thread of their own: off the request threads (a 1,000-webhook
+        // configuration takes a while to load, and the proxy may run one worker thread), and
+        // one thread allocates and frees every snapshot, so that releasing memory there returns
+        // the load's whole peak to the OS (`memory::release`).
+        let sources = self;
+        std::thread::Builder::new()
+            .name("config-reload".into())
+            .spawn(move || {
+                let mut next_resync = std::time::Instant::now() + sources.resync;
+                loop {
+                    let wait = next_resync.saturating_duration_since(std::time::Instant::now());
+                    match rx.recv_timeout(wait) {
+                        Ok(()) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                            next_resync = std::time::Instant::now() + sources.resync;
+                        }
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                    // Drain bursts: one reload per batch of events.
+                    while rx.try_recv().is_ok() {}
+                    sources.reload_once(&state, &mut fps);
+                    // The load's peak (YAML, JSON values, the old snapshot) back to the OS.
+                    crate::memory::release();
                 }
-                // Drain bursts: one reload per batch of events.
-                while rx.try_recv().is_ok() {}
-                self.reload_once(&state, &mut fps);
-            }
-        });
+            })
+            .map_err(|e| notify::Error::generic(&format!("start the reload thread: {e}")))?;
         Ok(ReloadHandle {
             _watcher: Box::new(debouncer),
-            task,
         })
     }
 }

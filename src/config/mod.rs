@@ -361,6 +361,11 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
         map.insert(webhook.name.clone(), Arc::new(webhook));
     }
     if errors.is_empty() {
+        if snapshot.len() <= crate::metrics::EAGER_WEBHOOKS {
+            for webhook in snapshot.webhooks() {
+                webhook.metrics.register_all();
+            }
+        }
         Ok(snapshot)
     } else {
         Err(ConfigError::Invalid(errors))
