@@ -4,6 +4,8 @@
 //! instead (README "Tests": a longer local run). Object conversions have their own property in
 //! `src/conversion/objects.rs` (it needs the per-kind sample objects).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -95,6 +97,44 @@ fn any_bytes_parse_to_a_review_or_an_error_never_a_panic() {
                 let other = review.body_as(v);
                 prop_assert!(ParsedReview::parse(&other).is_ok());
             }
+        }
+        Ok(())
+    });
+}
+
+/// Through the real server over TLS: whatever the body, the answer is a 200 AdmissionReview
+/// (the body parsed) or a 4xx Status (it did not), never a dropped connection or a 5xx.
+#[test]
+fn any_body_posted_to_the_server_gets_an_answer_or_a_4xx() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let backend = common::TestBackend::start();
+    let proxy = common::TestProxy::start(&common::validating(
+        "fuzz.example.com",
+        &backend.client_config("/allow"),
+        common::ALL,
+        "",
+    ));
+    let bodies = prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..256),
+        mutated_fixture(),
+        review(),
+    ];
+    check(300, bodies, |body| {
+        let parses = ParsedReview::parse(&body).is_ok();
+        let reply = runtime.block_on(proxy.review("fuzz.example.com", &body));
+        if parses {
+            prop_assert_eq!(reply.status, 200, "{}", reply.message());
+        } else {
+            prop_assert!(
+                (400..500).contains(&reply.status),
+                "{} for a body that does not parse",
+                reply.status
+            );
         }
         Ok(())
     });
