@@ -51,6 +51,8 @@ pub struct WebhookExplanation {
     pub failure_policy: &'static str,
     /// What happens if the call to the backend fails (dispatch notes §18).
     pub on_call_failure: &'static str,
+    /// The `mode` webhook option: `Enforce` (as kube-apiserver) or `Warn`.
+    pub mode: &'static str,
     /// For `call`: what would be sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<CallPlan>,
@@ -351,6 +353,10 @@ fn explain_webhook(
         match_conditions,
         failure_policy,
         on_call_failure,
+        mode: match webhook.mode {
+            crate::config::options::Mode::Enforce => "Enforce",
+            crate::config::options::Mode::Warn => "Warn",
+        },
         call,
     }
 }
@@ -427,6 +433,12 @@ pub fn render(explanation: &Explanation) -> String {
             "  failurePolicy {}: if the call fails, {}",
             w.failure_policy, w.on_call_failure
         );
+        if w.mode == "Warn" {
+            let _ = writeln!(
+                out,
+                "  mode Warn: the backend's answer is not applied: a denial is answered allowed with a warning, a patch is dropped"
+            );
+        }
         if let Some(call) = &w.call {
             match (&call.admission_review_version, &call.body) {
                 (Some(version), Some(body)) => {

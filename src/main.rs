@@ -233,6 +233,11 @@ struct ServeArgs {
     /// bounded by kube-apiserver's own ?timeout= as well.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=30))]
     conversion_webhook_timeout_seconds: u64,
+    /// Bound every webhook call to this many seconds, below its timeoutSeconds (1-30): a
+    /// webhook registered with 30 s cannot hold kube-apiserver for 30 s. Off unless set; the
+    /// maxTimeoutSeconds webhook option bounds one webhook.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=30))]
+    max_timeout_seconds: Option<u64>,
     /// Seconds between periodic re-reads of watched files (a backstop for missed events).
     #[arg(long, default_value_t = 30)]
     resync_seconds: u64,
@@ -615,8 +620,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut state = server::State::new(
         snapshot,
         namespaces,
-        Dispatcher::new(Duration::from_millis(args.timeout_margin_ms))
-            .with_conversion_timeout(Duration::from_secs(args.conversion_webhook_timeout_seconds)),
+        {
+            let dispatcher = Dispatcher::new(Duration::from_millis(args.timeout_margin_ms))
+                .with_conversion_timeout(Duration::from_secs(
+                    args.conversion_webhook_timeout_seconds,
+                ));
+            match args.max_timeout_seconds {
+                Some(cap) => dispatcher.with_max_timeout(Duration::from_secs(cap)),
+                None => dispatcher,
+            }
+        },
         args.max_body_bytes,
     );
     state.metrics = metrics;

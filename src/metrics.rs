@@ -28,7 +28,7 @@ const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Decisions, in the order of the proxy's `Decision` enum (dispatch), with whether each one
 /// rejects the request (kube-apiserver's `rejected` label).
-pub const DECISIONS: [(&str, bool); 7] = [
+pub const DECISIONS: [(&str, bool); 9] = [
     ("skipped", false),
     ("allowed", false),
     ("denied", true),
@@ -36,6 +36,8 @@ pub const DECISIONS: [(&str, bool); 7] = [
     ("failed-closed", true),
     ("rejected-dry-run", true),
     ("rejected", true),
+    ("would-deny", false),
+    ("would-patch", false),
 ];
 
 /// AdmissionReview operations, in the order of `review::Operation`.
@@ -66,7 +68,7 @@ pub const FAILURE_CLASSES: [&str; 8] = [
 /// for each from the start.
 const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_build_info", Kind::Gauge, "Always 1; labels: the version and git commit of the running binary."),
-    ("admission_proxy_webhook_admissions_total", Kind::Counter, "Admissions answered per webhook, by decision (skipped, allowed, denied, failed-open, failed-closed, rejected-dry-run, rejected); rejected is true when the request was refused."),
+    ("admission_proxy_webhook_admissions_total", Kind::Counter, "Admissions answered per webhook, by decision (skipped, allowed, denied, failed-open, failed-closed, rejected-dry-run, rejected; would-deny and would-patch for webhooks in mode Warn); rejected is true when the request was refused."),
     ("admission_proxy_admissions_total", Kind::Counter, "Admissions answered, by operation and decision, over all webhooks."),
     ("admission_proxy_webhook_admission_duration_seconds", Kind::Histogram, "Seconds from receiving an admission to answering it, per webhook (skips included)."),
     ("admission_proxy_webhook_backend_duration_seconds", Kind::Histogram, "Seconds spent calling the legacy backend (all attempts and Retry-After waits), per webhook; only admissions that called it."),

@@ -42,8 +42,10 @@ pub struct Webhook {
     /// Selection, including the webhook's `failurePolicy` (see [`Webhook::failure_policy`]).
     pub matcher: Matcher,
     pub side_effects: SideEffects,
-    /// `timeoutSeconds` (1-30 s).
+    /// `timeoutSeconds` (1-30 s), or the webhook's `maxTimeoutSeconds` option when lower.
     pub timeout: Duration,
+    /// How its answers are applied (`mode` option; `Enforce` unless set).
+    pub mode: options::Mode,
     /// `admissionReviewVersions` as configured.
     pub admission_review_versions: Vec<String>,
     /// The negotiated version; `None` when no entry is known (each call is then a call failure).
@@ -605,6 +607,10 @@ fn compile_configuration(
                     });
                 }
                 webhook.backend.set_server_name(o.tls_server_name);
+                webhook.mode = o.mode.unwrap_or_default();
+                if let Some(cap) = o.max_timeout_seconds {
+                    webhook.timeout = webhook.timeout.min(Duration::from_secs(cap));
+                }
             }
         }
         Err(problems) => {
@@ -844,6 +850,7 @@ fn compile_webhook(
                 },
                 side_effects,
                 timeout: Duration::from_secs(timeout_seconds as u64),
+                mode: options::Mode::Enforce,
                 admission_review_versions,
                 review_version,
                 backend,

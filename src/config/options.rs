@@ -7,7 +7,8 @@
 //!   name: legacy
 //!   annotations:
 //!     admission-proxy.io/webhook-options: |
-//!       {"pods.legacy.example.com": {"tlsServerName": "legacy-webhook.webhooks.svc"}}
+//!       {"pods.legacy.example.com": {"tlsServerName": "legacy-webhook.webhooks.svc",
+//!                                    "mode": "Warn", "maxTimeoutSeconds": 5}}
 //! ```
 //!
 //! The value is a JSON (or YAML) object keyed by the names of this configuration's webhooks.
@@ -32,6 +33,26 @@ pub struct WebhookOptions {
     /// issued for: typically the Service DNS name `legacy-webhook.webhooks.svc` while the
     /// `clientConfig.url` is `https://127.0.0.1:9443/validate`. A DNS name or an IP address.
     pub tls_server_name: Option<String>,
+    /// How the webhook's answers are applied ([`Mode`]); `Enforce` when absent.
+    pub mode: Option<Mode>,
+    /// A bound below `timeoutSeconds` (1-30): a webhook registered with 30 s cannot hold
+    /// kube-apiserver for longer than this (the `--max-timeout-seconds` of one webhook).
+    pub max_timeout_seconds: Option<u64>,
+}
+
+/// How a webhook's answers are applied. Everything but `Enforce` is the proxy's own, opt-in
+/// behaviour; kube-apiserver has `Enforce` only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum Mode {
+    /// As kube-apiserver: a denial denies, a patch is applied.
+    #[default]
+    Enforce,
+    /// The backend is called as usual, but a denial is answered `allowed: true` with the
+    /// warning `admission webhook "N" would deny the request: MESSAGE` and the audit annotation
+    /// `would-deny`, and a mutating webhook's patch is dropped (audit annotation `would-patch`
+    /// with its paths). ValidatingAdmissionPolicy's `validationActions: [Warn, Audit]`, for
+    /// webhooks.
+    Warn,
 }
 
 /// The field path of the annotation, for problems.
@@ -66,6 +87,14 @@ pub fn parse(
                 ),
             ));
         }
+        if let Some(t) = o.max_timeout_seconds {
+            if !(1..=30).contains(&t) {
+                problems.push((
+                    format!("{at}.maxTimeoutSeconds"),
+                    format!("Invalid value: {t}: must be between 1 and 30 seconds"),
+                ));
+            }
+        }
         if let Some(server) = &o.tls_server_name {
             if !names::is_dns1123_subdomain(server) && server.parse::<std::net::IpAddr>().is_err() {
                 problems.push((
@@ -99,6 +128,27 @@ mod tests {
             Some("hook.ns.svc")
         );
         assert!(parse(None, &["a.example.com"]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn parses_modes_and_timeout_caps() {
+        let a = annotations(r#"{"a.example.com": {"mode": "Warn", "maxTimeoutSeconds": 3}}"#);
+        let parsed = parse(Some(&a), &["a.example.com"]).unwrap();
+        assert_eq!(parsed["a.example.com"].mode, Some(Mode::Warn));
+        assert_eq!(parsed["a.example.com"].max_timeout_seconds, Some(3));
+        let a = annotations(r#"{"a.example.com": {"mode": "Audit", "maxTimeoutSeconds": 31}}"#);
+        let problems = parse(Some(&a), &["a.example.com"]).unwrap_err();
+        assert!(
+            problems[0].1.contains("unknown variant `Audit`"),
+            "{problems:?}"
+        );
+        let a = annotations(r#"{"a.example.com": {"maxTimeoutSeconds": 31}}"#);
+        let problems = parse(Some(&a), &["a.example.com"]).unwrap_err();
+        assert!(
+            problems[0].0.ends_with(".maxTimeoutSeconds"),
+            "{problems:?}"
+        );
+        assert!(problems[0].1.contains("between 1 and 30"), "{problems:?}");
     }
 
     #[test]

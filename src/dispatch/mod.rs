@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::api::FailurePolicy;
+use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, Equivalent, EquivalentError};
 use crate::matching::{Converted, MatchDecision, Namespaces, SkipReason};
@@ -114,6 +115,10 @@ pub enum Decision {
     RejectedDryRun,
     /// Rejected before calling (namespace not found, matchCondition error under Fail).
     Rejected,
+    /// `mode: Warn`: the backend denied; answered allowed with a warning.
+    WouldDeny,
+    /// `mode: Warn`: the backend allowed with a patch, which was dropped.
+    WouldPatch,
 }
 
 impl Decision {
@@ -127,6 +132,8 @@ impl Decision {
             Decision::FailedClosed => "failed-closed",
             Decision::RejectedDryRun => "rejected-dry-run",
             Decision::Rejected => "rejected",
+            Decision::WouldDeny => "would-deny",
+            Decision::WouldPatch => "would-patch",
         }
     }
 }
@@ -153,6 +160,8 @@ pub struct Dispatcher {
     timeout_margin: Duration,
     /// The bound on each CRD conversion webhook call (kube-apiserver: 30 s).
     conversion_timeout: Duration,
+    /// `--max-timeout-seconds`: no webhook call may take longer, whatever its `timeoutSeconds`.
+    max_timeout: Option<Duration>,
 }
 
 /// When the request arrived and kube-apiserver's `?timeout=`: what every deadline of one
@@ -221,7 +230,16 @@ impl Dispatcher {
             client: HttpClient::new(),
             timeout_margin,
             conversion_timeout: conversion_webhook::DEFAULT_CONVERSION_TIMEOUT,
+            max_timeout: None,
         }
+    }
+
+    /// Bounds every webhook call by `cap` (`--max-timeout-seconds`), below its
+    /// `timeoutSeconds`: a webhook that registered itself with 30 s cannot hold kube-apiserver
+    /// for 30 s. The proxy's own, opt-in; kube-apiserver has no such bound.
+    pub fn with_max_timeout(mut self, cap: Duration) -> Self {
+        self.max_timeout = Some(cap);
+        self
     }
 
     /// Bounds each CRD conversion webhook call by `timeout` instead of kube-apiserver's 30 s
@@ -401,7 +419,10 @@ impl Dispatcher {
         let Some(version) = webhook.review_version else {
             return self.fail(webhook, review, CallFailure::NoKnownReviewVersion);
         };
-        let budget = self.budget(webhook.timeout, clock);
+        let limit = self
+            .max_timeout
+            .map_or(webhook.timeout, |cap| webhook.timeout.min(cap));
+        let budget = self.budget(limit, clock);
         let timeout = timeout_param(budget);
         // The URL only appears in failure messages; built there, not on every call.
         let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
@@ -462,6 +483,9 @@ impl Dispatcher {
                         }
                         Err(status) => return deny(review, status, Decision::Rejected),
                     }
+                }
+                if webhook.mode == Mode::Warn {
+                    return warn_only(webhook, review, response);
                 }
                 let (decision, detail) = if allowed {
                     (Decision::Allowed, String::new())
@@ -539,6 +563,66 @@ impl Dispatcher {
             },
         }
     }
+}
+
+/// `mode: Warn` (config options): what the backend decided, recorded but not applied. A denial
+/// becomes `allowed: true` with the warning `admission webhook "N" would deny the request:
+/// MESSAGE` and the audit annotation `would-deny` (kube-apiserver records it as
+/// `N/would-deny`); a patch is dropped, its operations' paths kept in the audit annotation
+/// `would-patch` and the log. The backend's own warnings and audit annotations are kept.
+fn warn_only(
+    webhook: &Webhook,
+    review: &ParsedReview<'_>,
+    mut response: AdmissionResponse,
+) -> Answer {
+    if !response.allowed {
+        let message = response
+            .status
+            .as_ref()
+            .and_then(|s| s.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        response.allowed = true;
+        response.status = None;
+        response.patch = None;
+        response.patch_type = None;
+        response.warnings.push(format!(
+            "admission webhook {:?} would deny the request: {message}",
+            webhook.name
+        ));
+        response
+            .audit_annotations
+            .insert("would-deny".to_string(), message.clone());
+        return answer(review, response, Decision::WouldDeny, message);
+    }
+    let Some(patch) = response.patch.take() else {
+        return answer(review, response, Decision::Allowed, String::new());
+    };
+    response.patch_type = None;
+    let paths = patch_paths(&patch);
+    let detail = format!("patch of {} bytes not applied: {paths}", patch.len());
+    response
+        .audit_annotations
+        .insert("would-patch".to_string(), paths);
+    answer(review, response, Decision::WouldPatch, detail)
+}
+
+/// `op path` of each operation of a base64 JSON Patch, comma-separated (for logs and audit).
+fn patch_paths(patch_base64: &str) -> String {
+    use base64::Engine;
+    let ops: Vec<Value> = base64::engine::general_purpose::STANDARD
+        .decode(patch_base64)
+        .ok()
+        .and_then(|raw| serde_json::from_slice(&raw).ok())
+        .unwrap_or_default();
+    ops.iter()
+        .map(|op| {
+            let field = |k: &str| op.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+            format!("{} {}", field("op"), field("path"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn answer(
@@ -663,6 +747,8 @@ mod metric_index_tests {
             Decision::FailedClosed,
             Decision::RejectedDryRun,
             Decision::Rejected,
+            Decision::WouldDeny,
+            Decision::WouldPatch,
         ];
         for d in decisions {
             assert_eq!(crate::metrics::DECISIONS[d as usize].0, d.as_str());

@@ -1,0 +1,199 @@
+//! Operating legacy webhooks safely (issue 16): `mode: Warn` and the deadline caps
+//! (`maxTimeoutSeconds`, `--max-timeout-seconds`), end to end with real backends over TLS.
+//! With nothing configured the proxy behaves as kube-apiserver does (the other suites).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use admission_proxy::dispatch::HttpClient;
+use common::*;
+
+const POD: &str = "0096-create-core-v1-pods-v1.json";
+
+/// A configuration of one webhook with the proxy's options annotation set to `options`.
+fn with_options(kind: &str, name: &str, client_config: &str, extra: &str, options: &str) -> String {
+    let config = webhook_config(
+        "admissionregistration.k8s.io/v1",
+        kind,
+        name,
+        client_config,
+        ALL,
+        &format!("sideEffects: None\n  admissionReviewVersions: [v1]\n  {extra}"),
+    );
+    config.replacen(
+        "metadata: {name: ",
+        &format!("metadata: {{annotations: {{admission-proxy.io/webhook-options: '{{\"{name}\": {options}}}'}}, name: "),
+        1,
+    )
+}
+
+#[tokio::test]
+async fn warn_turns_a_denial_into_a_warning_and_an_audit_annotation() {
+    let backend = TestBackend::start();
+    let proxy = TestProxy::start(&with_options(
+        "ValidatingWebhookConfiguration",
+        "warn.example.com",
+        &backend.client_config("/deny"),
+        "",
+        r#"{"mode": "Warn"}"#,
+    ));
+    let reply = proxy.review("warn.example.com", &fixture(POD)).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.decision, "would-deny");
+    assert!(reply.allowed(), "{}", reply.json);
+    let response = &reply.json["response"];
+    assert!(response.get("status").is_none(), "{response}");
+    assert_eq!(
+        response["warnings"],
+        serde_json::json!([
+            "example-backend: denied",
+            "admission webhook \"warn.example.com\" would deny the request: denied by the example backend"
+        ])
+    );
+    assert_eq!(
+        response["auditAnnotations"],
+        serde_json::json!({"decision": "denied", "would-deny": "denied by the example backend"})
+    );
+    assert_eq!(backend.recorder.calls(), 1);
+}
+
+#[tokio::test]
+async fn warn_drops_a_mutating_webhooks_patch_and_records_its_paths() {
+    let backend = TestBackend::start();
+    let proxy = TestProxy::start(&with_options(
+        "MutatingWebhookConfiguration",
+        "warn-patch.example.com",
+        &backend.client_config("/patch"),
+        "",
+        r#"{"mode": "Warn"}"#,
+    ));
+    let reply = proxy.review("warn-patch.example.com", &fixture(POD)).await;
+    assert_eq!(reply.decision, "would-patch");
+    assert!(reply.allowed());
+    let response = &reply.json["response"];
+    assert!(response.get("patch").is_none(), "{response}");
+    assert!(response.get("patchType").is_none(), "{response}");
+    let paths = response["auditAnnotations"]["would-patch"]
+        .as_str()
+        .unwrap();
+    assert!(paths.starts_with("add /metadata/"), "{paths}");
+    assert_eq!(backend.recorder.calls(), 1);
+
+    // The same webhook in Enforce mode applies its patch.
+    let enforcing = TestProxy::start(&with_options(
+        "MutatingWebhookConfiguration",
+        "warn-patch.example.com",
+        &backend.client_config("/patch"),
+        "",
+        r#"{"mode": "Enforce"}"#,
+    ));
+    let reply = enforcing
+        .review("warn-patch.example.com", &fixture(POD))
+        .await;
+    assert_eq!(reply.decision, "allowed");
+    assert!(reply.json["response"]["patch"].is_string());
+}
+
+#[tokio::test]
+async fn max_timeout_seconds_bounds_a_webhook_registered_with_30_s() {
+    let backend = TestBackend::start();
+    let proxy = TestProxy::start(&with_options(
+        "ValidatingWebhookConfiguration",
+        "slow.example.com",
+        &backend.client_config("/slow/5000"),
+        "timeoutSeconds: 30\n  failurePolicy: Ignore",
+        r#"{"maxTimeoutSeconds": 1}"#,
+    ));
+    let started = Instant::now();
+    let reply = proxy
+        .post("/webhooks/slow.example.com?timeout=30s", &fixture(POD))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(reply.decision, "failed-open");
+    let warning = reply.json["response"]["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.contains("?timeout=1s\": context deadline exceeded"),
+        "{warning}"
+    );
+    assert!(
+        took < Duration::from_secs(4),
+        "answered after {took:?}, cap 1 s"
+    );
+    assert_eq!(backend.recorder.calls(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_max_timeout_seconds_flag_bounds_every_webhook() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("max-timeout");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(
+            "slow.example.com",
+            &backend.client_config("/slow/5000"),
+            ALL,
+            "timeoutSeconds: 30\n  failurePolicy: Fail",
+        ),
+    )
+    .unwrap();
+    let proxy = tokio::task::block_in_place(|| {
+        BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--max-timeout-seconds", "1"])
+    });
+    let started = Instant::now();
+    let reply = HttpClient::new()
+        .post(
+            &proxy.target(&ws.pki),
+            "/webhooks/slow.example.com?timeout=30s",
+            &fixture(POD),
+            &[],
+        )
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(reply.status, 500, "failurePolicy Fail");
+    let status: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("context deadline exceeded"),
+        "{status}"
+    );
+    assert!(
+        took < Duration::from_secs(4),
+        "answered after {took:?}, cap 1 s"
+    );
+}
+
+#[test]
+fn check_locates_a_bad_mode() {
+    let ws = Workspace::new("bad-mode");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        with_options(
+            "ValidatingWebhookConfiguration",
+            "a.example.com",
+            "{url: \"https://127.0.0.1:9/x\"}",
+            "",
+            r#"{"mode": "Shadowy"}"#,
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["check", "--config"])
+        .arg(&ws.conf)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains("metadata.annotations[admission-proxy.io/webhook-options]")
+            && printed.contains("unknown variant `Shadowy`"),
+        "{printed}"
+    );
+}
