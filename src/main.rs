@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admission_proxy::{
-    config, demo, dispatch::Dispatcher, matching::Namespaces, namespace_watch, reload, server, tls,
+    config, demo, dispatch::breaker::BreakerSettings, dispatch::Dispatcher, matching::Namespaces,
+    namespace_watch, reload, server, tls,
 };
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -238,6 +239,14 @@ struct ServeArgs {
     /// maxTimeoutSeconds webhook option bounds one webhook.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=30))]
     max_timeout_seconds: Option<u64>,
+    /// Open a backend's circuit breaker after this many consecutive calls fail to connect,
+    /// complete TLS or answer in time: its webhooks are then answered by failurePolicy at
+    /// once ("backend unavailable, failing fast") until one probe call succeeds. Off unless set.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    breaker_failures: Option<u32>,
+    /// Seconds an open breaker answers at once before letting one probe call through.
+    #[arg(long, default_value_t = 10, requires = "breaker_failures", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    breaker_cooldown_seconds: u64,
     /// Seconds between periodic re-reads of watched files (a backstop for missed events).
     #[arg(long, default_value_t = 30)]
     resync_seconds: u64,
@@ -625,8 +634,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .with_conversion_timeout(Duration::from_secs(
                     args.conversion_webhook_timeout_seconds,
                 ));
-            match args.max_timeout_seconds {
+            let dispatcher = match args.max_timeout_seconds {
                 Some(cap) => dispatcher.with_max_timeout(Duration::from_secs(cap)),
+                None => dispatcher,
+            };
+            match args.breaker_failures {
+                Some(failures) => dispatcher.with_breakers(BreakerSettings {
+                    failures,
+                    cooldown: Duration::from_secs(args.breaker_cooldown_seconds),
+                }),
                 None => dispatcher,
             }
         },

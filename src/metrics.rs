@@ -53,7 +53,7 @@ pub const CLOSE_REASONS: [&str; 5] = [
 ];
 
 /// Call failure classes (`dispatch::CallFailure::class`).
-pub const FAILURE_CLASSES: [&str; 8] = [
+pub const FAILURE_CLASSES: [&str; 9] = [
     "connect",
     "tls",
     "transport",
@@ -62,6 +62,7 @@ pub const FAILURE_CLASSES: [&str; 8] = [
     "bad_answer",
     "no_review_version",
     "namespace_labels",
+    "circuit_open",
 ];
 
 /// Every family: name, kind, help. Described at install so that `/metrics` shows HELP and TYPE
@@ -73,7 +74,8 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_webhook_admission_duration_seconds", Kind::Histogram, "Seconds from receiving an admission to answering it, per webhook (skips included)."),
     ("admission_proxy_webhook_backend_duration_seconds", Kind::Histogram, "Seconds spent calling the legacy backend (all attempts and Retry-After waits), per webhook; only admissions that called it."),
     ("admission_proxy_webhook_proxy_duration_seconds", Kind::Histogram, "Seconds the proxy itself added to an admission: end to end minus the backend call, per webhook."),
-    ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels); failurePolicy decided the answer."),
+    ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels, circuit_open); failurePolicy decided the answer."),
+    ("admission_proxy_circuit_breaker_transitions_total", Kind::Counter, "Circuit breaker state changes per backend (host:port), by the state entered (open, half_open, closed); --breaker-failures."),
     ("admission_proxy_webhook_retries_total", Kind::Counter, "Backend calls re-sent after a 429/5xx answer with Retry-After, per webhook (client-go's retry)."),
     ("admission_proxy_webhook_in_flight", Kind::Gauge, "Admissions being answered now, per webhook."),
     ("admission_proxy_match_condition_evaluations_total", Kind::Counter, "Admissions whose matchConditions were evaluated, per webhook (apiserver_admission_match_condition_evaluation_seconds_count)."),
@@ -438,4 +440,10 @@ pub fn connection_closed(reason: &'static str) {
 /// An admission answered 429 by `--max-requests-inflight`: `admission_proxy_throttled_total`.
 pub fn throttled() {
     metrics::counter!("admission_proxy_throttled_total").increment(1);
+}
+
+/// A backend's circuit breaker entered `to` (open, half_open, closed):
+/// `admission_proxy_circuit_breaker_transitions_total{backend,to}`. Rare: labels hashed here.
+pub fn breaker_transition(backend: &str, to: &'static str) {
+    metrics::counter!("admission_proxy_circuit_breaker_transitions_total", "backend" => backend.to_string(), "to" => to).increment(1);
 }

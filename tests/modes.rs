@@ -197,3 +197,76 @@ fn check_locates_a_bad_mode() {
         "{printed}"
     );
 }
+
+/// A backend that refuses connections opens the breaker after 3 failures; while open the
+/// proxy answers by failurePolicy without calling; after the cool-down one probe goes through
+/// and, the backend being back, closes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_circuit_breaker_opens_fails_fast_half_opens_and_closes() {
+    use admission_proxy::dispatch::breaker::BreakerSettings;
+    use admission_proxy::dispatch::Dispatcher;
+    use admission_proxy::tls::{CertResolver, TestPki};
+    use std::sync::Arc;
+
+    // A port with nothing listening yet; the backend starts on it later.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+    let client_config = format!(
+        "{{url: \"https://127.0.0.1:{port}/allow\", caBundle: \"{}\"}}",
+        pki.ca_bundle()
+    );
+    let proxy = TestProxy::start_dispatching(
+        &validating(
+            "breaker.example.com",
+            &client_config,
+            ALL,
+            "failurePolicy: Ignore",
+        ),
+        Dispatcher::new(Duration::from_millis(250)).with_breakers(BreakerSettings {
+            failures: 3,
+            cooldown: Duration::from_secs(1),
+        }),
+    );
+    let warning = |reply: &Reply| {
+        reply.json["response"]["warnings"][0]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for _ in 0..3 {
+        let reply = proxy.review("breaker.example.com", &fixture(POD)).await;
+        assert_eq!(reply.decision, "failed-open");
+        assert!(
+            warning(&reply).contains("connection refused"),
+            "{}",
+            warning(&reply)
+        );
+    }
+    let open = proxy.review("breaker.example.com", &fixture(POD)).await;
+    assert_eq!(open.decision, "failed-open");
+    assert!(
+        warning(&open).starts_with("failed calling webhook \"breaker.example.com\": backend unavailable, failing fast: 3 consecutive calls to 127.0.0.1:"),
+        "{}",
+        warning(&open)
+    );
+    // The backend comes back; the breaker stays open until its cool-down ends.
+    let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
+    let (_backend, recorder) = admission_proxy::example_backend::start(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+        Some(resolver),
+    )
+    .unwrap();
+    let still_open = proxy.review("breaker.example.com", &fixture(POD)).await;
+    assert!(warning(&still_open).contains("failing fast"));
+    assert_eq!(recorder.calls(), 0, "no call while open");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let probe = proxy.review("breaker.example.com", &fixture(POD)).await;
+    assert_eq!(probe.decision, "allowed", "the probe reached the backend");
+    let closed = proxy.review("breaker.example.com", &fixture(POD)).await;
+    assert_eq!(closed.decision, "allowed");
+    assert_eq!(recorder.calls(), 2);
+}

@@ -4,6 +4,7 @@
 //! [`CallFailure`], which drives the answer, the log line and the metrics.
 //! Depends on `config`, `conversion`, `matching`, `review` and `metrics`.
 
+pub mod breaker;
 pub mod client;
 pub mod conversion_webhook;
 pub mod verify;
@@ -53,6 +54,9 @@ pub enum CallFailure {
     /// (`serve --watch-namespaces` not synced, live lookup failed); no call was made.
     #[error("{0}")]
     NamespaceUnavailable(String),
+    /// The backend's circuit breaker is open (`--breaker-failures`); no call was made.
+    #[error("{0}")]
+    CircuitOpen(String),
 }
 
 impl CallFailure {
@@ -69,6 +73,7 @@ impl CallFailure {
             | CallFailure::UnsupportedPatchType(_)
             | CallFailure::UndecodablePatch(_) => "bad_answer",
             CallFailure::NamespaceUnavailable(_) => "namespace_labels",
+            CallFailure::CircuitOpen(_) => "circuit_open",
         }
     }
 
@@ -162,6 +167,8 @@ pub struct Dispatcher {
     conversion_timeout: Duration,
     /// `--max-timeout-seconds`: no webhook call may take longer, whatever its `timeoutSeconds`.
     max_timeout: Option<Duration>,
+    /// `--breaker-failures`: per-backend circuit breakers, off unless set.
+    breakers: Option<breaker::Breakers>,
 }
 
 /// When the request arrived and kube-apiserver's `?timeout=`: what every deadline of one
@@ -231,7 +238,15 @@ impl Dispatcher {
             timeout_margin,
             conversion_timeout: conversion_webhook::DEFAULT_CONVERSION_TIMEOUT,
             max_timeout: None,
+            breakers: None,
         }
+    }
+
+    /// Opens a backend's circuit breaker after `settings.failures` consecutive connect, TLS
+    /// or timeout failures ([`breaker`]).
+    pub fn with_breakers(mut self, settings: breaker::BreakerSettings) -> Self {
+        self.breakers = Some(breaker::Breakers::new(settings));
+        self
     }
 
     /// Bounds every webhook call by `cap` (`--max-timeout-seconds`), below its
@@ -427,6 +442,17 @@ impl Dispatcher {
         // The URL only appears in failure messages; built there, not on every call.
         let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
         let path = format!("{}?timeout={timeout}s", webhook.backend.path);
+        let breaker = self.breakers.as_ref().map(|b| {
+            let backend = &webhook.backend;
+            b.get(
+                backend.pool_key,
+                &format!("{}:{}", backend.host, backend.port),
+            )
+        });
+        let permit = breaker.as_ref().map(|b| b.permit());
+        if let Some(breaker::Permit::Refuse(reason)) = permit {
+            return self.fail(webhook, review, CallFailure::CircuitOpen(reason));
+        }
         let body = sent.body_as(version);
         let target = Target::new(&webhook.backend);
         let call = async {
@@ -447,6 +473,14 @@ impl Dispatcher {
         let started = Instant::now();
         let reply = tokio::time::timeout(budget, call).await;
         trace.backend = Some(started.elapsed());
+        if let (Some(breaker), Some(permit)) = (&breaker, &permit) {
+            let down = match &reply {
+                Err(_) => true,
+                Ok(Err(e)) => matches!(e, TransportError::Connect(_) | TransportError::Tls(_)),
+                Ok(Ok(_)) => false,
+            };
+            breaker.record(permit, down);
+        }
         let reply = match reply {
             Err(_) => return self.fail(webhook, review, CallFailure::Timeout { url: url() }),
             Ok(Err(e)) => {

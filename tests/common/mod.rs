@@ -164,17 +164,39 @@ impl TestProxy {
         max_body: usize,
         limits: server::Limits,
     ) -> Self {
+        Self::start_full(
+            config_yaml,
+            namespaces,
+            max_body,
+            limits,
+            Dispatcher::new(Duration::from_millis(250)),
+        )
+    }
+
+    /// A proxy serving `config_yaml` with `dispatcher` (breakers, timeout caps).
+    pub fn start_dispatching(config_yaml: &str, dispatcher: Dispatcher) -> Self {
+        Self::start_full(
+            config_yaml,
+            Some(namespaces()),
+            server::DEFAULT_MAX_BODY_BYTES,
+            server::Limits::default(),
+            dispatcher,
+        )
+    }
+
+    fn start_full(
+        config_yaml: &str,
+        namespaces: Option<Namespaces>,
+        max_body: usize,
+        limits: server::Limits,
+        dispatcher: Dispatcher,
+    ) -> Self {
         let snapshot =
             config::load_contents(&[(PathBuf::from("test.yaml"), config_yaml.to_string())])
                 .unwrap_or_else(|e| panic!("{e}"));
         let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
         let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
-        let mut state = State::new(
-            snapshot,
-            namespaces,
-            Dispatcher::new(Duration::from_millis(250)),
-            max_body,
-        );
+        let mut state = State::new(snapshot, namespaces, dispatcher, max_body);
         state.limits = Arc::new(limits);
         let state = Arc::new(state);
         let handle = server::serve_admission(

@@ -1,0 +1,221 @@
+//! Per-backend circuit breaking (`--breaker-failures`, `--breaker-cooldown-seconds`): after N
+//! consecutive calls to one backend fail to connect, handshake or answer in time, calls to it
+//! are answered at once by failurePolicy for a cool-down, then one probe call is let through
+//! (half-open) and its success closes the breaker. The proxy's own, opt-in behaviour
+//! (kube-apiserver calls a dead backend every time, each call costing up to its timeout).
+//! Depends on `metrics`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::time::Instant;
+
+/// When breakers open and for how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BreakerSettings {
+    /// Consecutive connect, TLS or timeout failures that open a backend's breaker.
+    pub failures: u32,
+    /// How long an open breaker answers at once before letting one probe through.
+    pub cooldown: Duration,
+}
+
+/// Whether a call may go to the backend.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Permit {
+    /// Closed: call.
+    Call,
+    /// Half-open: this call is the one probe.
+    Probe,
+    /// Open: answer by failurePolicy without calling; the reason names the failures.
+    Refuse(String),
+}
+
+/// One backend's breaker. Lock-free: a few atomics read on every call.
+#[derive(Debug)]
+pub struct Breaker {
+    backend: String,
+    settings: BreakerSettings,
+    base: Instant,
+    consecutive: AtomicU32,
+    /// Nanoseconds after `base` until which the breaker is open; 0 = closed.
+    open_until: AtomicU64,
+    probing: AtomicBool,
+}
+
+impl Breaker {
+    fn new(backend: String, settings: BreakerSettings) -> Self {
+        Breaker {
+            backend,
+            settings,
+            base: Instant::now(),
+            consecutive: AtomicU32::new(0),
+            open_until: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
+        }
+    }
+
+    /// Nanoseconds since the breaker was made. `open_until` is `now + cooldown`, never 0
+    /// (the cool-down is at least 1 s), so 0 can mean closed.
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos().min(u128::from(u64::MAX / 2)) as u64
+    }
+
+    /// Whether the next call may go out.
+    pub fn permit(&self) -> Permit {
+        let until = self.open_until.load(Ordering::Acquire);
+        if until == 0 {
+            return Permit::Call;
+        }
+        if self.now() < until {
+            return Permit::Refuse(self.refusal());
+        }
+        // Cool-down over: exactly one caller gets the probe.
+        if self
+            .probing
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            crate::metrics::breaker_transition(&self.backend, "half_open");
+            tracing::info!(backend = %self.backend, "circuit breaker half-open: one probe call goes to the backend");
+            Permit::Probe
+        } else {
+            Permit::Refuse(self.refusal())
+        }
+    }
+
+    fn refusal(&self) -> String {
+        format!(
+            "backend unavailable, failing fast: {} consecutive calls to {} failed to connect, handshake or answer in time; the next call is tried after a {} s cool-down",
+            self.consecutive.load(Ordering::Relaxed),
+            self.backend,
+            self.settings.cooldown.as_secs()
+        )
+    }
+
+    /// The outcome of a call that was let through: `failed` for connect, TLS and timeout
+    /// failures; any answer, even an error status, shows the backend is up.
+    pub fn record(&self, permit: &Permit, failed: bool) {
+        if !failed {
+            self.consecutive.store(0, Ordering::Relaxed);
+            if self.open_until.swap(0, Ordering::AcqRel) != 0 {
+                crate::metrics::breaker_transition(&self.backend, "closed");
+                tracing::info!(backend = %self.backend, "circuit breaker closed: the backend answered");
+            }
+            self.probing.store(false, Ordering::Release);
+            return;
+        }
+        let failures = self.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
+        let reopen = *permit == Permit::Probe;
+        if reopen
+            || (failures >= self.settings.failures && self.open_until.load(Ordering::Acquire) == 0)
+        {
+            let until = self.now() + (self.settings.cooldown.as_nanos() as u64).max(1);
+            self.open_until.store(until, Ordering::Release);
+            self.probing.store(false, Ordering::Release);
+            crate::metrics::breaker_transition(&self.backend, "open");
+            tracing::warn!(backend = %self.backend, failures, cooldown_seconds = self.settings.cooldown.as_secs(), "circuit breaker open: calls to this backend are answered by failurePolicy without calling it");
+        }
+    }
+}
+
+/// Every backend's breaker, found by the backend's pool key; created on first call. A
+/// copy-on-write map: lookups take no lock.
+#[derive(Debug)]
+pub struct Breakers {
+    settings: BreakerSettings,
+    map: ArcSwap<HashMap<u64, Arc<Breaker>>>,
+}
+
+impl Breakers {
+    /// Breakers with `settings`.
+    pub fn new(settings: BreakerSettings) -> Self {
+        Breakers {
+            settings,
+            map: ArcSwap::from_pointee(HashMap::new()),
+        }
+    }
+
+    /// The breaker of backend `key` (named `backend` in logs and metrics).
+    pub fn get(&self, key: u64, backend: &str) -> Arc<Breaker> {
+        if let Some(b) = self.map.load().get(&key) {
+            return b.clone();
+        }
+        let fresh = Arc::new(Breaker::new(backend.to_string(), self.settings));
+        let mut chosen = fresh.clone();
+        self.map.rcu(|map| {
+            let mut map = HashMap::clone(map);
+            chosen = map.entry(key).or_insert_with(|| fresh.clone()).clone();
+            map
+        });
+        chosen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn breaker() -> Breaker {
+        Breaker::new(
+            "127.0.0.1:9".into(),
+            BreakerSettings {
+                failures: 3,
+                cooldown: Duration::from_secs(10),
+            },
+        )
+    }
+
+    /// Paused time: open after 3 failures, refused for the 10 s cool-down, one probe, closed by
+    /// its success.
+    #[tokio::test(start_paused = true)]
+    async fn opens_after_n_failures_half_opens_after_the_cooldown_and_closes_on_success() {
+        let b = breaker();
+        for _ in 0..2 {
+            assert_eq!(b.permit(), Permit::Call);
+            b.record(&Permit::Call, true);
+        }
+        assert_eq!(b.permit(), Permit::Call, "2 failures: still closed");
+        b.record(&Permit::Call, true);
+        assert!(matches!(b.permit(), Permit::Refuse(r) if r.contains("3 consecutive calls")));
+        tokio::time::advance(Duration::from_millis(9_999)).await;
+        assert!(matches!(b.permit(), Permit::Refuse(_)));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let probe = b.permit();
+        assert_eq!(probe, Permit::Probe);
+        assert!(
+            matches!(b.permit(), Permit::Refuse(_)),
+            "one probe at a time"
+        );
+        b.record(&probe, false);
+        assert_eq!(b.permit(), Permit::Call);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_probe_reopens_for_another_cooldown() {
+        let b = breaker();
+        for _ in 0..3 {
+            b.record(&Permit::Call, true);
+        }
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let probe = b.permit();
+        assert_eq!(probe, Permit::Probe);
+        b.record(&probe, true);
+        assert!(matches!(b.permit(), Permit::Refuse(_)));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(b.permit(), Permit::Probe);
+    }
+
+    #[test]
+    fn an_answer_resets_the_count() {
+        let b = breaker();
+        b.record(&Permit::Call, true);
+        b.record(&Permit::Call, true);
+        b.record(&Permit::Call, false);
+        b.record(&Permit::Call, true);
+        b.record(&Permit::Call, true);
+        assert_eq!(b.permit(), Permit::Call);
+    }
+}
