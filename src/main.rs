@@ -247,6 +247,10 @@ struct ServeArgs {
     /// Seconds an open breaker answers at once before letting one probe call through.
     #[arg(long, default_value_t = 10, requires = "breaker_failures", value_parser = clap::value_parser!(u64).range(1..=3600))]
     breaker_cooldown_seconds: u64,
+    /// Milliseconds a call waits for a free slot of a webhook with the maxConcurrentCalls
+    /// option before failurePolicy answers (class overloaded).
+    #[arg(long, default_value_t = 100)]
+    call_queue_timeout_ms: u64,
     /// Seconds between periodic re-reads of watched files (a backstop for missed events).
     #[arg(long, default_value_t = 30)]
     resync_seconds: u64,
@@ -633,7 +637,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let dispatcher = Dispatcher::new(Duration::from_millis(args.timeout_margin_ms))
                 .with_conversion_timeout(Duration::from_secs(
                     args.conversion_webhook_timeout_seconds,
-                ));
+                ))
+                .with_call_queue_timeout(Duration::from_millis(args.call_queue_timeout_ms));
             let dispatcher = match args.max_timeout_seconds {
                 Some(cap) => dispatcher.with_max_timeout(Duration::from_secs(cap)),
                 None => dispatcher,

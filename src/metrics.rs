@@ -53,7 +53,7 @@ pub const CLOSE_REASONS: [&str; 5] = [
 ];
 
 /// Call failure classes (`dispatch::CallFailure::class`).
-pub const FAILURE_CLASSES: [&str; 9] = [
+pub const FAILURE_CLASSES: [&str; 10] = [
     "connect",
     "tls",
     "transport",
@@ -63,6 +63,7 @@ pub const FAILURE_CLASSES: [&str; 9] = [
     "no_review_version",
     "namespace_labels",
     "circuit_open",
+    "overloaded",
 ];
 
 /// Every family: name, kind, help. Described at install so that `/metrics` shows HELP and TYPE
@@ -74,7 +75,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_webhook_admission_duration_seconds", Kind::Histogram, "Seconds from receiving an admission to answering it, per webhook (skips included)."),
     ("admission_proxy_webhook_backend_duration_seconds", Kind::Histogram, "Seconds spent calling the legacy backend (all attempts and Retry-After waits), per webhook; only admissions that called it."),
     ("admission_proxy_webhook_proxy_duration_seconds", Kind::Histogram, "Seconds the proxy itself added to an admission: end to end minus the backend call, per webhook."),
-    ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels, circuit_open); failurePolicy decided the answer."),
+    ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels, circuit_open, overloaded); failurePolicy decided the answer."),
     ("admission_proxy_circuit_breaker_transitions_total", Kind::Counter, "Circuit breaker state changes per backend (host:port), by the state entered (open, half_open, closed); --breaker-failures."),
     ("admission_proxy_webhook_retries_total", Kind::Counter, "Backend calls re-sent after a 429/5xx answer with Retry-After, per webhook (client-go's retry)."),
     ("admission_proxy_webhook_in_flight", Kind::Gauge, "Admissions being answered now, per webhook."),

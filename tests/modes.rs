@@ -270,3 +270,50 @@ async fn the_circuit_breaker_opens_fails_fast_half_opens_and_closes() {
     assert_eq!(closed.decision, "allowed");
     assert_eq!(recorder.calls(), 2);
 }
+
+/// maxConcurrentCalls 1 on a slow backend: a second admission while the first holds the slot
+/// is answered by failurePolicy (Fail: 500, class overloaded) after the queue time, without a
+/// call; once the slot is free, calls go through again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_concurrent_calls_sheds_load_by_failure_policy() {
+    let backend = TestBackend::start();
+    let proxy = std::sync::Arc::new(TestProxy::start(&with_options(
+        "ValidatingWebhookConfiguration",
+        "capped.example.com",
+        &backend.client_config("/slow/1000"),
+        "failurePolicy: Fail",
+        r#"{"maxConcurrentCalls": 1}"#,
+    )));
+    let first = {
+        let proxy = proxy.clone();
+        tokio::spawn(async move { proxy.review("capped.example.com", &fixture(POD)).await })
+    };
+    for _ in 0..200 {
+        if backend.recorder.calls() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let shed = proxy.review("capped.example.com", &fixture(POD)).await;
+    assert_eq!(shed.status, 500);
+    assert_eq!(shed.decision, "failed-closed");
+    assert!(
+        shed.message()
+            .contains("webhook \"capped.example.com\" is overloaded: all its calls (maxConcurrentCalls) stayed busy for 100 ms"),
+        "{}",
+        shed.message()
+    );
+    assert_eq!(first.await.unwrap().decision, "allowed");
+    assert_eq!(
+        proxy
+            .review("capped.example.com", &fixture(POD))
+            .await
+            .decision,
+        "allowed"
+    );
+    assert_eq!(
+        backend.recorder.calls(),
+        2,
+        "the shed admission never reached the backend"
+    );
+}

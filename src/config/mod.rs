@@ -46,6 +46,8 @@ pub struct Webhook {
     pub timeout: Duration,
     /// How its answers are applied (`mode` option; `Enforce` unless set).
     pub mode: options::Mode,
+    /// `maxConcurrentCalls` option: the backend call slots, `None` when unbounded.
+    pub call_slots: Option<Arc<tokio::sync::Semaphore>>,
     /// `admissionReviewVersions` as configured.
     pub admission_review_versions: Vec<String>,
     /// The negotiated version; `None` when no entry is known (each call is then a call failure).
@@ -608,6 +610,9 @@ fn compile_configuration(
                 }
                 webhook.backend.set_server_name(o.tls_server_name);
                 webhook.mode = o.mode.unwrap_or_default();
+                webhook.call_slots = o
+                    .max_concurrent_calls
+                    .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
                 if let Some(cap) = o.max_timeout_seconds {
                     webhook.timeout = webhook.timeout.min(Duration::from_secs(cap));
                 }
@@ -851,6 +856,7 @@ fn compile_webhook(
                 side_effects,
                 timeout: Duration::from_secs(timeout_seconds as u64),
                 mode: options::Mode::Enforce,
+                call_slots: None,
                 admission_review_versions,
                 review_version,
                 backend,

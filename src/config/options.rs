@@ -38,6 +38,10 @@ pub struct WebhookOptions {
     /// A bound below `timeoutSeconds` (1-30): a webhook registered with 30 s cannot hold
     /// kube-apiserver for longer than this (the `--max-timeout-seconds` of one webhook).
     pub max_timeout_seconds: Option<u64>,
+    /// Calls to this webhook's backend at once; a call that finds no free slot within the
+    /// queue time (`--call-queue-timeout-ms`) is answered by failurePolicy (class
+    /// `overloaded`) instead of piling onto a slow backend.
+    pub max_concurrent_calls: Option<usize>,
 }
 
 /// How a webhook's answers are applied. Everything but `Enforce` is the proxy's own, opt-in
@@ -94,6 +98,12 @@ pub fn parse(
                     format!("Invalid value: {t}: must be between 1 and 30 seconds"),
                 ));
             }
+        }
+        if o.max_concurrent_calls == Some(0) {
+            problems.push((
+                format!("{at}.maxConcurrentCalls"),
+                "Invalid value: 0: must be at least 1".to_string(),
+            ));
         }
         if let Some(server) = &o.tls_server_name {
             if !names::is_dns1123_subdomain(server) && server.parse::<std::net::IpAddr>().is_err() {

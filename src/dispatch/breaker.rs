@@ -95,6 +95,14 @@ impl Breaker {
         )
     }
 
+    /// A permit that was not used (the call never went out): a probe goes back, so that the
+    /// next call probes instead.
+    pub fn release(&self, permit: &Permit) {
+        if *permit == Permit::Probe {
+            self.probing.store(false, Ordering::Release);
+        }
+    }
+
     /// The outcome of a call that was let through: `failed` for connect, TLS and timeout
     /// failures; any answer, even an error status, shows the backend is up.
     pub fn record(&self, permit: &Permit, failed: bool) {

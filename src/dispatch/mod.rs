@@ -57,6 +57,10 @@ pub enum CallFailure {
     /// The backend's circuit breaker is open (`--breaker-failures`); no call was made.
     #[error("{0}")]
     CircuitOpen(String),
+    /// Every call slot of the webhook (`maxConcurrentCalls`) stayed taken for the queue time;
+    /// no call was made.
+    #[error("{0}")]
+    Overloaded(String),
 }
 
 impl CallFailure {
@@ -74,6 +78,7 @@ impl CallFailure {
             | CallFailure::UndecodablePatch(_) => "bad_answer",
             CallFailure::NamespaceUnavailable(_) => "namespace_labels",
             CallFailure::CircuitOpen(_) => "circuit_open",
+            CallFailure::Overloaded(_) => "overloaded",
         }
     }
 
@@ -88,6 +93,9 @@ impl CallFailure {
         }
     }
 }
+
+/// How long a call waits for a `maxConcurrentCalls` slot unless `--call-queue-timeout-ms` says.
+pub const DEFAULT_CALL_QUEUE_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How many times client-go re-sends one webhook call (`maxRetries`, dispatch notes §4).
 const MAX_RETRIES: usize = 10;
@@ -169,6 +177,8 @@ pub struct Dispatcher {
     max_timeout: Option<Duration>,
     /// `--breaker-failures`: per-backend circuit breakers, off unless set.
     breakers: Option<breaker::Breakers>,
+    /// How long a call waits for one of its webhook's `maxConcurrentCalls` slots.
+    call_queue_timeout: Duration,
 }
 
 /// When the request arrived and kube-apiserver's `?timeout=`: what every deadline of one
@@ -239,7 +249,15 @@ impl Dispatcher {
             conversion_timeout: conversion_webhook::DEFAULT_CONVERSION_TIMEOUT,
             max_timeout: None,
             breakers: None,
+            call_queue_timeout: DEFAULT_CALL_QUEUE_TIMEOUT,
         }
+    }
+
+    /// How long a call waits for a free slot of a webhook with `maxConcurrentCalls`
+    /// (`--call-queue-timeout-ms`; default [`DEFAULT_CALL_QUEUE_TIMEOUT`]).
+    pub fn with_call_queue_timeout(mut self, wait: Duration) -> Self {
+        self.call_queue_timeout = wait;
+        self
     }
 
     /// Opens a backend's circuit breaker after `settings.failures` consecutive connect, TLS
@@ -453,6 +471,26 @@ impl Dispatcher {
         if let Some(breaker::Permit::Refuse(reason)) = permit {
             return self.fail(webhook, review, CallFailure::CircuitOpen(reason));
         }
+        // maxConcurrentCalls: a free slot at once, or within the queue time (and the budget).
+        let _slot = match &webhook.call_slots {
+            None => None,
+            Some(slots) => match slots.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    let wait = self.call_queue_timeout.min(budget);
+                    match tokio::time::timeout(wait, slots.clone().acquire_owned()).await {
+                        Ok(Ok(slot)) => Some(slot),
+                        _ => {
+                            let reason = format!("webhook {:?} is overloaded: all its calls (maxConcurrentCalls) stayed busy for {} ms", webhook.name, wait.as_millis());
+                            if let (Some(b), Some(p)) = (&breaker, &permit) {
+                                b.release(p);
+                            }
+                            return self.fail(webhook, review, CallFailure::Overloaded(reason));
+                        }
+                    }
+                }
+            },
+        };
         let body = sent.body_as(version);
         let target = Target::new(&webhook.backend);
         let call = async {
