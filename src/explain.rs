@@ -356,6 +356,7 @@ fn explain_webhook(
         mode: match webhook.mode {
             crate::config::options::Mode::Enforce => "Enforce",
             crate::config::options::Mode::Warn => "Warn",
+            crate::config::options::Mode::Shadow => "Shadow",
         },
         call,
     }
@@ -433,11 +434,14 @@ pub fn render(explanation: &Explanation) -> String {
             "  failurePolicy {}: if the call fails, {}",
             w.failure_policy, w.on_call_failure
         );
-        if w.mode == "Warn" {
-            let _ = writeln!(
-                out,
-                "  mode Warn: the backend's answer is not applied: a denial is answered allowed with a warning, a patch is dropped"
-            );
+        match w.mode {
+            "Warn" => {
+                let _ = writeln!(out, "  mode Warn: the backend's answer is not applied: a denial is answered allowed with a warning, a patch is dropped");
+            }
+            "Shadow" => {
+                let _ = writeln!(out, "  mode Shadow: answered allowed at once; the backend is called in the background and its decision only logged and counted");
+            }
+            _ => {}
         }
         if let Some(call) = &w.call {
             match (&call.admission_review_version, &call.body) {

@@ -28,7 +28,7 @@ const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Decisions, in the order of the proxy's `Decision` enum (dispatch), with whether each one
 /// rejects the request (kube-apiserver's `rejected` label).
-pub const DECISIONS: [(&str, bool); 9] = [
+pub const DECISIONS: [(&str, bool); 10] = [
     ("skipped", false),
     ("allowed", false),
     ("denied", true),
@@ -38,6 +38,7 @@ pub const DECISIONS: [(&str, bool); 9] = [
     ("rejected", true),
     ("would-deny", false),
     ("would-patch", false),
+    ("shadowed", false),
 ];
 
 /// AdmissionReview operations, in the order of `review::Operation`.
@@ -70,12 +71,14 @@ pub const FAILURE_CLASSES: [&str; 10] = [
 /// for each from the start.
 const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_build_info", Kind::Gauge, "Always 1; labels: the version and git commit of the running binary."),
-    ("admission_proxy_webhook_admissions_total", Kind::Counter, "Admissions answered per webhook, by decision (skipped, allowed, denied, failed-open, failed-closed, rejected-dry-run, rejected; would-deny and would-patch for webhooks in mode Warn); rejected is true when the request was refused."),
+    ("admission_proxy_webhook_admissions_total", Kind::Counter, "Admissions answered per webhook, by decision (skipped, allowed, denied, failed-open, failed-closed, rejected-dry-run, rejected; would-deny and would-patch for webhooks in mode Warn, shadowed in mode Shadow); rejected is true when the request was refused."),
     ("admission_proxy_admissions_total", Kind::Counter, "Admissions answered, by operation and decision, over all webhooks."),
     ("admission_proxy_webhook_admission_duration_seconds", Kind::Histogram, "Seconds from receiving an admission to answering it, per webhook (skips included)."),
     ("admission_proxy_webhook_backend_duration_seconds", Kind::Histogram, "Seconds spent calling the legacy backend (all attempts and Retry-After waits), per webhook; only admissions that called it."),
     ("admission_proxy_webhook_proxy_duration_seconds", Kind::Histogram, "Seconds the proxy itself added to an admission: end to end minus the backend call, per webhook."),
     ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels, circuit_open, overloaded); failurePolicy decided the answer."),
+    ("admission_proxy_webhook_shadow_decisions_total", Kind::Counter, "What webhooks in mode Shadow decided in the background, per webhook and decision (the answer given was allowed)."),
+    ("admission_proxy_shadow_calls_dropped_total", Kind::Counter, "Shadow calls not made because the background queue was full."),
     ("admission_proxy_circuit_breaker_transitions_total", Kind::Counter, "Circuit breaker state changes per backend (host:port), by the state entered (open, half_open, closed); --breaker-failures."),
     ("admission_proxy_webhook_retries_total", Kind::Counter, "Backend calls re-sent after a 429/5xx answer with Retry-After, per webhook (client-go's retry)."),
     ("admission_proxy_webhook_in_flight", Kind::Gauge, "Admissions being answered now, per webhook."),
@@ -145,6 +148,7 @@ pub fn install(version: &'static str, commit: &'static str) -> Option<Prometheus
         let _ = metrics::counter!("admission_proxy_connections_closed_total", "reason" => reason);
     }
     let _ = metrics::counter!("admission_proxy_throttled_total");
+    let _ = metrics::counter!("admission_proxy_shadow_calls_dropped_total");
     metrics::gauge!("admission_proxy_connections_open").set(0.0);
     let _ = by_operation();
     let upkeep = handle.clone();
@@ -447,4 +451,16 @@ pub fn throttled() {
 /// `admission_proxy_circuit_breaker_transitions_total{backend,to}`. Rare: labels hashed here.
 pub fn breaker_transition(backend: &str, to: &'static str) {
     metrics::counter!("admission_proxy_circuit_breaker_transitions_total", "backend" => backend.to_string(), "to" => to).increment(1);
+}
+
+/// What a webhook in mode Shadow decided in the background:
+/// `admission_proxy_webhook_shadow_decisions_total{name,type,decision}` (off the answer's path).
+pub fn shadow_decision(name: &str, webhook_type: &'static str, decision: &'static str) {
+    metrics::counter!("admission_proxy_webhook_shadow_decisions_total", "name" => name.to_string(), "type" => webhook_type, "decision" => decision).increment(1);
+}
+
+/// A shadow call dropped because the background queue was full:
+/// `admission_proxy_shadow_calls_dropped_total`.
+pub fn shadow_dropped() {
+    metrics::counter!("admission_proxy_shadow_calls_dropped_total").increment(1);
 }

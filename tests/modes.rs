@@ -317,3 +317,79 @@ async fn max_concurrent_calls_sheds_load_by_failure_policy() {
         "the shed admission never reached the backend"
     );
 }
+
+/// Shadow: the answer (allowed) comes at once, while the slow backend is still working; the
+/// backend is still called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_answers_before_the_slow_backend_and_still_calls_it() {
+    let backend = TestBackend::start();
+    let proxy = TestProxy::start(&with_options(
+        "ValidatingWebhookConfiguration",
+        "shadow.example.com",
+        &backend.client_config("/slow/2000"),
+        "",
+        r#"{"mode": "Shadow"}"#,
+    ));
+    let started = Instant::now();
+    let reply = proxy.review("shadow.example.com", &fixture(POD)).await;
+    let took = started.elapsed();
+    assert_eq!(reply.decision, "shadowed");
+    assert!(reply.allowed());
+    assert!(reply.json["response"].get("warnings").is_none());
+    assert!(
+        took < Duration::from_millis(1000),
+        "answered after {took:?}; the backend takes 2 s"
+    );
+    for _ in 0..200 {
+        if backend.recorder.calls() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        backend.recorder.calls(),
+        1,
+        "the backend is called in the background"
+    );
+}
+
+/// Shadow: what the webhook would have decided is logged (the real binary's JSON log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_logs_what_the_webhook_would_have_decided() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("shadow-log");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        with_options(
+            "ValidatingWebhookConfiguration",
+            "shadow.example.com",
+            &backend.client_config("/deny"),
+            "",
+            r#"{"mode": "Shadow"}"#,
+        ),
+    )
+    .unwrap();
+    let proxy =
+        tokio::task::block_in_place(|| BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]));
+    let reply = HttpClient::new()
+        .post(
+            &proxy.target(&ws.pki),
+            "/webhooks/shadow.example.com?timeout=10s",
+            &fixture(POD),
+            &[],
+        )
+        .await
+        .unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(tokio::task::block_in_place(
+        || proxy.logged("shadow admission")
+    ));
+    let lines = proxy.logs.lock().unwrap().clone();
+    let line = lines
+        .iter()
+        .find(|l| l.contains("shadow admission"))
+        .unwrap_or_else(|| panic!("no shadow line: {lines:?}"));
+    assert!(line.contains("\"decision\":\"denied\""), "{line}");
+    assert!(line.contains("denied by the example backend"), "{line}");
+}

@@ -57,6 +57,11 @@ pub enum Mode {
     /// with its paths). ValidatingAdmissionPolicy's `validationActions: [Warn, Audit]`, for
     /// webhooks.
     Warn,
+    /// The proxy answers at once as if the webhook did not exist (`allowed`) and calls the
+    /// backend in the background (a bounded queue; dropped and counted when full); what the
+    /// webhook would have decided is logged and counted. For rolling out a new or changed
+    /// webhook with no latency or availability risk.
+    Shadow,
 }
 
 /// The field path of the annotation, for problems.

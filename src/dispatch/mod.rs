@@ -132,6 +132,8 @@ pub enum Decision {
     WouldDeny,
     /// `mode: Warn`: the backend allowed with a patch, which was dropped.
     WouldPatch,
+    /// `mode: Shadow`: answered allowed at once; the backend is called in the background.
+    Shadowed,
 }
 
 impl Decision {
@@ -147,6 +149,7 @@ impl Decision {
             Decision::Rejected => "rejected",
             Decision::WouldDeny => "would-deny",
             Decision::WouldPatch => "would-patch",
+            Decision::Shadowed => "shadowed",
         }
     }
 }
@@ -680,6 +683,16 @@ fn warn_only(
     answer(review, response, Decision::WouldPatch, detail)
 }
 
+/// `mode: Shadow`'s immediate answer: allowed, as if the webhook did not exist.
+pub fn shadowed(review: &ParsedReview<'_>) -> Answer {
+    answer(
+        review,
+        AdmissionResponse::allow(&review.request.uid),
+        Decision::Shadowed,
+        "answered at once; the backend is called in the background".to_string(),
+    )
+}
+
 /// `op path` of each operation of a base64 JSON Patch, comma-separated (for logs and audit).
 fn patch_paths(patch_base64: &str) -> String {
     use base64::Engine;
@@ -821,6 +834,7 @@ mod metric_index_tests {
             Decision::Rejected,
             Decision::WouldDeny,
             Decision::WouldPatch,
+            Decision::Shadowed,
         ];
         for d in decisions {
             assert_eq!(crate::metrics::DECISIONS[d as usize].0, d.as_str());

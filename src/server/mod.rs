@@ -24,6 +24,7 @@ use pingora::protocols::l4::virt::VirtualSocketStream;
 use tokio::sync::{watch, Notify};
 
 use crate::api::WebhookType;
+use crate::config::options::Mode;
 use crate::config::Snapshot;
 use crate::dispatch::{parse_go_duration, Decision, Dispatcher};
 use crate::matching::Namespaces;
@@ -61,6 +62,8 @@ pub struct State {
     /// answers ask clients to close their connections.
     shutting_down: AtomicBool,
     in_flight: InFlight,
+    /// Places for `mode: Shadow` background calls ([`SHADOW_QUEUE`]).
+    shadow_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// Requests being answered, and a wake-up when the count reaches zero (the drain waits on it).
@@ -99,6 +102,7 @@ impl State {
             metrics: None,
             shutting_down: AtomicBool::new(false),
             in_flight: InFlight::default(),
+            shadow_slots: Arc::new(tokio::sync::Semaphore::new(SHADOW_QUEUE)),
         }
     }
 
@@ -366,24 +370,22 @@ impl Respond for AdmissionApp {
             .find_map(|kv| kv.strip_prefix("timeout="))
             .and_then(parse_go_duration);
         let _webhook_in_flight = webhook.metrics.in_flight();
-        let cache = self.state.namespaces.load();
-        let live = match &self.state.namespace_watch {
-            Some(watch) if webhook.matcher.namespace_missing(&review, cache.as_deref()) => {
-                live_namespace(watch, &review.request.namespace, webhook.timeout).await
-            }
-            _ => None,
+        let answer = if webhook.mode == Mode::Shadow {
+            shadow(&self.state, webhook, &body, caller_timeout, received);
+            crate::dispatch::shadowed(&review)
+        } else {
+            let namespaces = namespaces_for(&self.state, webhook, &review).await;
+            self.state
+                .dispatcher
+                .admit(
+                    webhook,
+                    &review,
+                    namespaces.as_deref(),
+                    caller_timeout,
+                    received,
+                )
+                .await
         };
-        let answer = self
-            .state
-            .dispatcher
-            .admit(
-                webhook,
-                &review,
-                live.as_ref().or(cache.as_deref()),
-                caller_timeout,
-                received,
-            )
-            .await;
         let latency = received.elapsed();
         let request = &review.request;
         let resource = request.effective_resource();
@@ -404,7 +406,9 @@ impl Respond for AdmissionApp {
         ) };
         }
         match answer.decision {
-            Decision::Allowed | Decision::Skipped => admission_event!(tracing::Level::DEBUG),
+            Decision::Allowed | Decision::Skipped | Decision::Shadowed => {
+                admission_event!(tracing::Level::DEBUG)
+            }
             _ => admission_event!(tracing::Level::INFO),
         }
         tracing::trace!(uid = %request.uid, body = %String::from_utf8_lossy(review.body()), "admission request body");
@@ -420,6 +424,76 @@ impl Respond for AdmissionApp {
             response.headers_mut().insert(DECISION_HEADER, v);
         }
         response
+    }
+}
+
+/// Shadow calls running or waiting at once; more are dropped and counted.
+const SHADOW_QUEUE: usize = 256;
+
+/// `mode: Shadow`: calls the backend in the background, as in Enforce mode, and logs and counts
+/// what the webhook decided. Never delays the answer: with [`SHADOW_QUEUE`] calls already under
+/// way the call is dropped (`admission_proxy_shadow_calls_dropped_total`).
+fn shadow(
+    state: &Arc<State>,
+    webhook: &Arc<crate::config::Webhook>,
+    body: &[u8],
+    caller_timeout: Option<Duration>,
+    received: Instant,
+) {
+    let Ok(slot) = state.shadow_slots.clone().try_acquire_owned() else {
+        crate::metrics::shadow_dropped();
+        tracing::debug!(webhook = %webhook.name, "shadow call dropped: the background queue is full");
+        return;
+    };
+    let (state, webhook, body) = (state.clone(), webhook.clone(), body.to_vec());
+    tokio::spawn(async move {
+        let _slot = slot;
+        let Ok(review) = ParsedReview::parse(&body) else {
+            return;
+        };
+        let namespaces = namespaces_for(&state, &webhook, &review).await;
+        let answer = state
+            .dispatcher
+            .admit(
+                &webhook,
+                &review,
+                namespaces.as_deref(),
+                caller_timeout,
+                received,
+            )
+            .await;
+        crate::metrics::shadow_decision(
+            &webhook.name,
+            webhook.webhook_type.as_str(),
+            answer.decision.as_str(),
+        );
+        tracing::info!(
+            uid = %review.request.uid,
+            webhook = %webhook.name,
+            decision = answer.decision.as_str(),
+            detail = %answer.detail,
+            latency_ms = received.elapsed().as_secs_f64() * 1000.0,
+            "shadow admission: what the webhook would have decided (the answer given was allowed)"
+        );
+    });
+}
+
+/// The namespace labels `review` is matched with: the cache, or, with `--watch-namespaces`,
+/// kube-apiserver's live lookup of a namespace the watch has not seen yet.
+async fn namespaces_for(
+    state: &State,
+    webhook: &crate::config::Webhook,
+    review: &ParsedReview<'_>,
+) -> Option<Arc<Namespaces>> {
+    let cache = state.namespaces.load_full();
+    match &state.namespace_watch {
+        Some(watch) if webhook.matcher.namespace_missing(review, cache.as_deref()) => {
+            live_namespace(watch, &review.request.namespace, webhook.timeout)
+                .await
+                .map(Arc::new)
+                .or(cache)
+        }
+        _ => cache,
     }
 }
 
