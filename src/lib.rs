@@ -8,6 +8,7 @@
 pub mod api;
 pub mod backend;
 pub mod bench;
+pub mod capture;
 pub mod config;
 pub mod conversion;
 pub mod demo;

@@ -251,6 +251,23 @@ struct ServeArgs {
     /// option before failurePolicy answers (class overloaded).
     #[arg(long, default_value_t = 100)]
     call_queue_timeout_ms: u64,
+    /// Write sampled AdmissionReviews (redacted, with the decision and its latency) to DIR as
+    /// files `explain --review` reads. Secret data and stringData are always redacted.
+    #[arg(long)]
+    capture_dir: Option<PathBuf>,
+    /// Fraction of admissions captured (0-1), chosen by uid.
+    #[arg(long, default_value_t = 0.01, requires = "capture_dir")]
+    capture_sample: f64,
+    /// Capture files kept; the oldest are removed.
+    #[arg(long, default_value_t = 1000, requires = "capture_dir")]
+    capture_max_files: usize,
+    /// Bytes of capture files kept; the oldest are removed.
+    #[arg(long, default_value_t = 100 * 1024 * 1024, requires = "capture_dir")]
+    capture_max_bytes: u64,
+    /// A field to redact in captures, as a dotted path into the AdmissionReview
+    /// (request.object.spec.password); repeatable.
+    #[arg(long, requires = "capture_dir")]
+    redact_path: Vec<String>,
     /// Seconds between periodic re-reads of watched files (a backstop for missed events).
     #[arg(long, default_value_t = 30)]
     resync_seconds: u64,
@@ -655,6 +672,28 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     state.metrics = metrics;
     state.limits = Arc::new(args.limits.limits());
+    if let Some(dir) = &args.capture_dir {
+        if !(0.0..=1.0).contains(&args.capture_sample) {
+            bail!(
+                "--capture-sample {} is not between 0 and 1",
+                args.capture_sample
+            );
+        }
+        state.capture = Some(
+            admission_proxy::capture::Capture::start(admission_proxy::capture::CaptureSettings {
+                dir: dir.clone(),
+                sample: args.capture_sample,
+                max_files: args.capture_max_files,
+                max_bytes: args.capture_max_bytes,
+                redact_paths: args
+                    .redact_path
+                    .iter()
+                    .map(|p| p.split('.').map(str::to_string).collect())
+                    .collect(),
+            })
+            .with_context(|| format!("--capture-dir {}", dir.display()))?,
+        );
+    }
     if args.watch_namespaces {
         let client = namespace_watch::client(args.kubeconfig.as_deref())
             .await

@@ -79,6 +79,8 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels, circuit_open, overloaded); failurePolicy decided the answer."),
     ("admission_proxy_webhook_shadow_decisions_total", Kind::Counter, "What webhooks in mode Shadow decided in the background, per webhook and decision (the answer given was allowed)."),
     ("admission_proxy_shadow_calls_dropped_total", Kind::Counter, "Shadow calls not made because the background queue was full."),
+    ("admission_proxy_captures_total", Kind::Counter, "AdmissionReviews written to --capture-dir (sampled by --capture-sample, redacted)."),
+    ("admission_proxy_captures_dropped_total", Kind::Counter, "Sampled captures not written because the capture queue was full."),
     ("admission_proxy_circuit_breaker_transitions_total", Kind::Counter, "Circuit breaker state changes per backend (host:port), by the state entered (open, half_open, closed); --breaker-failures."),
     ("admission_proxy_webhook_retries_total", Kind::Counter, "Backend calls re-sent after a 429/5xx answer with Retry-After, per webhook (client-go's retry)."),
     ("admission_proxy_webhook_in_flight", Kind::Gauge, "Admissions being answered now, per webhook."),
@@ -149,6 +151,8 @@ pub fn install(version: &'static str, commit: &'static str) -> Option<Prometheus
     }
     let _ = metrics::counter!("admission_proxy_throttled_total");
     let _ = metrics::counter!("admission_proxy_shadow_calls_dropped_total");
+    let _ = metrics::counter!("admission_proxy_captures_total");
+    let _ = metrics::counter!("admission_proxy_captures_dropped_total");
     metrics::gauge!("admission_proxy_connections_open").set(0.0);
     let _ = by_operation();
     let upkeep = handle.clone();
@@ -463,4 +467,14 @@ pub fn shadow_decision(name: &str, webhook_type: &'static str, decision: &'stati
 /// `admission_proxy_shadow_calls_dropped_total`.
 pub fn shadow_dropped() {
     metrics::counter!("admission_proxy_shadow_calls_dropped_total").increment(1);
+}
+
+/// A capture written: `admission_proxy_captures_total`.
+pub fn captured() {
+    metrics::counter!("admission_proxy_captures_total").increment(1);
+}
+
+/// A sampled capture dropped (queue full): `admission_proxy_captures_dropped_total`.
+pub fn capture_dropped() {
+    metrics::counter!("admission_proxy_captures_dropped_total").increment(1);
 }

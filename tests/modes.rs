@@ -393,3 +393,110 @@ async fn shadow_logs_what_the_webhook_would_have_decided() {
     assert!(line.contains("\"decision\":\"denied\""), "{line}");
     assert!(line.contains("denied by the example backend"), "{line}");
 }
+
+/// Captures: every sampled admission is written (Secret values and --redact-path fields
+/// redacted), `explain --review` reads the file as it is, and the oldest files go beyond
+/// --capture-max-files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_are_redacted_bounded_and_replay_through_explain() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("capture");
+    let captures = ws.dir.join("captures");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(
+            "capture.example.com",
+            &backend.client_config("/allow"),
+            ALL,
+            "",
+        ),
+    )
+    .unwrap();
+    let proxy = tokio::task::block_in_place(|| {
+        BinaryProxy::start(
+            &ws.conf,
+            &ws.cert,
+            &ws.key,
+            &[
+                "--capture-dir",
+                captures.to_str().unwrap(),
+                "--capture-sample",
+                "1",
+                "--capture-max-files",
+                "2",
+                "--redact-path",
+                "request.userInfo.username",
+            ],
+        )
+    });
+    let secret = fixture("0205-create-core-v1-secrets-v1.json");
+    let original: serde_json::Value = serde_json::from_slice(&secret).unwrap();
+    let values: Vec<String> = original["request"]["object"]["data"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert!(!values.is_empty());
+    let client = HttpClient::new();
+    let target = proxy.target(&ws.pki);
+    let send = |body: Vec<u8>| {
+        let (client, target) = (&client, &target);
+        async move {
+            client
+                .post(
+                    target,
+                    "/webhooks/capture.example.com?timeout=10s",
+                    &body,
+                    &[],
+                )
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(send(secret.clone()).await.status, 200);
+    // The capture files once `done` holds of them: a bounded wait for the writer thread (100
+    // tries, 20 ms apart).
+    let files_when = |done: &dyn Fn(&[std::path::PathBuf]) -> bool| {
+        for _ in 0..100 {
+            let found: Vec<_> = std::fs::read_dir(&captures)
+                .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+                .unwrap_or_default();
+            if done(&found) {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("capture files never got there");
+    };
+    let first = tokio::task::block_in_place(|| files_when(&|f| f.len() == 1)).remove(0);
+    let text = std::fs::read_to_string(&first).unwrap();
+    for v in &values {
+        assert!(
+            !text.contains(v.as_str()),
+            "a Secret value was written: {text}"
+        );
+    }
+    let captured: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(captured["request"]["userInfo"]["username"], "REDACTED");
+    assert_eq!(captured["admissionProxyCapture"]["decision"], "allowed");
+    assert_eq!(
+        captured["admissionProxyCapture"]["webhook"],
+        "capture.example.com"
+    );
+    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["explain", "--config"])
+        .arg(&ws.conf)
+        .arg("--review")
+        .arg(&first)
+        .output()
+        .unwrap();
+    assert!(explain.status.success(), "{explain:?}");
+    assert!(String::from_utf8_lossy(&explain.stdout).contains("capture.example.com"));
+    for _ in 0..2 {
+        send(fixture(POD)).await;
+    }
+    // Only the newest two stay: the first is removed.
+    let kept = tokio::task::block_in_place(|| files_when(&|f| f.len() == 2 && !f.contains(&first)));
+    assert_eq!(kept.len(), 2);
+}

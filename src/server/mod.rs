@@ -64,6 +64,8 @@ pub struct State {
     in_flight: InFlight,
     /// Places for `mode: Shadow` background calls ([`SHADOW_QUEUE`]).
     shadow_slots: Arc<tokio::sync::Semaphore>,
+    /// `--capture-dir`: sampled, redacted AdmissionReviews for `explain --review`.
+    pub capture: Option<crate::capture::Capture>,
 }
 
 /// Requests being answered, and a wake-up when the count reaches zero (the drain waits on it).
@@ -103,6 +105,7 @@ impl State {
             shutting_down: AtomicBool::new(false),
             in_flight: InFlight::default(),
             shadow_slots: Arc::new(tokio::sync::Semaphore::new(SHADOW_QUEUE)),
+            capture: None,
         }
     }
 
@@ -412,6 +415,18 @@ impl Respond for AdmissionApp {
             _ => admission_event!(tracing::Level::INFO),
         }
         tracing::trace!(uid = %request.uid, body = %String::from_utf8_lossy(review.body()), "admission request body");
+        if let Some(capture) = &self.state.capture {
+            if capture.sampled(&request.uid) {
+                capture.offer(
+                    review.body(),
+                    &webhook.name,
+                    answer.decision.as_str(),
+                    answer.http_status,
+                    latency.as_secs_f64() * 1000.0,
+                    &answer.detail,
+                );
+            }
+        }
         webhook.metrics.admission(
             answer.decision as usize,
             review.operation as usize,

@@ -1,0 +1,262 @@
+//! Sampled, redacted captures of AdmissionReviews (`serve --capture-dir DIR --capture-sample
+//! RATE`): files `explain --review FILE` reads as they are, with what the proxy decided and how
+//! long it took. Redaction, encoding and file I/O happen on a thread of its own fed by a bounded
+//! queue; the request path only samples (a hash of the uid) and hands over the body. Secret
+//! `data` and `stringData` values and every `--redact-path` field are replaced before anything
+//! is written. Depends on `metrics`.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+
+use serde_json::Value;
+
+/// What replaces a redacted value.
+pub const REDACTED: &str = "REDACTED";
+
+/// Captures kept in the queue between the request path and the writer; more are dropped and
+/// counted (`admission_proxy_captures_dropped_total`).
+const QUEUE: usize = 256;
+
+/// Capture settings (`serve` flags).
+#[derive(Clone, Debug)]
+pub struct CaptureSettings {
+    /// Where capture files go (created if missing).
+    pub dir: PathBuf,
+    /// Fraction of admissions captured, 0.0 to 1.0.
+    pub sample: f64,
+    /// At most this many capture files; the oldest are removed.
+    pub max_files: usize,
+    /// At most this many bytes of capture files; the oldest are removed.
+    pub max_bytes: u64,
+    /// Extra fields to redact, dotted paths into the AdmissionReview
+    /// (`request.object.spec.password`).
+    pub redact_paths: Vec<Vec<String>>,
+}
+
+/// One admission to capture: the body as received and what was decided.
+struct Entry {
+    body: Vec<u8>,
+    webhook: String,
+    decision: &'static str,
+    http_status: u16,
+    latency_ms: f64,
+    detail: String,
+}
+
+/// The request path's handle: samples and queues; never blocks.
+#[derive(Debug)]
+pub struct Capture {
+    /// Captured when the uid's hash (mod 2^32) is below this.
+    threshold: u64,
+    queue: SyncSender<Entry>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Entry({}, {} bytes)", self.webhook, self.body.len())
+    }
+}
+
+impl Capture {
+    /// Starts the writer thread.
+    ///
+    /// # Errors
+    /// The directory cannot be created or listed, or the thread cannot start.
+    pub fn start(settings: CaptureSettings) -> std::io::Result<Self> {
+        std::fs::create_dir_all(&settings.dir)?;
+        let mut kept = existing_captures(&settings.dir)?;
+        let (queue, rx) = sync_channel::<Entry>(QUEUE);
+        let threshold = (settings.sample.clamp(0.0, 1.0) * f64::from(u32::MAX)) as u64;
+        std::thread::Builder::new()
+            .name("capture".into())
+            .spawn(move || {
+                for entry in rx {
+                    if let Err(e) = write_capture(&settings, &mut kept, entry) {
+                        tracing::warn!(error = %e, dir = %settings.dir.display(), "capture not written");
+                    }
+                }
+            })?;
+        Ok(Capture { threshold, queue })
+    }
+
+    /// Whether the admission with `uid` is sampled (a stable choice: the same uid, the same
+    /// answer).
+    pub fn sampled(&self, uid: &str) -> bool {
+        // FNV-1a: cheap and stable across runs and builds.
+        let mut h: u32 = 0x811c_9dc5;
+        for b in uid.bytes() {
+            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+        u64::from(h) < self.threshold
+    }
+
+    /// Queues a capture of `body` (call only when [`Capture::sampled`]); dropped and counted
+    /// when the writer is behind.
+    pub fn offer(
+        &self,
+        body: &[u8],
+        webhook: &str,
+        decision: &'static str,
+        http_status: u16,
+        latency_ms: f64,
+        detail: &str,
+    ) {
+        let entry = Entry {
+            body: body.to_vec(),
+            webhook: webhook.to_string(),
+            decision,
+            http_status,
+            latency_ms,
+            detail: detail.to_string(),
+        };
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            self.queue.try_send(entry)
+        {
+            crate::metrics::capture_dropped();
+        }
+    }
+}
+
+/// Capture files already in `dir`, oldest first (names start with a millisecond timestamp).
+fn existing_captures(dir: &Path) -> std::io::Result<VecDeque<(PathBuf, u64)>> {
+    let mut files: Vec<(PathBuf, u64)> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".capture.json"))
+        .map(|e| (e.path(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+        .collect();
+    files.sort();
+    Ok(files.into())
+}
+
+/// Redacts, writes and trims to the limits.
+fn write_capture(
+    settings: &CaptureSettings,
+    kept: &mut VecDeque<(PathBuf, u64)>,
+    entry: Entry,
+) -> std::io::Result<()> {
+    let Ok(mut review) = serde_json::from_slice::<Value>(&entry.body) else {
+        return Ok(());
+    };
+    redact(&mut review, &settings.redact_paths);
+    let uid = review
+        .pointer("/request/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("no-uid")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect::<String>();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    if let Some(map) = review.as_object_mut() {
+        map.insert(
+            "admissionProxyCapture".into(),
+            serde_json::json!({
+                "webhook": entry.webhook,
+                "decision": entry.decision,
+                "httpStatus": entry.http_status,
+                "latencyMs": entry.latency_ms,
+                "detail": entry.detail,
+                "capturedAtUnixMs": now.as_millis() as u64,
+            }),
+        );
+    }
+    let text = serde_json::to_vec_pretty(&review).map_err(std::io::Error::other)?;
+    let path = settings
+        .dir
+        .join(format!("{:013}-{uid}.capture.json", now.as_millis()));
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, &text)?;
+    std::fs::rename(&tmp, &path)?;
+    kept.push_back((path, text.len() as u64));
+    let mut bytes: u64 = kept.iter().map(|(_, n)| n).sum();
+    while kept.len() > settings.max_files || (bytes > settings.max_bytes && kept.len() > 1) {
+        let Some((old, n)) = kept.pop_front() else {
+            break;
+        };
+        let _ = std::fs::remove_file(&old);
+        bytes -= n;
+    }
+    crate::metrics::captured();
+    Ok(())
+}
+
+/// Replaces Secret `data` and `stringData` values in `object` and `oldObject`, and every field
+/// at `paths`, with [`REDACTED`]. Keys stay, so what was there is still visible.
+pub fn redact(review: &mut Value, paths: &[Vec<String>]) {
+    let secret = review.pointer("/request/kind/kind").and_then(Value::as_str) == Some("Secret")
+        && review
+            .pointer("/request/kind/group")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty();
+    if secret {
+        for object in ["object", "oldObject"] {
+            for field in ["data", "stringData"] {
+                if let Some(Value::Object(values)) = review
+                    .get_mut("request")
+                    .and_then(|r| r.get_mut(object))
+                    .and_then(|o| o.get_mut(field))
+                {
+                    for v in values.values_mut() {
+                        *v = Value::String(REDACTED.into());
+                    }
+                }
+            }
+        }
+    }
+    for path in paths {
+        let mut at = Some(&mut *review);
+        for key in path {
+            at = at.and_then(|v| v.get_mut(key.as_str()));
+        }
+        if let Some(v) = at {
+            *v = Value::String(REDACTED.into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secrets_and_named_paths_are_redacted_keys_kept() {
+        let mut review = json!({"request": {
+            "kind": {"group": "", "version": "v1", "kind": "Secret"},
+            "object": {"data": {"password": "c2VjcmV0"}, "stringData": {"token": "t"}},
+            "oldObject": {"data": {"password": "b2xk"}},
+            "userInfo": {"extra": {"token": ["x"]}}
+        }});
+        redact(
+            &mut review,
+            &[vec!["request".into(), "userInfo".into(), "extra".into()]],
+        );
+        assert_eq!(review["request"]["object"]["data"]["password"], REDACTED);
+        assert_eq!(review["request"]["object"]["stringData"]["token"], REDACTED);
+        assert_eq!(review["request"]["oldObject"]["data"]["password"], REDACTED);
+        assert_eq!(review["request"]["userInfo"]["extra"], REDACTED);
+        // A ConfigMap's data is not a Secret's.
+        let mut cm = json!({"request": {"kind": {"group": "", "kind": "ConfigMap"},
+            "object": {"data": {"a": "b"}}}});
+        redact(&mut cm, &[]);
+        assert_eq!(cm["request"]["object"]["data"]["a"], "b");
+    }
+
+    #[test]
+    fn sampling_is_stable_and_follows_the_rate() {
+        let (tx, _rx) = sync_channel(1);
+        let half = Capture {
+            threshold: u64::from(u32::MAX) / 2,
+            queue: tx,
+        };
+        let sampled = (0..10_000)
+            .filter(|i| half.sampled(&format!("uid-{i}")))
+            .count();
+        assert!((4_500..5_500).contains(&sampled), "{sampled}");
+        assert_eq!(half.sampled("uid-7"), half.sampled("uid-7"));
+    }
+}
