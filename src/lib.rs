@@ -2,8 +2,8 @@
 //!
 //! Module dependencies point one way: `api` → `backend`; `api`, `backend`, `review` → `conversion` → `matching` → `config` → `explain`,
 //! `dispatch` → `server` → `reload`, `demo`; `config` → `registration`; `matching` →
-//! `namespace_watch` → `server`. `metrics` and `tls` are leaves; `example_backend` uses only
-//! `server`.
+//! `namespace_watch` → `server`; `capture` → `server`. `memory` is a leaf, `metrics` depends only
+//! on it, `tls` is a leaf; `example_backend` uses only `server`.
 
 pub mod api;
 pub mod backend;
