@@ -51,8 +51,11 @@ pub struct WebhookExplanation {
     pub failure_policy: &'static str,
     /// What happens if the call to the backend fails (dispatch notes §18).
     pub on_call_failure: &'static str,
-    /// The `mode` webhook option: `Enforce` (as kube-apiserver) or `Warn`.
+    /// The `mode` webhook option: `Enforce` (as kube-apiserver), `Warn` or `Shadow`.
     pub mode: &'static str,
+    /// The `maxConcurrentCalls` webhook option.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_calls: Option<usize>,
     /// For `call`: what would be sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call: Option<CallPlan>,
@@ -358,6 +361,7 @@ fn explain_webhook(
             crate::config::options::Mode::Warn => "Warn",
             crate::config::options::Mode::Shadow => "Shadow",
         },
+        max_concurrent_calls: webhook.call_slots.as_ref().map(|c| c.max),
         call,
     }
 }
@@ -442,6 +446,12 @@ pub fn render(explanation: &Explanation) -> String {
                 let _ = writeln!(out, "  mode Shadow: answered allowed at once; the backend is called in the background and its decision only logged and counted");
             }
             _ => {}
+        }
+        if let Some(n) = w.max_concurrent_calls {
+            let _ = writeln!(
+                out,
+                "  maxConcurrentCalls {n}: a call that finds no free slot is answered by failurePolicy"
+            );
         }
         if let Some(call) = &w.call {
             match (&call.admission_review_version, &call.body) {

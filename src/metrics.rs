@@ -81,6 +81,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_shadow_calls_dropped_total", Kind::Counter, "Shadow calls not made because the background queue was full."),
     ("admission_proxy_captures_total", Kind::Counter, "AdmissionReviews written to --capture-dir (sampled by --capture-sample, redacted)."),
     ("admission_proxy_captures_dropped_total", Kind::Counter, "Sampled captures not written because the capture queue was full."),
+    ("admission_proxy_circuit_breaker_state", Kind::Gauge, "Each backend's circuit breaker: 0 closed, 1 open, 2 half-open (one probe call under way); --breaker-failures."),
     ("admission_proxy_circuit_breaker_transitions_total", Kind::Counter, "Circuit breaker state changes per backend (host:port), by the state entered (open, half_open, closed); --breaker-failures."),
     ("admission_proxy_webhook_retries_total", Kind::Counter, "Backend calls re-sent after a 429/5xx answer with Retry-After, per webhook (client-go's retry)."),
     ("admission_proxy_webhook_in_flight", Kind::Gauge, "Admissions being answered now, per webhook."),
@@ -455,6 +456,13 @@ pub fn throttled() {
 /// `admission_proxy_circuit_breaker_transitions_total{backend,to}`. Rare: labels hashed here.
 pub fn breaker_transition(backend: &str, to: &'static str) {
     metrics::counter!("admission_proxy_circuit_breaker_transitions_total", "backend" => backend.to_string(), "to" => to).increment(1);
+    let state = match to {
+        "open" => 1.0,
+        "half_open" => 2.0,
+        _ => 0.0,
+    };
+    metrics::gauge!("admission_proxy_circuit_breaker_state", "backend" => backend.to_string())
+        .set(state);
 }
 
 /// What a webhook in mode Shadow decided in the background:

@@ -47,7 +47,7 @@ pub struct Webhook {
     /// How its answers are applied (`mode` option; `Enforce` unless set).
     pub mode: options::Mode,
     /// `maxConcurrentCalls` option: the backend call slots, `None` when unbounded.
-    pub call_slots: Option<Arc<tokio::sync::Semaphore>>,
+    pub call_slots: Option<CallSlots>,
     /// `admissionReviewVersions` as configured.
     pub admission_review_versions: Vec<String>,
     /// The negotiated version; `None` when no entry is known (each call is then a call failure).
@@ -55,6 +55,14 @@ pub struct Webhook {
     pub backend: Backend,
     /// Its metric series, resolved once here so that the request path never hashes labels.
     pub metrics: WebhookMetrics,
+}
+
+/// A webhook's `maxConcurrentCalls`: how many, and the semaphore handing them out. A reload
+/// makes new slots; calls under way keep theirs until they end.
+#[derive(Debug)]
+pub struct CallSlots {
+    pub max: usize,
+    pub slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Webhook {
@@ -610,9 +618,10 @@ fn compile_configuration(
                 }
                 webhook.backend.set_server_name(o.tls_server_name);
                 webhook.mode = o.mode.unwrap_or_default();
-                webhook.call_slots = o
-                    .max_concurrent_calls
-                    .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+                webhook.call_slots = o.max_concurrent_calls.map(|max| CallSlots {
+                    max,
+                    slots: Arc::new(tokio::sync::Semaphore::new(max)),
+                });
                 if let Some(cap) = o.max_timeout_seconds {
                     webhook.timeout = webhook.timeout.min(Duration::from_secs(cap));
                 }

@@ -477,11 +477,11 @@ impl Dispatcher {
         // maxConcurrentCalls: a free slot at once, or within the queue time (and the budget).
         let _slot = match &webhook.call_slots {
             None => None,
-            Some(slots) => match slots.clone().try_acquire_owned() {
+            Some(slots) => match slots.slots.clone().try_acquire_owned() {
                 Ok(slot) => Some(slot),
                 Err(_) => {
                     let wait = self.call_queue_timeout.min(budget);
-                    match tokio::time::timeout(wait, slots.clone().acquire_owned()).await {
+                    match tokio::time::timeout(wait, slots.slots.clone().acquire_owned()).await {
                         Ok(Ok(slot)) => Some(slot),
                         _ => {
                             let reason = format!("webhook {:?} is overloaded: all its calls (maxConcurrentCalls) stayed busy for {} ms", webhook.name, wait.as_millis());
