@@ -148,17 +148,9 @@ impl Breakers {
 
     /// The breaker of backend `key` (named `backend` in logs and metrics).
     pub fn get(&self, key: u64, backend: &str) -> Arc<Breaker> {
-        if let Some(b) = self.map.load().get(&key) {
-            return b.clone();
-        }
-        let fresh = Arc::new(Breaker::new(backend.to_string(), self.settings));
-        let mut chosen = fresh.clone();
-        self.map.rcu(|map| {
-            let mut map = HashMap::clone(map);
-            chosen = map.entry(key).or_insert_with(|| fresh.clone()).clone();
-            map
-        });
-        chosen
+        super::cow_entry(&self.map, key, || {
+            Breaker::new(backend.to_string(), self.settings)
+        })
     }
 }
 

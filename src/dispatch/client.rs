@@ -200,19 +200,7 @@ impl Pool {
 
     /// Keeps `stream` for the next call to `key` (closes it when the queue is full).
     fn put(&self, key: u64, stream: pingora::protocols::Stream) {
-        let queue = match self.queues.load().get(&key) {
-            Some(q) => q.clone(),
-            None => {
-                let fresh = Arc::new(ArrayQueue::new(POOL_PER_BACKEND));
-                let mut chosen = fresh.clone();
-                self.queues.rcu(|map| {
-                    let mut map = HashMap::clone(map);
-                    chosen = map.entry(key).or_insert_with(|| fresh.clone()).clone();
-                    map
-                });
-                chosen
-            }
-        };
+        let queue = super::cow_entry(&self.queues, key, || ArrayQueue::new(POOL_PER_BACKEND));
         let _ = queue.push(Idle {
             stream,
             since: std::time::Instant::now(),

@@ -94,6 +94,26 @@ impl CallFailure {
     }
 }
 
+/// The value for `key` in a copy-on-write map, made by `make` and inserted when absent. Readers
+/// take no lock; an insert copies the map (backends are few, and each is inserted once).
+pub(crate) fn cow_entry<T>(
+    map: &arc_swap::ArcSwap<std::collections::HashMap<u64, std::sync::Arc<T>>>,
+    key: u64,
+    make: impl FnOnce() -> T,
+) -> std::sync::Arc<T> {
+    if let Some(v) = map.load().get(&key) {
+        return v.clone();
+    }
+    let fresh = std::sync::Arc::new(make());
+    let mut chosen = fresh.clone();
+    map.rcu(|m| {
+        let mut m = std::collections::HashMap::clone(m);
+        chosen = m.entry(key).or_insert_with(|| fresh.clone()).clone();
+        m
+    });
+    chosen
+}
+
 /// How long a call waits for a `maxConcurrentCalls` slot unless `--call-queue-timeout-ms` says.
 pub const DEFAULT_CALL_QUEUE_TIMEOUT: Duration = Duration::from_millis(100);
 
