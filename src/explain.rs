@@ -356,7 +356,7 @@ fn explain_webhook(
         match_conditions,
         failure_policy,
         on_call_failure,
-        mode: match webhook.mode {
+        mode: match webhook.mode.unwrap_or_default() {
             crate::config::options::Mode::Enforce => "Enforce",
             crate::config::options::Mode::Warn => "Warn",
             crate::config::options::Mode::Shadow => "Shadow",

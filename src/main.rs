@@ -251,6 +251,10 @@ struct ServeArgs {
     /// option before failurePolicy answers (class overloaded).
     #[arg(long, default_value_t = 100)]
     call_queue_timeout_ms: u64,
+    /// The mode of every webhook without a mode option: Enforce (as kube-apiserver), Warn or
+    /// Shadow (README, "Operating legacy webhooks safely").
+    #[arg(long, value_enum, default_value = "Enforce")]
+    default_mode: admission_proxy::config::options::Mode,
     /// Write sampled AdmissionReviews (redacted, with the decision and its latency) to DIR as
     /// files `explain --review` reads. Secret data and stringData are always redacted.
     #[arg(long)]
@@ -655,7 +659,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .with_conversion_timeout(Duration::from_secs(
                     args.conversion_webhook_timeout_seconds,
                 ))
-                .with_call_queue_timeout(Duration::from_millis(args.call_queue_timeout_ms));
+                .with_call_queue_timeout(Duration::from_millis(args.call_queue_timeout_ms))
+                .with_default_mode(args.default_mode);
             let dispatcher = match args.max_timeout_seconds {
                 Some(cap) => dispatcher.with_max_timeout(Duration::from_secs(cap)),
                 None => dispatcher,

@@ -500,3 +500,60 @@ async fn captures_are_redacted_bounded_and_replay_through_explain() {
     let kept = tokio::task::block_in_place(|| files_when(&|f| f.len() == 2 && !f.contains(&first)));
     assert_eq!(kept.len(), 2);
 }
+
+/// `--default-mode Warn` applies to webhooks without a mode option; an explicit `Enforce`
+/// keeps its webhook enforcing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_mode_applies_where_no_mode_is_set() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("default-mode");
+    let config = [
+        validating(
+            "plain.example.com",
+            &backend.client_config("/deny"),
+            ALL,
+            "",
+        ),
+        with_options(
+            "ValidatingWebhookConfiguration",
+            "enforced.example.com",
+            &backend.client_config("/deny"),
+            "",
+            r#"{"mode": "Enforce"}"#,
+        ),
+    ]
+    .join("---\n");
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    let proxy = tokio::task::block_in_place(|| {
+        BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--default-mode", "Warn"])
+    });
+    let client = HttpClient::new();
+    let target = proxy.target(&ws.pki);
+    let allowed = |body: &[u8]| {
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        v["response"]["allowed"].as_bool().unwrap()
+    };
+    let plain = client
+        .post(
+            &target,
+            "/webhooks/plain.example.com?timeout=10s",
+            &fixture(POD),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(
+        allowed(&plain.body),
+        "Warn by default: the denial is a warning"
+    );
+    let enforced = client
+        .post(
+            &target,
+            "/webhooks/enforced.example.com?timeout=10s",
+            &fixture(POD),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!allowed(&enforced.body), "an explicit Enforce still denies");
+}

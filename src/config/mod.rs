@@ -44,8 +44,9 @@ pub struct Webhook {
     pub side_effects: SideEffects,
     /// `timeoutSeconds` (1-30 s), or the webhook's `maxTimeoutSeconds` option when lower.
     pub timeout: Duration,
-    /// How its answers are applied (`mode` option; `Enforce` unless set).
-    pub mode: options::Mode,
+    /// How its answers are applied (`mode` option); `None` when not set: `serve
+    /// --default-mode` decides (`Enforce` unless given).
+    pub mode: Option<options::Mode>,
     /// `maxConcurrentCalls` option: the backend call slots, `None` when unbounded.
     pub call_slots: Option<CallSlots>,
     /// `admissionReviewVersions` as configured.
@@ -617,7 +618,7 @@ fn compile_configuration(
                     });
                 }
                 webhook.backend.set_server_name(o.tls_server_name);
-                webhook.mode = o.mode.unwrap_or_default();
+                webhook.mode = o.mode;
                 webhook.call_slots = o.max_concurrent_calls.map(|max| CallSlots {
                     max,
                     slots: Arc::new(tokio::sync::Semaphore::new(max)),
@@ -864,7 +865,7 @@ fn compile_webhook(
                 },
                 side_effects,
                 timeout: Duration::from_secs(timeout_seconds as u64),
-                mode: options::Mode::Enforce,
+                mode: None,
                 call_slots: None,
                 admission_review_versions,
                 review_version,

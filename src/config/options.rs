@@ -46,7 +46,8 @@ pub struct WebhookOptions {
 
 /// How a webhook's answers are applied. Everything but `Enforce` is the proxy's own, opt-in
 /// behaviour; kube-apiserver has `Enforce` only.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[clap(rename_all = "PascalCase")]
 pub enum Mode {
     /// As kube-apiserver: a denial denies, a patch is applied.
     #[default]

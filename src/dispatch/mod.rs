@@ -202,6 +202,8 @@ pub struct Dispatcher {
     breakers: Option<breaker::Breakers>,
     /// How long a call waits for one of its webhook's `maxConcurrentCalls` slots.
     call_queue_timeout: Duration,
+    /// `--default-mode`: the mode of webhooks without a `mode` option.
+    default_mode: Mode,
 }
 
 /// When the request arrived and kube-apiserver's `?timeout=`: what every deadline of one
@@ -273,7 +275,19 @@ impl Dispatcher {
             max_timeout: None,
             breakers: None,
             call_queue_timeout: DEFAULT_CALL_QUEUE_TIMEOUT,
+            default_mode: Mode::Enforce,
         }
+    }
+
+    /// The mode of webhooks without a `mode` option (`--default-mode`; `Enforce` otherwise).
+    pub fn with_default_mode(mut self, mode: Mode) -> Self {
+        self.default_mode = mode;
+        self
+    }
+
+    /// `webhook`'s mode: its `mode` option, else the default.
+    pub fn mode_of(&self, webhook: &Webhook) -> Mode {
+        webhook.mode.unwrap_or(self.default_mode)
     }
 
     /// How long a call waits for a free slot of a webhook with `maxConcurrentCalls`
@@ -579,7 +593,7 @@ impl Dispatcher {
                         Err(status) => return deny(review, status, Decision::Rejected),
                     }
                 }
-                if webhook.mode == Mode::Warn {
+                if self.mode_of(webhook) == Mode::Warn {
                     return warn_only(webhook, review, response);
                 }
                 let (decision, detail) = if allowed {

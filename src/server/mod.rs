@@ -373,7 +373,7 @@ impl Respond for AdmissionApp {
             .find_map(|kv| kv.strip_prefix("timeout="))
             .and_then(parse_go_duration);
         let _webhook_in_flight = webhook.metrics.in_flight();
-        let answer = if webhook.mode == Mode::Shadow {
+        let answer = if self.state.dispatcher.mode_of(webhook) == Mode::Shadow {
             shadow(&self.state, webhook, &body, caller_timeout, received);
             crate::dispatch::shadowed(&review)
         } else {
