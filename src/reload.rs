@@ -100,6 +100,15 @@ impl Sources {
         match changed_config(&self.config, fps.config) {
             Ok(None) => {}
             Ok(Some((fp, texts))) => match config::load_contents(&texts) {
+                // An in-place write (truncate, then write) can be read between the two: an
+                // empty file must not take every webhook away. Restart to serve none.
+                Ok(snapshot) if snapshot.is_empty() && !state.config.load().is_empty() => {
+                    tracing::error!(
+                        config = %self.config.display(),
+                        "the changed webhook configuration has no webhooks (an empty or partly written file?)"
+                    );
+                    self.rejected(&ConfigError::Invalid(Vec::new()), fps, fp);
+                }
                 Ok(snapshot) => {
                     for w in &snapshot.warnings {
                         tracing::warn!(warning = %w, "webhook configuration warning");

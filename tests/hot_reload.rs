@@ -135,6 +135,21 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
         404,
         "b was removed"
     );
+
+    // An empty file (what an in-place write looks like between truncate and write) does not
+    // take every webhook away.
+    configmap_swap(conf, "..rev5", "");
+    std::fs::remove_file(conf.join("extra.yaml")).unwrap();
+    assert!(
+        tokio::task::block_in_place(|| proxy.logged("has no webhooks")),
+        "the empty configuration is refused: {:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert_eq!(
+        status(&client, &target, "a.reload.test").await,
+        200,
+        "the last good configuration keeps serving"
+    );
     drop(proxy);
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -209,7 +224,14 @@ async fn reloads_under_load_never_answer_wrongly() {
                 });
                 match answer {
                     Some((200, u, false)) if u == fresh => ok += 1,
-                    other => wrong.push(format!("{fresh}: {other:?} {:?}", reply.err())),
+                    other => wrong.push(match &reply {
+                        Ok(r) => format!(
+                            "{fresh}: {other:?}: HTTP {} {}",
+                            r.status,
+                            String::from_utf8_lossy(&r.body[..r.body.len().min(200)])
+                        ),
+                        Err(e) => format!("{fresh}: {e}"),
+                    }),
                 }
             }
             (ok, wrong)
