@@ -228,12 +228,7 @@ async fn the_in_flight_cap_answers_429_with_retry_after_and_recovers() {
         })
     };
     // The slow admission (1 s at the backend) is in flight once the backend has it.
-    for _ in 0..200 {
-        if backend.recorder.calls() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_calls(&backend, 1).await;
     assert_eq!(backend.recorder.calls(), 1);
     let ca2 = ca.clone();
     let (head, body) = blocking(move || {

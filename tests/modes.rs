@@ -288,12 +288,7 @@ async fn max_concurrent_calls_sheds_load_by_failure_policy() {
         let proxy = proxy.clone();
         tokio::spawn(async move { proxy.review("capped.example.com", &fixture(POD)).await })
     };
-    for _ in 0..200 {
-        if backend.recorder.calls() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_for_calls(&backend, 1).await;
     let shed = proxy.review("capped.example.com", &fixture(POD)).await;
     assert_eq!(shed.status, 500);
     assert_eq!(shed.decision, "failed-closed");
@@ -340,12 +335,7 @@ async fn shadow_answers_before_the_slow_backend_and_still_calls_it() {
         took < Duration::from_millis(1000),
         "answered after {took:?}; the backend takes 2 s"
     );
-    for _ in 0..200 {
-        if backend.recorder.calls() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_calls(&backend, 1).await;
     assert_eq!(
         backend.recorder.calls(),
         1,

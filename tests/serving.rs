@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use admission_proxy::dispatch::HttpClient;
 use admission_proxy::tls::TestPki;
-use common::{fixture, https_get, validating, BinaryProxy, TestBackend, Workspace, ALL};
+use common::{
+    fixture, https_get, validating, wait_for_calls, BinaryProxy, TestBackend, Workspace, ALL,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_admission-proxy");
 
@@ -91,12 +93,7 @@ async fn sigterm_answers_the_admission_in_flight_then_exits() {
         })
     };
     // The request has reached the backend before the signal.
-    for _ in 0..100 {
-        if backend.recorder.calls() == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_calls(&backend, 1).await;
     assert_eq!(backend.recorder.calls(), 1);
     let signalled = Instant::now();
     sigterm(&proxy);

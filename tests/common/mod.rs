@@ -494,3 +494,13 @@ pub fn tls_connect(
     }
     Ok(tls)
 }
+
+/// Waits (at most 2 s, in 10 ms steps) until `backend` has received `n` requests.
+pub async fn wait_for_calls(backend: &TestBackend, n: u64) {
+    for _ in 0..200 {
+        if backend.recorder.calls() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
