@@ -146,11 +146,10 @@ impl Breakers {
         }
     }
 
-    /// The breaker of backend `key` (named `backend` in logs and metrics).
-    pub fn get(&self, key: u64, backend: &str) -> Arc<Breaker> {
-        super::cow_entry(&self.map, key, || {
-            Breaker::new(backend.to_string(), self.settings)
-        })
+    /// The breaker of backend `key`; `backend` names it in logs and metrics (called once, when
+    /// the breaker is made: no string per call).
+    pub fn get(&self, key: u64, backend: impl FnOnce() -> String) -> Arc<Breaker> {
+        super::cow_entry(&self.map, key, || Breaker::new(backend(), self.settings))
     }
 }
 

@@ -499,10 +499,9 @@ impl Dispatcher {
         let path = format!("{}?timeout={timeout}s", webhook.backend.path);
         let breaker = self.breakers.as_ref().map(|b| {
             let backend = &webhook.backend;
-            b.get(
-                backend.pool_key,
-                &format!("{}:{}", backend.host, backend.port),
-            )
+            b.get(backend.pool_key, || {
+                format!("{}:{}", backend.host, backend.port)
+            })
         });
         let permit = breaker.as_ref().map(|b| b.permit());
         if let Some(breaker::Permit::Refuse(reason)) = permit {
