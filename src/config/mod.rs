@@ -63,7 +63,7 @@ pub struct Webhook {
 #[derive(Debug)]
 pub struct CallSlots {
     pub max: usize,
-    pub slots: Arc<tokio::sync::Semaphore>,
+    pub slots: tokio::sync::Semaphore,
 }
 
 impl Webhook {
@@ -621,7 +621,7 @@ fn compile_configuration(
                 webhook.mode = o.mode;
                 webhook.call_slots = o.max_concurrent_calls.map(|max| CallSlots {
                     max,
-                    slots: Arc::new(tokio::sync::Semaphore::new(max)),
+                    slots: tokio::sync::Semaphore::new(max),
                 });
                 if let Some(cap) = o.max_timeout_seconds {
                     webhook.timeout = webhook.timeout.min(Duration::from_secs(cap));

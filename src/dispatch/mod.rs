@@ -510,11 +510,11 @@ impl Dispatcher {
         // maxConcurrentCalls: a free slot at once, or within the queue time (and the budget).
         let _slot = match &webhook.call_slots {
             None => None,
-            Some(slots) => match slots.slots.clone().try_acquire_owned() {
+            Some(slots) => match slots.slots.try_acquire() {
                 Ok(slot) => Some(slot),
                 Err(_) => {
                     let wait = self.call_queue_timeout.min(budget);
-                    match tokio::time::timeout(wait, slots.slots.clone().acquire_owned()).await {
+                    match tokio::time::timeout(wait, slots.slots.acquire()).await {
                         Ok(Ok(slot)) => Some(slot),
                         _ => {
                             let reason = format!("webhook {:?} is overloaded: all its calls (maxConcurrentCalls) stayed busy for {} ms", webhook.name, wait.as_millis());
@@ -599,9 +599,7 @@ impl Dispatcher {
                     (Decision::Allowed, String::new())
                 } else {
                     // The denial's message goes into the admission log line.
-                    let message = response.status.as_ref().and_then(|s| s.get("message"));
-                    let message = message.and_then(|m| m.as_str()).unwrap_or_default();
-                    (Decision::Denied, message.to_string())
+                    (Decision::Denied, denial_message(&response).to_string())
                 };
                 answer(review, response, decision, detail)
             }
@@ -684,13 +682,7 @@ fn warn_only(
     mut response: AdmissionResponse,
 ) -> Answer {
     if !response.allowed {
-        let message = response
-            .status
-            .as_ref()
-            .and_then(|s| s.get("message"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let message = denial_message(&response).to_string();
         response.allowed = true;
         response.status = None;
         response.patch = None;
@@ -714,6 +706,16 @@ fn warn_only(
         .audit_annotations
         .insert("would-patch".to_string(), paths);
     answer(review, response, Decision::WouldPatch, detail)
+}
+
+/// `status.message` of a denial ("" without one).
+fn denial_message(response: &AdmissionResponse) -> &str {
+    response
+        .status
+        .as_ref()
+        .and_then(|s| s.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// `mode: Shadow`'s immediate answer: allowed, as if the webhook did not exist.

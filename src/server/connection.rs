@@ -194,8 +194,12 @@ impl Watch {
         Ok(())
     }
 
+    /// Records why the connection is being closed (`connections_closed_total{reason}`, counted
+    /// here, once) and the error that closes it.
     fn trip(&self, why: Closed) -> io::Error {
-        self.closed.store(why as u8, Ordering::Relaxed);
+        if self.closed.swap(why as u8, Ordering::Relaxed) == 0 {
+            crate::metrics::connection_closed(why.as_str());
+        }
         let kind = match why {
             Closed::HeaderTooLarge => io::ErrorKind::InvalidData,
             _ => io::ErrorKind::TimedOut,

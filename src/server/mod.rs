@@ -39,8 +39,9 @@ use connection::{ConnIo, ConnectionCount, Watch};
 /// Default request body limit: kube-apiserver's own 3 MiB (dispatch notes §4).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
-/// Response header naming the proxy's decision (`skipped`, `allowed`, `denied`, `failed-open`,
-/// `failed-closed`, `rejected-dry-run`, `rejected`); kube-apiserver ignores it, people debugging don't.
+/// Response header naming the proxy's decision (`Decision::as_str`: `skipped`, `allowed`,
+/// `denied`, `failed-open`, `failed-closed`, `rejected-dry-run`, `rejected`, `would-deny`,
+/// `would-patch`, `shadowed`); kube-apiserver ignores it, people debugging don't.
 pub const DECISION_HEADER: &str = "x-admission-proxy-decision";
 
 /// What the request path reads; swapped (never locked) on reload.
@@ -206,7 +207,6 @@ impl<A: Respond> Served<A> {
             Err(e) => {
                 match watch.closed() {
                     Some(why) => {
-                        crate::metrics::connection_closed(why.as_str());
                         tracing::debug!(reason = why.as_str(), "connection closed by a limit");
                         http.shutdown().await;
                     }
@@ -243,9 +243,6 @@ impl<A: Respond> Served<A> {
         match finished {
             Ok(reusable) => reusable,
             Err(e) => {
-                if let Some(why) = watch.closed() {
-                    crate::metrics::connection_closed(why.as_str());
-                }
                 tracing::debug!(error = %e, "connection not reusable after the answer");
                 None
             }
