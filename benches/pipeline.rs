@@ -43,6 +43,22 @@ fn parse_and_convert(c: &mut Criterion) {
             )
         })
     });
+    // Every captured review once per iteration (the latency benchmark's mix): time / count.
+    let all: Vec<Vec<u8>> = std::fs::read_dir(format!("{FIXTURES}/admission-reviews"))
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    c.bench_function(&format!("parse/all_{}_fixtures", all.len()), |b| {
+        b.iter(|| {
+            for body in &all {
+                black_box(
+                    ParsedReview::parse(black_box(body))
+                        .map(|r| r.request.uid.len())
+                        .ok(),
+                );
+            }
+        })
+    });
     let parsed = ParsedReview::parse(&pod).unwrap();
     c.bench_function("envelope/v1_to_v1beta1", |b| {
         b.iter(|| black_box(parsed.body_as(ReviewVersion::V1beta1).len()))

@@ -371,10 +371,9 @@ fn check(
         return Err("wrong_version".into());
     }
     Ok(reply
-        .headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(crate::server::DECISION_HEADER))
-        .map_or_else(|| "none".to_string(), |(_, v)| v.clone()))
+        .header(crate::server::DECISION_HEADER)
+        .unwrap_or("none")
+        .to_string())
 }
 
 /// The human table: one row per target, and added latency / ratios when comparing.

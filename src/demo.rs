@@ -220,12 +220,7 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
             let latency = t0.elapsed();
             let (decision, what) = match result {
                 Ok(reply) => {
-                    let decision = reply
-                        .headers
-                        .iter()
-                        .find(|(k, _)| k == DECISION_HEADER)
-                        .map(|(_, v)| v.clone())
-                        .unwrap_or_else(|| "?".into());
+                    let decision = reply.header(DECISION_HEADER).unwrap_or("?").to_string();
                     let backend = if decision == "skipped" {
                         ""
                     } else {

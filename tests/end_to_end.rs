@@ -291,10 +291,7 @@ async fn call_failures_follow_failure_policy() {
             !closed.message().starts_with("failed to call webhook"),
             "kube-apiserver adds that prefix itself"
         );
-        assert!(!closed
-            .headers
-            .iter()
-            .any(|(k, _)| k.eq_ignore_ascii_case("retry-after")));
+        assert!(!closed.headers.contains_key("retry-after"));
     }
 }
 

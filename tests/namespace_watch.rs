@@ -290,11 +290,9 @@ async fn namespace_labels_follow_the_cluster() {
             (
                 reply.status,
                 reply
-                    .headers
-                    .iter()
-                    .find(|(k, _)| k == "x-admission-proxy-decision")
-                    .map(|(_, d)| d.clone())
-                    .unwrap_or_default(),
+                    .header("x-admission-proxy-decision")
+                    .unwrap_or_default()
+                    .to_string(),
                 message,
             )
         }

@@ -42,13 +42,24 @@ impl TransportError {
     }
 }
 
-/// A complete HTTP answer.
+/// A complete HTTP answer: status, header fields as received, whole body.
 #[derive(Clone, Debug)]
 pub struct HttpReply {
     pub status: u16,
-    pub content_type: Option<String>,
-    pub headers: Vec<(String, String)>,
+    pub headers: http::HeaderMap,
     pub body: Bytes,
+}
+
+impl HttpReply {
+    /// The first value of header `name` (any case), when it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The `Content-Type` header.
+    pub fn content_type(&self) -> Option<&str> {
+        self.header("content-type")
+    }
 }
 
 /// Where to POST: a resolved peer plus the Host header.
@@ -253,8 +264,6 @@ impl HttpClient {
         body: &[u8],
         extra_headers: &[(&str, &str)],
     ) -> Result<HttpReply, TransportError> {
-        let verified = target.peer().await?;
-        let pinned = target.pinned_peer(&verified);
         let wire = request_bytes(target, path_and_query, body, extra_headers)?;
         let key = target.pool_key;
         // Each stale pooled connection leaves the pool as it is taken; at most the pool's size.
@@ -267,20 +276,25 @@ impl HttpClient {
                 tracing::debug!(backend = %target, "pooled connection was closed by the backend; taking another");
                 continue;
             }
-            stream = Some((pooled, &verified));
+            stream = Some(pooled);
             break;
         }
-        let (stream, peer) = match stream {
+        let stream = match stream {
             Some(pooled) => pooled,
             None => {
-                let (session, peer) = self.connect(target, &verified, pinned.as_ref()).await?;
+                // Only a new connection needs the address: a pooled one is reused without a
+                // DNS lookup (a Service backend's name would otherwise be resolved per call),
+                // as Go's transport reuses idle connections by host and port.
+                let verified = target.peer().await?;
+                let pinned = target.pinned_peer(&verified);
+                let session = self.connect(target, &verified, pinned.as_ref()).await?;
                 let HttpSession::H1(h1) = session else {
                     return Err(TransportError::Io("unexpected HTTP/2 session".into()));
                 };
-                (h1.into_inner(), peer)
+                h1.into_inner()
             }
         };
-        let (reply, mut h1) = exchange(stream, peer, target, &wire).await?;
+        let (reply, mut h1) = exchange(stream, target, &wire).await?;
         h1.respect_keepalive();
         if let Some(stream) = h1.reuse().await {
             self.pool.put(key, stream);
@@ -290,14 +304,13 @@ impl HttpClient {
 
     /// A new connection: first through `pinned` (when the `caBundle` has a self-signed
     /// certificate for the name) whose connections must present it, else, or when the backend
-    /// presented another certificate, through the chain-verified `verified`. Returns the
-    /// session and the peer it was made for.
-    async fn connect<'p>(
+    /// presented another certificate, through the chain-verified `verified`.
+    async fn connect(
         &self,
         target: &Target,
-        verified: &'p HttpPeer,
-        pinned: Option<&'p HttpPeer>,
-    ) -> Result<(HttpSession, &'p HttpPeer), TransportError> {
+        verified: &HttpPeer,
+        pinned: Option<&HttpPeer>,
+    ) -> Result<HttpSession, TransportError> {
         crate::metrics::upstream_connection_opened();
         if let Some(peer) = pinned {
             let (session, _) = self
@@ -306,7 +319,7 @@ impl HttpClient {
                 .await
                 .map_err(|e| classify(&e, target))?;
             if target.pinned_leaf_ok(&session) {
-                return Ok((session, peer));
+                return Ok(session);
             }
             tracing::debug!(backend = %target, "the backend's certificate is not a self-signed caBundle certificate; verifying its chain");
         }
@@ -315,7 +328,7 @@ impl HttpClient {
             .get_http_session(verified)
             .await
             .map_err(|e| classify(&e, target))?;
-        Ok((session, verified))
+        Ok(session)
     }
 }
 
@@ -326,7 +339,6 @@ impl HttpClient {
 /// owns the pooled connection.
 async fn exchange(
     mut stream: pingora::protocols::Stream,
-    peer: &HttpPeer,
     target: &Target,
     wire: &[u8],
 ) -> Result<(HttpReply, pingora::protocols::http::v1::client::HttpSession), TransportError> {
@@ -334,27 +346,15 @@ async fn exchange(
     let io = |e: std::io::Error| TransportError::Io(e.to_string());
     stream.write_all(wire).await.map_err(io)?;
     stream.flush().await.map_err(io)?;
-    let mut h1 = pingora::protocols::http::v1::client::HttpSession::new_with_options(stream, peer);
+    // `new_with_options` only reads a peer option the proxy leaves at its default.
+    let mut h1 = pingora::protocols::http::v1::client::HttpSession::new(stream);
     let failed = |e: Box<pingora::Error>| classify(&e, target);
     h1.read_response().await.map_err(failed)?;
     let header = h1
         .resp_header()
         .ok_or_else(|| TransportError::Io("no response header".into()))?;
     let status = header.status.as_u16();
-    let headers: Vec<(String, String)> = header
-        .headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str().to_string(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    let content_type = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        .map(|(_, v)| v.clone());
+    let headers = header.headers.clone();
     let mut out = Vec::new();
     while let Some(chunk) = h1.read_body_bytes().await.map_err(failed)? {
         out.extend_from_slice(&chunk);
@@ -362,7 +362,6 @@ async fn exchange(
     Ok((
         HttpReply {
             status,
-            content_type,
             headers,
             body: Bytes::from(out),
         },

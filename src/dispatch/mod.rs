@@ -127,11 +127,7 @@ fn retry_after(reply: &HttpReply) -> Option<Duration> {
     if reply.status != 429 && reply.status < 500 {
         return None;
     }
-    let (_, value) = reply
-        .headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))?;
-    let seconds: i64 = value.trim().parse().ok()?;
+    let seconds: i64 = reply.header("retry-after")?.trim().parse().ok()?;
     Some(Duration::from_secs(seconds.max(0) as u64))
 }
 

@@ -66,7 +66,7 @@ pub fn verify(
         return Err(CallFailure::Undecodable(format!(
             "0-length response with status code: {} and content type: {}",
             reply.status,
-            reply.content_type.as_deref().unwrap_or("application/json")
+            reply.content_type().unwrap_or("application/json")
         )));
     }
     // The response Content-Type is ignored: JSON and YAML are both sniffed (dispatch notes §0.6).
@@ -227,7 +227,7 @@ fn status_message(reply: &HttpReply) -> String {
         }
     }
     let is_text = reply
-        .content_type
+        .content_type()
         .as_deref()
         .is_none_or(|ct| ct.starts_with("text/"));
     let body = String::from_utf8_lossy(&reply.body[..reply.body.len().min(2048)])
@@ -263,8 +263,10 @@ mod tests {
     fn reply(status: u16, body: &str) -> HttpReply {
         HttpReply {
             status,
-            content_type: Some("application/json".into()),
-            headers: vec![],
+            headers: http::HeaderMap::from_iter([(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            )]),
             body: Bytes::from(body.to_string()),
         }
     }

@@ -96,17 +96,12 @@ pub struct Reply {
     pub decision: String,
     pub body: Vec<u8>,
     pub json: serde_json::Value,
-    pub headers: Vec<(String, String)>,
+    pub headers: http::HeaderMap,
 }
 
 impl Reply {
     fn from(r: HttpReply) -> Self {
-        let decision = r
-            .headers
-            .iter()
-            .find(|(k, _)| k == DECISION_HEADER)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default();
+        let decision = r.header(DECISION_HEADER).unwrap_or_default().to_string();
         Reply {
             status: r.status,
             decision,
