@@ -228,7 +228,6 @@ fn status_message(reply: &HttpReply) -> String {
     }
     let is_text = reply
         .content_type()
-        .as_deref()
         .is_none_or(|ct| ct.starts_with("text/"));
     let body = String::from_utf8_lossy(&reply.body[..reply.body.len().min(2048)])
         .trim()
