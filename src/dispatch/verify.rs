@@ -2,6 +2,7 @@
 //! does (client-go `transformResponse`, `VerifyAdmissionResponse`; dispatch notes §5, §6).
 //! Depends on `api`, `review` and the client's [`HttpReply`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine;
@@ -22,6 +23,18 @@ pub struct VerifiedResponse {
     pub patch: Option<String>,
     pub warnings: Vec<String>,
     pub audit_annotations: BTreeMap<String, String>,
+}
+
+/// A JSON answer's envelope, for the one-pass decode.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReview<'a> {
+    #[serde(default, borrow)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    response: Option<WireResponse>,
 }
 
 #[derive(Deserialize)]
@@ -70,18 +83,33 @@ pub fn verify(
         )));
     }
     // The response Content-Type is ignored: JSON and YAML are both sniffed (dispatch notes §0.6).
-    // Decoding through a map keeps the last of duplicate keys, as sigs.k8s.io/json does.
-    let value: serde_json::Value = decode_any(&reply.body).map_err(CallFailure::Undecodable)?;
-    let Some(object) = value.as_object() else {
-        return Err(CallFailure::Undecodable(
-            "couldn't get version/kind; json parse error: expected an object".into(),
-        ));
+    // A well-formed JSON answer is decoded in one pass; anything else (YAML, duplicate keys,
+    // wrong types) goes through a map, which keeps the last of duplicate keys as
+    // sigs.k8s.io/json does and reports the first problem in kube-apiserver's words.
+    let mut fast = serde_json::from_slice::<WireReview<'_>>(&reply.body).ok();
+    let fast_response = fast.as_mut().map(|review| review.response.take());
+    let value: serde_json::Value;
+    let (api_version, kind, response) = match &fast {
+        Some(review) => (
+            review.api_version.as_deref().unwrap_or(""),
+            review.kind.as_deref().unwrap_or(""),
+            None,
+        ),
+        None => {
+            value = decode_any(&reply.body).map_err(CallFailure::Undecodable)?;
+            let Some(object) = value.as_object() else {
+                return Err(CallFailure::Undecodable(
+                    "couldn't get version/kind; json parse error: expected an object".into(),
+                ));
+            };
+            let text = |key: &str| object.get(key).and_then(|v| v.as_str()).unwrap_or("");
+            (
+                text("apiVersion"),
+                text("kind"),
+                Some(object.get("response")),
+            )
+        }
     };
-    let api_version = object
-        .get("apiVersion")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
-    let kind = object.get("kind").and_then(|v| v.as_str()).unwrap_or("");
     let expected = version.api_version();
     let gvk_ok = api_version == expected && kind == "AdmissionReview";
     if !gvk_ok && !api_version.is_empty() && !kind.is_empty() {
@@ -96,11 +124,11 @@ pub fn verify(
         };
         return Err(CallFailure::Undecodable(message));
     }
-    let response = match object.get("response") {
-        None | Some(serde_json::Value::Null) => {
-            return Err(CallFailure::Invalid("webhook response was absent".into()))
-        }
-        Some(r) => WireResponse::deserialize(r)
+    let absent = || CallFailure::Invalid("webhook response was absent".into());
+    let response = match (fast_response, response) {
+        (Some(decoded), _) => decoded.ok_or_else(absent)?,
+        (None, None | Some(None | Some(serde_json::Value::Null))) => return Err(absent()),
+        (None, Some(Some(r))) => WireResponse::deserialize(r)
             .map_err(|e| CallFailure::Undecodable(format!("json: {e}")))?,
     };
     let has_patch = response.patch.as_deref().is_some_and(|p| !p.is_empty());
@@ -272,6 +300,28 @@ mod tests {
 
     fn v1(body: &str, t: WebhookType) -> Result<VerifiedResponse, CallFailure> {
         verify(&reply(200, body), ReviewVersion::V1, "u1", t)
+    }
+
+    /// The one-pass decode and the map decode agree: a duplicate key (which the one-pass
+    /// decode refuses) is decided by its last value, as sigs.k8s.io/json does, and a
+    /// wrong-typed field gets the map path's message.
+    #[test]
+    fn one_pass_and_map_decodes_agree() {
+        let env = r#""apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview""#;
+        let plain = format!(r#"{{{env},"response":{{"uid":"u1","allowed":false}}}}"#);
+        assert!(!v1(&plain, WebhookType::Validating).unwrap().allowed);
+        let duplicate = format!(
+            r#"{{{env},"response":{{"uid":"u1","allowed":false}},"response":{{"uid":"u1","allowed":true}}}}"#
+        );
+        assert!(v1(&duplicate, WebhookType::Validating).unwrap().allowed);
+        let null = format!(r#"{{{env},"response":null}}"#);
+        assert!(
+            matches!(v1(&null, WebhookType::Validating), Err(CallFailure::Invalid(m)) if m == "webhook response was absent")
+        );
+        let wrong = format!(r#"{{{env},"response":{{"uid":"u1","allowed":"yes"}}}}"#);
+        assert!(
+            matches!(v1(&wrong, WebhookType::Validating), Err(CallFailure::Undecodable(m)) if m.starts_with("json: invalid type: string"))
+        );
     }
 
     /// Dispatch notes §6, each v1 rule in order; verification comes before `allowed` (§0.9).
