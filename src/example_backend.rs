@@ -104,7 +104,7 @@ pub fn start(
 }
 
 /// [`reply`] with the body first, as the behaviour table reads best.
-fn json_reply(status: u16, body: Vec<u8>, content_type: &str) -> Response<Vec<u8>> {
+fn json_reply(status: u16, body: Vec<u8>, content_type: &'static str) -> Response<Vec<u8>> {
     reply(status, content_type, body)
 }
 

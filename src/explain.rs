@@ -154,7 +154,7 @@ pub fn explain(
     let mut webhooks: Vec<&Webhook> = snapshot.webhooks().map(|w| w.as_ref()).collect();
     webhooks.sort_by(|a, b| a.name.cmp(&b.name));
     Explanation {
-        uid: r.uid.clone(),
+        uid: r.uid.to_string(),
         api_version: review.version.api_version(),
         request,
         webhooks: webhooks

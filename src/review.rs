@@ -134,26 +134,26 @@ impl Operation {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionRequest<'a> {
-    #[serde(default)]
-    pub uid: String,
+    #[serde(default, borrow)]
+    pub uid: Cow<'a, str>,
     #[serde(default)]
     pub kind: GroupVersionKind,
     #[serde(default)]
     pub resource: GroupVersionResource,
-    #[serde(default)]
-    pub sub_resource: String,
+    #[serde(default, borrow)]
+    pub sub_resource: Cow<'a, str>,
     #[serde(default)]
     pub request_kind: Option<GroupVersionKind>,
     #[serde(default)]
     pub request_resource: Option<GroupVersionResource>,
     #[serde(default)]
     pub request_sub_resource: Option<String>,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub namespace: String,
-    #[serde(default)]
-    pub operation: String,
+    #[serde(default, borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub namespace: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub operation: Cow<'a, str>,
     #[serde(default, borrow)]
     pub user_info: Option<&'a RawValue>,
     #[serde(default, borrow)]
@@ -300,7 +300,7 @@ impl<'a> ParsedReview<'a> {
             return Err(ReviewError::MissingUid);
         }
         let operation = Operation::parse(&request.operation)
-            .ok_or_else(|| ReviewError::UnknownOperation(request.operation.clone()))?;
+            .ok_or_else(|| ReviewError::UnknownOperation(request.operation.to_string()))?;
         Ok(ParsedReview {
             version,
             request,

@@ -450,7 +450,13 @@ async fn captures_are_redacted_bounded_and_replay_through_explain() {
     let files_when = |done: &dyn Fn(&[std::path::PathBuf]) -> bool| {
         for _ in 0..100 {
             let found: Vec<_> = std::fs::read_dir(&captures)
-                .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+                // Written files only: the writer's temporary file is renamed when complete.
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.to_string_lossy().ends_with(".capture.json"))
+                        .collect()
+                })
                 .unwrap_or_default();
             if done(&found) {
                 return found;

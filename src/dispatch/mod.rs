@@ -568,7 +568,7 @@ impl Dispatcher {
             Ok(verified) => {
                 let allowed = verified.allowed;
                 let mut response = AdmissionResponse {
-                    uid: uid.clone(),
+                    uid: uid.to_string(),
                     allowed,
                     status: verified.status,
                     patch_type: verified.patch.as_ref().map(|_| "JSONPatch".to_string()),

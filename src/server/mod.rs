@@ -252,13 +252,16 @@ impl<A: Respond> Served<A> {
 
 /// A complete response with `Content-Type` and `Content-Length` (pingora's HTTP/1 session keeps
 /// the connection alive only when the length is known).
-pub fn reply(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
-    Response::builder()
-        .status(status)
-        .header("Content-Type", content_type)
-        .header("Content-Length", body.len())
-        .body(body)
-        .unwrap_or_else(|_| Response::new(Vec::new()))
+pub fn reply(status: u16, content_type: &'static str, body: Vec<u8>) -> Response<Vec<u8>> {
+    use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+    let length = HeaderValue::from(body.len());
+    let mut response = Response::new(body);
+    *response.status_mut() =
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(CONTENT_LENGTH, length);
+    response
 }
 
 fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Vec<u8>> {
@@ -432,9 +435,10 @@ impl Respond for AdmissionApp {
             answer.conditions,
         );
         let mut response = reply(answer.http_status, "application/json", answer.body);
-        if let Ok(v) = http::HeaderValue::from_str(answer.decision.as_str()) {
-            response.headers_mut().insert(DECISION_HEADER, v);
-        }
+        response.headers_mut().insert(
+            DECISION_HEADER,
+            http::HeaderValue::from_static(answer.decision.as_str()),
+        );
         response
     }
 }
