@@ -62,7 +62,8 @@ impl HttpReply {
     }
 }
 
-/// Where to POST: a resolved peer plus the Host header.
+/// Where to POST: a backend's address, TLS settings and `Host` header. A host name is
+/// resolved only when a new connection is dialled ([`HttpClient::post`]).
 #[derive(Clone)]
 pub struct Target {
     host: String,

@@ -89,6 +89,8 @@ pub fn verify(
     let mut fast = serde_json::from_slice::<WireReview<'_>>(&reply.body).ok();
     let fast_response = fast.as_mut().map(|review| review.response.take());
     let value: serde_json::Value;
+    // `response`: the map path's `response` member (`Some(None)`: absent); `None` on the
+    // one-pass path, whose response is `fast_response`.
     let (api_version, kind, response) = match &fast {
         Some(review) => (
             review.api_version.as_deref().unwrap_or(""),
