@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use base64::Engine;
 use http::Response;
 use pingora::protocols::http::ServerSession;
@@ -167,7 +166,6 @@ fn has_labels(obj: Option<&Value>) -> bool {
         .is_some_and(|l| !l.is_empty())
 }
 
-#[async_trait]
 impl Respond for ExampleBackend {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let path_and_query = session

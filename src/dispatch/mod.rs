@@ -525,7 +525,9 @@ impl Dispatcher {
         };
         let body = sent.body_as(version);
         let target = Target::new(&webhook.backend);
-        let call = async {
+        // Pinned where it is made: moved into `timeout`, the call's (large) state would be
+        // copied once more per admission.
+        let call = std::pin::pin!(async {
             let mut retries = 0;
             loop {
                 let reply = self.client.post(&target, &path, &body, &[]).await?;
@@ -539,7 +541,7 @@ impl Dispatcher {
                     _ => return Ok::<_, TransportError>(reply),
                 }
             }
-        };
+        });
         let started = Instant::now();
         let reply = tokio::time::timeout(budget, call).await;
         trace.backend = Some(started.elapsed());

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use async_trait::async_trait;
 use http::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
 use pingora::http::ResponseHeader;
@@ -175,10 +174,15 @@ pub struct AdmissionApp {
 
 /// An HTTP app that answers each request with one complete response (pingora's `ServeHttp`,
 /// served by [`Served`] so that a client going away is not an ERROR line).
-#[async_trait]
+///
+/// A native `async fn` (not `async_trait`): the response future lives inside the connection's
+/// future instead of in a box allocated, and copied into, per request (benches/README.md).
 pub trait Respond: Send + Sync + 'static {
     /// The response to the request whose header `session` holds (its body not read yet).
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>>;
+    fn response(
+        &self,
+        session: &mut ServerSession,
+    ) -> impl std::future::Future<Output = Response<Vec<u8>>> + Send;
 }
 
 /// Serves a [`Respond`] app on pingora's HTTP/1 sessions: what pingora does for `ServeHttp`,
@@ -272,7 +276,6 @@ fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Ve
     )
 }
 
-#[async_trait]
 impl Respond for AdmissionApp {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let received = Instant::now();
