@@ -29,6 +29,9 @@ pub struct Backend {
     /// Which idle connections a call may reuse: same address, scheme, server name and trust
     /// roots (computed here, once, not per call).
     pub pool_key: u64,
+    /// The `Host` header value: `host` (IPv6 in brackets), with `:port` unless it is the
+    /// scheme's default (as Go's transport writes it). Computed here, not per call.
+    pub host_header: String,
     /// The TLS server name (SNI, and the name the certificate must carry) when it differs from
     /// `host`: the proxy's `tlsServerName` option (config::options). `None`: `host`.
     pub server_name: Option<String>,
@@ -157,6 +160,7 @@ impl Backend {
                     self_signed: self_signed_leaves,
                     self_signed_leaves: Arc::from(Vec::new()),
                     pool_key: 0,
+                    host_header: String::new(),
                 }
                 .derived())
             }
@@ -198,6 +202,7 @@ impl Backend {
                     self_signed: self_signed_leaves,
                     self_signed_leaves: Arc::from(Vec::new()),
                     pool_key: 0,
+                    host_header: String::new(),
                 }
                 .derived())
             }
@@ -236,6 +241,11 @@ impl Backend {
         )
             .hash(&mut h);
         self.pool_key = h.finish();
+        self.host_header = match (self.tls, self.port) {
+            (true, 443) | (false, 80) if self.host.contains(':') => format!("[{}]", self.host),
+            (true, 443) | (false, 80) => self.host.clone(),
+            _ => authority(&self.host, self.port),
+        };
     }
 
     fn leaves_for_name(&self) -> Arc<[SelfSignedLeaf]> {

@@ -132,7 +132,7 @@ pub fn explain(
     let r = &review.request;
     let resource = r.effective_resource();
     let group_version = if resource.group.is_empty() {
-        resource.version.clone()
+        resource.version.to_string()
     } else {
         format!("{}/{}", resource.group, resource.version)
     };

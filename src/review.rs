@@ -75,26 +75,27 @@ impl std::fmt::Display for ReviewVersion {
     }
 }
 
-/// `metav1.GroupVersionKind` as AdmissionRequest carries it.
+/// `metav1.GroupVersionKind` as AdmissionRequest carries it, borrowing the request body
+/// (no allocation per field on the request path: benches/README.md, "fewer allocations").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
-pub struct GroupVersionKind {
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub version: String,
-    #[serde(default)]
-    pub kind: String,
+pub struct GroupVersionKind<'a> {
+    #[serde(default, borrow)]
+    pub group: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub kind: Cow<'a, str>,
 }
 
-/// `metav1.GroupVersionResource` as AdmissionRequest carries it.
+/// `metav1.GroupVersionResource` as AdmissionRequest carries it, borrowing the request body.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
-pub struct GroupVersionResource {
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub version: String,
-    #[serde(default)]
-    pub resource: String,
+pub struct GroupVersionResource<'a> {
+    #[serde(default, borrow)]
+    pub group: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub resource: Cow<'a, str>,
 }
 
 /// An admission operation (`request.operation`).
@@ -136,18 +137,18 @@ impl Operation {
 pub struct AdmissionRequest<'a> {
     #[serde(default, borrow)]
     pub uid: Cow<'a, str>,
-    #[serde(default)]
-    pub kind: GroupVersionKind,
-    #[serde(default)]
-    pub resource: GroupVersionResource,
+    #[serde(default, borrow)]
+    pub kind: GroupVersionKind<'a>,
+    #[serde(default, borrow)]
+    pub resource: GroupVersionResource<'a>,
     #[serde(default, borrow)]
     pub sub_resource: Cow<'a, str>,
-    #[serde(default)]
-    pub request_kind: Option<GroupVersionKind>,
-    #[serde(default)]
-    pub request_resource: Option<GroupVersionResource>,
-    #[serde(default)]
-    pub request_sub_resource: Option<String>,
+    #[serde(default, borrow)]
+    pub request_kind: Option<GroupVersionKind<'a>>,
+    #[serde(default, borrow)]
+    pub request_resource: Option<GroupVersionResource<'a>>,
+    #[serde(default, borrow, deserialize_with = "optional_borrowed")]
+    pub request_sub_resource: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub name: Cow<'a, str>,
     #[serde(default, borrow)]
@@ -166,15 +167,15 @@ pub struct AdmissionRequest<'a> {
     pub options: Option<&'a RawValue>,
 }
 
-impl AdmissionRequest<'_> {
+impl<'a> AdmissionRequest<'a> {
     /// The kind of the original request: `requestKind` when present, else `kind`
     /// (dispatch notes §18 / matching notes §6: match against the original request).
-    pub fn effective_kind(&self) -> &GroupVersionKind {
+    pub fn effective_kind(&self) -> &GroupVersionKind<'a> {
         self.request_kind.as_ref().unwrap_or(&self.kind)
     }
 
     /// The resource of the original request: `requestResource` when present, else `resource`.
-    pub fn effective_resource(&self) -> &GroupVersionResource {
+    pub fn effective_resource(&self) -> &GroupVersionResource<'a> {
         self.request_resource.as_ref().unwrap_or(&self.resource)
     }
 
@@ -192,6 +193,21 @@ impl AdmissionRequest<'_> {
     pub fn is_dry_run(&self) -> bool {
         self.dry_run.unwrap_or(false)
     }
+}
+
+/// An optional string borrowed from the input when it has no escapes. serde borrows a
+/// `Cow<str>` field only when the field is the `Cow` itself; inside an `Option` it would
+/// always allocate (serde-rs/serde#1497).
+///
+/// # Errors
+/// The deserializer's, for anything but a string or null.
+pub(crate) fn optional_borrowed<'de, D>(d: D) -> Result<Option<Cow<'de, str>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Borrowed<'de>>::deserialize(d)?.map(|b| b.0))
 }
 
 /// Why an incoming body is not an AdmissionReview request we can serve (answered with 400).
@@ -228,8 +244,8 @@ struct Envelope<'a> {
 struct Whole<'a> {
     #[serde(rename = "apiVersion", default, borrow)]
     api_version: Option<&'a RawValue>,
-    #[serde(default)]
-    kind: Option<String>,
+    #[serde(default, borrow, deserialize_with = "optional_borrowed")]
+    kind: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     request: Option<AdmissionRequest<'a>>,
 }
@@ -269,7 +285,7 @@ impl<'a> ParsedReview<'a> {
                 serde_json::from_str::<&str>(raw_version.get())
                     .ok()
                     .and_then(ReviewVersion::from_api_version),
-                kind.as_str(),
+                &*kind,
                 request.uid.is_empty(),
                 Operation::parse(&request.operation),
             ) {
@@ -316,10 +332,11 @@ impl<'a> ParsedReview<'a> {
         if version == self.version {
             return Cow::Borrowed(self.body);
         }
-        let replacement = format!("\"{}\"", version.api_version());
         let mut out = Vec::with_capacity(self.body.len() + 8);
         out.extend_from_slice(&self.body[..self.api_version_span.start]);
-        out.extend_from_slice(replacement.as_bytes());
+        out.push(b'"');
+        out.extend_from_slice(version.api_version().as_bytes());
+        out.push(b'"');
         out.extend_from_slice(&self.body[self.api_version_span.end..]);
         Cow::Owned(out)
     }
@@ -436,6 +453,44 @@ mod tests {
     use super::*;
 
     const V1: &str = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u-1","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"requestKind":{"group":"","version":"v1","kind":"Pod"},"requestResource":{"group":"","version":"v1","resource":"pods"},"name":"p","namespace":"ns","operation":"CREATE","userInfo":{"username":"admin"},"object":{"kind":"Pod"},"oldObject":null,"dryRun":false,"options":null}}"#;
+
+    /// The request path copies no string out of the body (benches/README.md): every field the
+    /// decisions read is borrowed, escapes aside (which still decode correctly).
+    #[test]
+    fn request_strings_are_borrowed_from_the_body() {
+        let body = V1.replace(
+            r#""name":"p""#,
+            r#""name":"p","subResource":"status","requestSubResource":"st\u0061tus""#,
+        );
+        let parsed = ParsedReview::parse(body.as_bytes()).unwrap();
+        let r = &parsed.request;
+        for text in [
+            &r.uid,
+            &r.name,
+            &r.namespace,
+            &r.operation,
+            &r.sub_resource,
+            &r.kind.version,
+            &r.kind.kind,
+            &r.resource.resource,
+            &r.request_kind.as_ref().unwrap().kind,
+            &r.request_resource.as_ref().unwrap().resource,
+        ] {
+            assert!(matches!(text, Cow::Borrowed(_)), "{text:?} was copied");
+        }
+        // An escaped string cannot be borrowed; it is decoded.
+        assert_eq!(r.request_sub_resource.as_deref(), Some("status"));
+        assert!(matches!(r.request_sub_resource, Some(Cow::Owned(_))));
+        let plain = V1.replace(
+            r#""name":"p""#,
+            r#""name":"p","requestSubResource":"scale""#,
+        );
+        let parsed = ParsedReview::parse(plain.as_bytes()).unwrap();
+        assert!(matches!(
+            parsed.request.request_sub_resource,
+            Some(Cow::Borrowed("scale"))
+        ));
+    }
 
     #[test]
     fn parses_v1_request_and_keeps_raw_object() {

@@ -313,7 +313,7 @@ fn conversion_strategy(
             };
             match Backend::from_client_config(&cc) {
                 Ok(backend) => Some(ConversionStrategy::Webhook(ConversionWebhook {
-                    backend,
+                    backend: backend.into(),
                     review_versions,
                     review_version,
                 })),

@@ -53,7 +53,8 @@ pub struct Webhook {
     pub admission_review_versions: Vec<String>,
     /// The negotiated version; `None` when no entry is known (each call is then a call failure).
     pub review_version: Option<ReviewVersion>,
-    pub backend: Backend,
+    /// Shared with each call's [`crate::dispatch::client::Target`] (no copy per call).
+    pub backend: std::sync::Arc<Backend>,
     /// Its metric series, resolved once here so that the request path never hashes labels.
     pub metrics: WebhookMetrics,
 }
@@ -617,7 +618,7 @@ fn compile_configuration(
                         ..problem(format!("{prefix}{}", options::field()), format!("Invalid value: tlsServerName needs an https backend, and {} is plain http", webhook.backend.url))
                     });
                 }
-                webhook.backend.set_server_name(o.tls_server_name);
+                std::sync::Arc::make_mut(&mut webhook.backend).set_server_name(o.tls_server_name);
                 webhook.mode = o.mode;
                 webhook.call_slots = o.max_concurrent_calls.map(|max| CallSlots {
                     max,
@@ -869,7 +870,7 @@ fn compile_webhook(
                 call_slots: None,
                 admission_review_versions,
                 review_version,
-                backend,
+                backend: backend.into(),
                 metrics: WebhookMetrics::new(&hook.name, webhook_type.as_str()),
             },
             warnings,

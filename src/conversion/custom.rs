@@ -55,7 +55,8 @@ pub enum ConversionStrategy {
 /// `spec.conversion.webhook` (v1) or `webhookClientConfig` + `conversionReviewVersions` (v1beta1).
 #[derive(Debug)]
 pub struct ConversionWebhook {
-    pub backend: Backend,
+    /// Shared with each call's target, as a webhook's backend is.
+    pub backend: std::sync::Arc<Backend>,
     /// `conversionReviewVersions` as configured (ordered preference).
     pub review_versions: Vec<String>,
     /// The first entry kube-apiserver knows (`createConversionReviewObjects`); `None` makes

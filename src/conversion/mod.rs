@@ -51,7 +51,7 @@ pub fn internal_error(e: &dyn std::fmt::Display) -> Status {
 /// The caller's request kind as `(group, version)`.
 fn request_kind<'r>(review: &'r ParsedReview<'_>) -> (&'r str, &'r str) {
     let kind = review.request.effective_kind();
-    (kind.group.as_str(), kind.version.as_str())
+    (&*kind.group, &*kind.version)
 }
 
 /// Whether getting `review`'s objects to `invocation`'s version takes the custom resource's

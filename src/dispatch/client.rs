@@ -12,10 +12,9 @@ use crossbeam_queue::ArrayQueue;
 use pingora::connectors::http::Connector;
 use pingora::protocols::http::client::HttpSession;
 use pingora::upstreams::peer::HttpPeer;
-use pingora::utils::tls::WrappedX509;
 use std::collections::HashMap;
 
-use crate::backend::{Backend, SelfSignedLeaf};
+use crate::backend::Backend;
 
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);
@@ -62,50 +61,37 @@ impl HttpReply {
     }
 }
 
-/// Where to POST: a backend's address, TLS settings and `Host` header. A host name is
-/// resolved only when a new connection is dialled ([`HttpClient::post`]).
+/// Where to POST: a backend's address, TLS settings and `Host` header, shared with the
+/// configuration that holds it (nothing copied per call). A host name is resolved only when a
+/// new connection is dialled ([`HttpClient::post`]).
 #[derive(Clone)]
 pub struct Target {
-    host: String,
-    port: u16,
-    tls: bool,
-    /// SNI and the name verified in the certificate (`host` unless `tlsServerName` is set).
-    server_name: String,
-    roots: Option<Arc<[WrappedX509]>>,
-    /// Self-signed `caBundle` certificates the backend may present as its leaf.
-    self_signed_leaves: Arc<[SelfSignedLeaf]>,
-    group_key: u64,
-    /// [`Backend::pool_key`].
-    pool_key: u64,
+    backend: Arc<Backend>,
 }
 
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Target({}:{}, tls={})", self.host, self.port, self.tls)
+        write!(f, "Target({self}, tls={})", self.backend.tls)
     }
 }
 
 impl Target {
-    /// The target of a backend; its `caBundle` certificates were checked to parse at load.
+    /// The target of a backend (a copy of it); its `caBundle` certificates were checked to
+    /// parse at load.
     pub fn new(backend: &Backend) -> Self {
-        let roots = backend.ca_bundle.clone();
-        Target {
-            host: backend.host.clone(),
-            port: backend.port,
-            tls: backend.tls,
-            server_name: backend.tls_server_name().to_string(),
-            roots,
-            self_signed_leaves: backend.self_signed_leaves.clone(),
-            group_key: backend.ca_fingerprint,
-            pool_key: backend.pool_key,
-        }
+        Self::shared(Arc::new(backend.clone()))
+    }
+
+    /// The target of a backend the configuration holds: the call shares it.
+    pub fn shared(backend: Arc<Backend>) -> Self {
+        Target { backend }
     }
 
     /// The peer for connections whose leaf is one of `caBundle`'s self-signed certificates:
     /// chain verification is off in rustls (webpki refuses a CA as end entity), the handshake
     /// signature is still checked, and [`Target::pinned_leaf_ok`] checks the leaf itself.
     fn pinned_peer(&self, verified: &HttpPeer) -> Option<HttpPeer> {
-        if self.self_signed_leaves.is_empty() {
+        if self.backend.self_signed_leaves.is_empty() {
             return None;
         }
         let mut peer = verified.clone();
@@ -124,48 +110,38 @@ impl Target {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
-        self.self_signed_leaves
+        self.backend
+            .self_signed_leaves
             .iter()
             .any(|l| l.sha256 == ssl.cert_digest && l.not_before <= now && now <= l.not_after)
     }
 
     async fn peer(&self) -> Result<HttpPeer, TransportError> {
-        let addr: SocketAddr = match self.host.parse::<std::net::IpAddr>() {
-            Ok(ip) => SocketAddr::new(ip, self.port),
-            Err(_) => tokio::net::lookup_host((self.host.as_str(), self.port))
+        let b = &*self.backend;
+        let addr: SocketAddr = match b.host.parse::<std::net::IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, b.port),
+            Err(_) => tokio::net::lookup_host((b.host.as_str(), b.port))
                 .await
-                .map_err(|e| {
-                    TransportError::Connect(format!("dial tcp: lookup {}: {e}", self.host))
-                })?
+                .map_err(|e| TransportError::Connect(format!("dial tcp: lookup {}: {e}", b.host)))?
                 .next()
                 .ok_or_else(|| {
-                    TransportError::Connect(format!("dial tcp: lookup {}: no such host", self.host))
+                    TransportError::Connect(format!("dial tcp: lookup {}: no such host", b.host))
                 })?,
         };
-        let mut peer = HttpPeer::new(
-            addr,
-            self.tls,
-            if self.tls {
-                self.server_name.clone()
-            } else {
-                String::new()
-            },
-        );
-        peer.options.ca = self.roots.clone();
-        peer.group_key = self.group_key;
+        let sni = if b.tls {
+            b.tls_server_name().to_string()
+        } else {
+            String::new()
+        };
+        let mut peer = HttpPeer::new(addr, b.tls, sni);
+        peer.options.ca = b.ca_bundle.clone();
+        peer.group_key = b.ca_fingerprint;
         Ok(peer)
     }
 
-    fn host_header(&self) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
-        match (self.tls, self.port) {
-            (true, 443) | (false, 80) => host,
-            _ => format!("{host}:{}", self.port),
-        }
+    /// SNI and the name verified in the certificate (`host` unless `tlsServerName` is set).
+    fn server_name(&self) -> &str {
+        self.backend.tls_server_name()
     }
 }
 
@@ -266,7 +242,7 @@ impl HttpClient {
         extra_headers: &[(&str, &str)],
     ) -> Result<HttpReply, TransportError> {
         let wire = request_bytes(target, path_and_query, body, extra_headers)?;
-        let key = target.pool_key;
+        let key = target.backend.pool_key;
         // Each stale pooled connection leaves the pool as it is taken; at most the pool's size.
         let mut stream = None;
         for _ in 0..POOL_PER_BACKEND {
@@ -356,15 +332,29 @@ async fn exchange(
         .ok_or_else(|| TransportError::Io("no response header".into()))?;
     let status = header.status.as_u16();
     let headers = header.headers.clone();
-    let mut out = Vec::new();
+    // A body read in one piece (the usual answer) is kept as read, without a copy.
+    let mut body = Bytes::new();
+    let mut more: Option<Vec<u8>> = None;
     while let Some(chunk) = h1.read_body_bytes().await.map_err(failed)? {
-        out.extend_from_slice(&chunk);
+        match &mut more {
+            None if body.is_empty() => body = chunk,
+            None => {
+                let mut joined = Vec::with_capacity(body.len() + chunk.len());
+                joined.extend_from_slice(&body);
+                joined.extend_from_slice(&chunk);
+                more = Some(joined);
+            }
+            Some(joined) => joined.extend_from_slice(&chunk),
+        }
+    }
+    if let Some(joined) = more {
+        body = Bytes::from(joined);
     }
     Ok((
         HttpReply {
             status,
             headers,
-            body: Bytes::from(out),
+            body,
         },
         h1,
     ))
@@ -391,9 +381,8 @@ fn request_bytes(
     extra_headers: &[(&str, &str)],
 ) -> Result<Vec<u8>, TransportError> {
     use std::io::Write;
-    let host = target.host_header();
     let fields = [
-        ("Host", host.as_str()),
+        ("Host", target.backend.host_header.as_str()),
         ("User-Agent", "kube-apiserver-admission"),
         ("Accept", "application/json, */*"),
         ("Content-Type", "application/json"),
@@ -456,7 +445,7 @@ fn tls_sentence(cause: &str, addr: &Target) -> String {
     let Some(detail) = rustls.strip_prefix("invalid peer certificate: ") else {
         return format!(
             "tls: handshake with {addr} (server name {:?}) failed: {rustls}",
-            addr.server_name
+            addr.server_name()
         );
     };
     let reason = if detail.contains("UnknownIssuer") {
@@ -478,23 +467,24 @@ fn tls_sentence(cause: &str, addr: &Target) -> String {
         format!(
             "x509: certificate is valid for {}, not {}",
             names.join(", "),
-            addr.server_name
+            addr.server_name()
         )
     } else {
         format!("x509: {detail}")
     };
     format!(
         "tls: failed to verify certificate of {addr} for server name {:?}: {reason}",
-        addr.server_name
+        addr.server_name()
     )
 }
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
+        let b = &self.backend;
+        if b.host.contains(':') {
+            write!(f, "[{}]:{}", b.host, b.port)
         } else {
-            write!(f, "{}:{}", self.host, self.port)
+            write!(f, "{}:{}", b.host, b.port)
         }
     }
 }

@@ -59,7 +59,7 @@ pub async fn convert(
     let uid = fresh_uid();
     let body = conversion_request(version, &uid, desired_api_version, object);
     let backend = &webhook.backend;
-    let target = Target::new(backend);
+    let target = Target::shared(backend.clone());
     let post = |detail: &dyn std::fmt::Display| format!("failed: Post {:?}: {detail}", backend.url);
     let call = client.post(&target, &backend.path, &body, &[]);
     let reply = match tokio::time::timeout(budget, call).await {

@@ -10,6 +10,7 @@ pub mod conversion_webhook;
 pub mod verify;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -492,7 +493,9 @@ impl Dispatcher {
         let timeout = timeout_param(budget);
         // The URL only appears in failure messages; built there, not on every call.
         let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
-        let path = format!("{}?timeout={timeout}s", webhook.backend.path);
+        // Sized once: `format!` grows its String twice for this.
+        let mut path = String::with_capacity(webhook.backend.path.len() + 32);
+        let _ = write!(path, "{}?timeout={timeout}s", webhook.backend.path);
         let breaker = self.breakers.as_ref().map(|b| {
             let backend = &webhook.backend;
             b.get(backend.pool_key, || {
@@ -524,7 +527,7 @@ impl Dispatcher {
             },
         };
         let body = sent.body_as(version);
-        let target = Target::new(&webhook.backend);
+        let target = Target::shared(webhook.backend.clone());
         // Pinned where it is made: moved into `timeout`, the call's (large) state would be
         // copied once more per admission.
         let call = std::pin::pin!(async {
@@ -627,7 +630,7 @@ impl Dispatcher {
             ));
         };
         let kind = review.request.effective_kind();
-        let caller = (kind.group.as_str(), kind.version.as_str());
+        let caller = (&*kind.group, &*kind.version);
         let i = &converted.invocation;
         let internal = |e: EquivalentError| conversion::internal_error(&e);
         let patched = conversion::apply_patch(&sent_object, patch).map_err(internal)?;

@@ -26,30 +26,32 @@ pub struct VerifiedResponse {
 }
 
 /// A JSON answer's envelope, for the one-pass decode.
+use crate::review::optional_borrowed;
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireReview<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "optional_borrowed")]
     api_version: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "optional_borrowed")]
     kind: Option<Cow<'a, str>>,
-    #[serde(default)]
-    response: Option<WireResponse>,
+    #[serde(default, borrow)]
+    response: Option<WireResponse<'a>>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireResponse {
-    #[serde(default)]
-    uid: Option<String>,
+struct WireResponse<'a> {
+    #[serde(default, borrow, deserialize_with = "optional_borrowed")]
+    uid: Option<Cow<'a, str>>,
     #[serde(default)]
     allowed: bool,
     #[serde(default)]
     status: Option<serde_json::Value>,
     #[serde(default)]
     patch: Option<String>,
-    #[serde(default)]
-    patch_type: Option<String>,
+    #[serde(default, borrow, deserialize_with = "optional_borrowed")]
+    patch_type: Option<Cow<'a, str>>,
     #[serde(default)]
     warnings: Option<Vec<String>>,
     #[serde(default)]

@@ -236,9 +236,9 @@ impl Matcher {
                 conversion::equivalents(&r.group, &r.version, &r.resource, input.sub_resource);
             builtin.chain(custom.iter().cloned()).find(|e| {
                 let gvr = crate::review::GroupVersionResource {
-                    group: e.group.to_string(),
-                    version: e.version.to_string(),
-                    resource: e.resource.to_string(),
+                    group: (&*e.group).into(),
+                    version: (&*e.version).into(),
+                    resource: (&*e.resource).into(),
                 };
                 rule.matches(&RuleInput {
                     resource: &gvr,
@@ -389,7 +389,7 @@ pub fn namespace_labels<'n>(
 fn forbidden(review: &ParsedReview<'_>, message: &str) -> Status {
     let resource = review.request.effective_resource();
     let group_resource = if resource.group.is_empty() {
-        resource.resource.clone()
+        resource.resource.to_string()
     } else {
         format!("{}.{}", resource.resource, resource.group)
     };

@@ -31,7 +31,7 @@ pub struct Rule {
 #[derive(Clone, Copy, Debug)]
 pub struct RuleInput<'r> {
     pub operation: Operation,
-    pub resource: &'r GroupVersionResource,
+    pub resource: &'r GroupVersionResource<'r>,
     pub sub_resource: &'r str,
     pub namespace: &'r str,
 }
@@ -151,7 +151,7 @@ fn any_or_star(list: &[String], value: &str) -> bool {
 pub fn is_exempt_admission_configuration(kind: &GroupVersionKind) -> bool {
     kind.group == "admissionregistration.k8s.io"
         && matches!(
-            kind.kind.as_str(),
+            &*kind.kind,
             "ValidatingWebhookConfiguration"
                 | "MutatingWebhookConfiguration"
                 | "ValidatingAdmissionPolicy"
@@ -182,7 +182,7 @@ mod tests {
         })
     }
 
-    fn gvr(group: &str, version: &str, resource: &str) -> GroupVersionResource {
+    fn gvr<'a>(group: &'a str, version: &'a str, resource: &'a str) -> GroupVersionResource<'a> {
         GroupVersionResource {
             group: group.into(),
             version: version.into(),
@@ -271,7 +271,7 @@ mod tests {
 
     #[test]
     fn exemptions() {
-        let kind = |g: &str, k: &str| GroupVersionKind {
+        let kind = |g: &'static str, k: &'static str| GroupVersionKind {
             group: g.into(),
             version: "v1".into(),
             kind: k.into(),

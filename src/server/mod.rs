@@ -285,10 +285,12 @@ impl Respond for AdmissionApp {
             session.set_keepalive(None);
         }
         let header = session.req_header();
-        let method = header.method.as_str().to_string();
-        let path = header.uri.path().to_string();
-        let query = header.uri.query().unwrap_or("").to_string();
-        match (method.as_str(), path.as_str()) {
+        // Cloned, not copied into Strings: the body is read through `session` below. A
+        // standard method is copied inline; the URI shares its bytes.
+        let method = header.method.clone();
+        let uri = header.uri.clone();
+        let (path, query) = (uri.path(), uri.query().unwrap_or(""));
+        match (method.as_str(), path) {
             ("GET", "/healthz" | "/livez") => return reply(200, "text/plain", b"ok".to_vec()),
             ("GET", "/readyz") => {
                 return match self.state.readiness() {
@@ -345,7 +347,7 @@ impl Respond for AdmissionApp {
                 return status_reply(400, "BadRequest", format!("cannot read request body: {e}"));
             }
         };
-        let Some((webhook_type, name)) = parse_route(&path) else {
+        let Some((webhook_type, name)) = parse_route(path) else {
             return status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}} or /webhooks/{{webhook name}}"));
         };
         if method != "POST" {
