@@ -332,24 +332,11 @@ async fn exchange(
         .ok_or_else(|| TransportError::Io("no response header".into()))?;
     let status = header.status.as_u16();
     let headers = header.headers.clone();
-    // A body read in one piece (the usual answer) is kept as read, without a copy.
-    let mut body = Bytes::new();
-    let mut more: Option<Vec<u8>> = None;
+    let mut body = Body::default();
     while let Some(chunk) = h1.read_body_bytes().await.map_err(failed)? {
-        match &mut more {
-            None if body.is_empty() => body = chunk,
-            None => {
-                let mut joined = Vec::with_capacity(body.len() + chunk.len());
-                joined.extend_from_slice(&body);
-                joined.extend_from_slice(&chunk);
-                more = Some(joined);
-            }
-            Some(joined) => joined.extend_from_slice(&chunk),
-        }
+        body.push(chunk);
     }
-    if let Some(joined) = more {
-        body = Bytes::from(joined);
-    }
+    let body = body.finish();
     Ok((
         HttpReply {
             status,
@@ -358,6 +345,46 @@ async fn exchange(
         },
         h1,
     ))
+}
+
+/// An HTTP body read chunk by chunk. A body that arrives in one piece (the usual
+/// AdmissionReview and answer) is kept as read, without a copy; only one in several pieces is
+/// joined.
+#[derive(Default)]
+pub struct Body {
+    first: Bytes,
+    joined: Option<Vec<u8>>,
+}
+
+impl Body {
+    /// Appends the next chunk.
+    pub fn push(&mut self, chunk: Bytes) {
+        match &mut self.joined {
+            None if self.first.is_empty() => self.first = chunk,
+            None => {
+                let mut all = Vec::with_capacity(self.first.len() + chunk.len());
+                all.extend_from_slice(&self.first);
+                all.extend_from_slice(&chunk);
+                self.joined = Some(all);
+            }
+            Some(all) => all.extend_from_slice(&chunk),
+        }
+    }
+
+    /// Bytes so far.
+    pub fn len(&self) -> usize {
+        self.joined.as_ref().map_or(self.first.len(), Vec::len)
+    }
+
+    /// Whether nothing was read.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole body.
+    pub fn finish(self) -> Bytes {
+        self.joined.map_or(self.first, Bytes::from)
+    }
 }
 
 /// Whether an idle pooled connection was closed by the backend (or sent something unasked):

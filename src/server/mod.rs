@@ -550,7 +550,7 @@ enum BodyError {
     Read(String),
 }
 
-async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Vec<u8>, BodyError> {
+async fn read_body(session: &mut ServerSession, limit: usize) -> Result<bytes::Bytes, BodyError> {
     let declared = session
         .get_header("content-length")
         .and_then(|v| v.to_str().ok())
@@ -559,7 +559,7 @@ async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Vec<u8>,
         let drained = drain_for_413(session, declared).await;
         return Err(BodyError::TooLarge { drained });
     }
-    let mut body = Vec::with_capacity(declared.unwrap_or(0));
+    let mut body = crate::dispatch::client::Body::default();
     while let Some(chunk) = session
         .read_request_body()
         .await
@@ -569,9 +569,9 @@ async fn read_body(session: &mut ServerSession, limit: usize) -> Result<Vec<u8>,
             let drained = drain_for_413(session, declared).await;
             return Err(BodyError::TooLarge { drained });
         }
-        body.extend_from_slice(&chunk);
+        body.push(chunk);
     }
-    Ok(body)
+    Ok(body.finish())
 }
 
 /// Reads and discards the rest of an oversized body so that the client reads the 413 rather
