@@ -241,6 +241,8 @@ impl Backend {
         )
             .hash(&mut h);
         self.pool_key = h.finish();
+        // Go's transport omits the scheme's default port from `Host` (net/http `Request.Host`
+        // from the URL as kube-apiserver's webhook client builds it).
         self.host_header = match (self.tls, self.port) {
             (true, 443) | (false, 80) if self.host.contains(':') => format!("[{}]", self.host),
             (true, 443) | (false, 80) => self.host.clone(),
@@ -263,7 +265,8 @@ impl Backend {
     }
 }
 
-fn authority(host: &str, port: u16) -> String {
+/// `host:port`, an IPv6 host in brackets (Go's `net.JoinHostPort`).
+pub fn authority(host: &str, port: u16) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
@@ -404,6 +407,21 @@ mod tests {
             url("https://[::1]:8443/v").unwrap().url,
             "https://[::1]:8443/v"
         );
+    }
+
+    #[test]
+    fn host_headers() {
+        let host = |u: &str| url(u).unwrap().host_header;
+        assert_eq!(host("https://hooks.example.com/v"), "hooks.example.com");
+        assert_eq!(host("https://hooks.example.com:443/v"), "hooks.example.com");
+        assert_eq!(
+            host("https://hooks.example.com:8443/v"),
+            "hooks.example.com:8443"
+        );
+        assert_eq!(host("https://[::1]/v"), "[::1]");
+        assert_eq!(host("https://[::1]:8443/v"), "[::1]:8443");
+        assert_eq!(host("http://localhost:80/v"), "localhost");
+        assert_eq!(host("http://127.0.0.1:8080/v"), "127.0.0.1:8080");
     }
 
     #[test]

@@ -507,11 +507,10 @@ fn tls_sentence(cause: &str, addr: &Target) -> String {
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let b = &self.backend;
-        if b.host.contains(':') {
-            write!(f, "[{}]:{}", b.host, b.port)
-        } else {
-            write!(f, "{}:{}", b.host, b.port)
-        }
+        // Only in logs and failure messages, never per successful call.
+        f.write_str(&crate::backend::authority(
+            &self.backend.host,
+            self.backend.port,
+        ))
     }
 }
