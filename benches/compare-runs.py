@@ -2,7 +2,9 @@
 """Runs the README result table: `bench --compare` pairs (proxy/nginx/skip vs direct, proxy vs
 nginx), N times interleaved, and prints medians. Expects the setup of benches/README.md:
 stand-in on :19443, proxy on :19444, nginx on :19445
-(benches/nginx-reference.conf), their CA in $CERT (default /tmp/m/cert.pem). Usage: python3 benches/compare-runs.py [RUNS]"""
+(benches/nginx-reference.conf), their CA in $CERT (default /tmp/m/cert.pem), each server started
+with setsid so that none shares this script's scheduling group (benches/README.md, "Scheduling
+groups"; head-to-head.py checks it). Usage: python3 benches/compare-runs.py [RUNS]"""
 import json, subprocess, statistics, sys
 import os
 B=os.path.join(os.path.dirname(os.path.abspath(__file__)),"..","target","release","admission-proxy")

@@ -274,12 +274,16 @@ impl<'a> ParsedReview<'a> {
     /// `AdmissionReview`, a missing `request` or `request.uid`, or an unknown operation.
     pub fn parse(body: &'a [u8]) -> Result<Self, ReviewError> {
         // One pass over the body for a well-formed review; anything else takes the two-pass
-        // path below, which reports the first problem in the documented order.
+        // path below, which reports the first problem in the documented order. The body's
+        // UTF-8 is checked once, whole: `from_slice` checks it again for every string and every
+        // borrowed `object`/`oldObject` it hands out (benches/README.md, "Scheduling groups").
         if let Ok(Whole {
             api_version: Some(raw_version),
             kind: Some(kind),
             request: Some(request),
-        }) = serde_json::from_slice::<Whole<'a>>(body)
+        }) = std::str::from_utf8(body)
+            .map_err(|_| ())
+            .and_then(|text| serde_json::from_str::<Whole<'a>>(text).map_err(|_| ()))
         {
             if let (Some(version), "AdmissionReview", false, Some(operation)) = (
                 serde_json::from_str::<&str>(raw_version.get())
@@ -490,6 +494,28 @@ mod tests {
             parsed.request.request_sub_resource,
             Some(Cow::Borrowed("scale"))
         ));
+    }
+
+    /// The one-pass parse checks UTF-8 once for the whole body: a byte sequence that is not
+    /// UTF-8, inside `object` (kept raw) or inside a field, is still refused, with serde_json's
+    /// located error from the two-pass path.
+    #[test]
+    fn invalid_utf8_is_refused_wherever_it_is() {
+        for (at, with) in [
+            (r#"{"kind":"Pod"}"#, "{\"kind\":\"Po\u{1}d\"}"),
+            (r#""name":"p""#, "\"name\":\"p\u{1}\""),
+        ] {
+            let mut body = V1.replace(at, with).into_bytes();
+            // The placeholder byte becomes a lone continuation byte (never valid UTF-8).
+            let i = body.iter().position(|&b| b == 1).unwrap();
+            body[i] = 0x80;
+            let err = ParsedReview::parse(&body).unwrap_err();
+            assert!(matches!(err, ReviewError::Json(_)), "{at}: {err}");
+            assert!(
+                err.to_string().contains("invalid unicode code point"),
+                "{at}: {err}"
+            );
+        }
     }
 
     #[test]
