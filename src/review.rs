@@ -275,15 +275,15 @@ impl<'a> ParsedReview<'a> {
     pub fn parse(body: &'a [u8]) -> Result<Self, ReviewError> {
         // One pass over the body for a well-formed review; anything else takes the two-pass
         // path below, which reports the first problem in the documented order. The body's
-        // UTF-8 is checked once, whole: `from_slice` checks it again for every string and every
-        // borrowed `object`/`oldObject` it hands out (benches/README.md, "Scheduling groups").
-        if let Ok(Whole {
+        // UTF-8 is checked once, whole: `from_slice` would check it again for every string and
+        // every borrowed `object`/`oldObject` it hands out.
+        if let Some(Whole {
             api_version: Some(raw_version),
             kind: Some(kind),
             request: Some(request),
         }) = std::str::from_utf8(body)
-            .map_err(|_| ())
-            .and_then(|text| serde_json::from_str::<Whole<'a>>(text).map_err(|_| ()))
+            .ok()
+            .and_then(|text| serde_json::from_str::<Whole<'a>>(text).ok())
         {
             if let (Some(version), "AdmissionReview", false, Some(operation)) = (
                 serde_json::from_str::<&str>(raw_version.get())
