@@ -10,7 +10,6 @@ pub mod conversion_webhook;
 pub mod verify;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -493,9 +492,12 @@ impl Dispatcher {
         let timeout = timeout_param(budget);
         // The URL only appears in failure messages; built there, not on every call.
         let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
-        // Sized once: `format!` grows its String twice for this.
+        // Sized once and appended: `format!` grows its String twice for this.
         let mut path = String::with_capacity(webhook.backend.path.len() + 32);
-        let _ = write!(path, "{}?timeout={timeout}s", webhook.backend.path);
+        path.push_str(&webhook.backend.path);
+        path.push_str("?timeout=");
+        path.push_str(itoa::Buffer::new().format(timeout));
+        path.push('s');
         let breaker = self.breakers.as_ref().map(|b| {
             let backend = &webhook.backend;
             b.get(backend.pool_key, || {

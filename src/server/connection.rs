@@ -262,19 +262,18 @@ impl ConnIo {
             let Some(deadline) = self.watch.deadline() else {
                 return Poll::Pending;
             };
-            if Instant::now() >= deadline {
-                return Poll::Ready(Err(self.watch.timed_out()));
-            }
-            match (&mut self.timer, self.timer_at) {
-                (Some(_), Some(at)) if at <= deadline => {}
-                (Some(timer), _) => {
-                    timer.as_mut().reset(deadline);
-                    self.timer_at = Some(deadline);
+            // A timer armed at or before the deadline fires first: no clock read (one per
+            // request, on the idle read after each answer) until it has.
+            let armed = self.timer.is_some() && self.timer_at.is_some_and(|at| at <= deadline);
+            if !armed {
+                if Instant::now() >= deadline {
+                    return Poll::Ready(Err(self.watch.timed_out()));
                 }
-                (None, _) => {
-                    self.timer = Some(Box::pin(tokio::time::sleep_until(deadline)));
-                    self.timer_at = Some(deadline);
+                match &mut self.timer {
+                    Some(timer) => timer.as_mut().reset(deadline),
+                    None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
                 }
+                self.timer_at = Some(deadline);
             }
             let Some(timer) = self.timer.as_mut() else {
                 return Poll::Pending;
