@@ -262,3 +262,72 @@ async fn the_in_flight_cap_answers_429_with_retry_after_and_recovers() {
         "the 429 never reached the backend"
     );
 }
+
+/// The TLS records of one answer, read off the socket below the client's TLS (bounded: 10 s
+/// read timeout, 64 KiB), then fed to it. Returns the records' content types and the answer.
+fn answer_records(
+    tls: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+) -> (Vec<u8>, String) {
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let types = loop {
+        let n = tls.sock.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before the answer");
+        raw.extend_from_slice(&chunk[..n]);
+        assert!(raw.len() < 64 * 1024, "answer too long");
+        // Whole records so far (5-byte header: type, version, length).
+        let (mut at, mut whole) = (0, Vec::new());
+        while raw.len() >= at + 5 {
+            let len = usize::from(u16::from_be_bytes([raw[at + 3], raw[at + 4]]));
+            if raw.len() < at + 5 + len {
+                break;
+            }
+            whole.push(raw[at]);
+            at += 5 + len;
+        }
+        if at == raw.len() {
+            break whole;
+        }
+    };
+    tls.conn.read_tls(&mut raw.as_slice()).unwrap();
+    tls.conn.process_new_packets().unwrap();
+    let (head, body) = read_answer(&mut tls.conn.reader()).unwrap();
+    (types, head + &body)
+}
+
+/// Each answer's header and body leave in one TLS record (one seal for the proxy, one record
+/// for kube-apiserver to open), not one record each: the second answer on a keep-alive
+/// connection, read below TLS (the first may share the socket with the session tickets).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_is_one_tls_record() {
+    let backend = TestBackend::start();
+    let config = validating(
+        "fast.example.com",
+        &backend.client_config("/allow"),
+        ALL,
+        "",
+    );
+    let proxy = TestProxy::start(&config);
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let body = review();
+    let request = format!(
+        "POST /webhooks/fast.example.com?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let (first, (types, second)) = blocking(move || {
+        let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+        tls.write_all(&[request.as_bytes(), &body].concat())
+            .unwrap();
+        let first = read_answer(&mut tls).unwrap().0;
+        tls.write_all(&[request.as_bytes(), &body].concat())
+            .unwrap();
+        (first, answer_records(&mut tls))
+    })
+    .await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    assert!(second.contains("\"allowed\":true"), "{second}");
+    // 23: application data (TLS 1.3 wraps every record in it).
+    assert_eq!(types, vec![23], "records of the answer");
+    assert_eq!(backend.recorder.calls(), 2);
+}

@@ -1,6 +1,7 @@
 //! One client connection below HTTP: the listener's limits (connection count, TLS handshake,
 //! request header, request body and keep-alive idle timeouts, header size) and the socket
-//! wrapper that enforces them and coalesces each answer into one write. Depends on `metrics`.
+//! wrapper that enforces them, and the stream pingora's HTTP session works on (TLS straight over
+//! that wrapper, each answer one TLS record and one write). Depends on `metrics`.
 //!
 //! kube-apiserver's own server bounds the same things (Go's `http.Server` `ReadHeaderTimeout`,
 //! `IdleTimeout`, `MaxHeaderBytes`; its max in-flight filter answers 429 + `Retry-After`), and
@@ -14,7 +15,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use pingora::protocols::l4::virt::{VirtualSockOpt, VirtualSocket};
+use pingora::protocols::raw_connect::ProxyDigest;
+use pingora::protocols::{
+    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl,
+    TimingDigest, UniqueID, UniqueIDType,
+};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 // tokio's clock, so that tests with paused time see deadlines move.
@@ -220,11 +225,10 @@ impl Watch {
 /// Answers are at most this many bytes ahead of the socket before a write waits for it.
 const MAX_PENDING_WRITE: usize = 64 * 1024;
 
-/// The client's TCP socket as pingora sees it: reads fail at the phase's deadline (see
-/// [`Watch`]), and writes are held until a flush, so that an answer's header and body (two TLS
-/// records) leave in one `write` and one TCP segment: pingora's listener buffers writes the
-/// same way; the proxy's own accept loop must do it itself (benches/README.md: one `writev`
-/// fewer per admission).
+/// The client's TCP socket under TLS (or under [`ServerStream`] directly, plain): reads fail at
+/// the phase's deadline (see [`Watch`]), and writes are held until a flush, so that an answer
+/// leaves in one `write` and one TCP segment (benches/README.md: one `writev` fewer per
+/// admission).
 ///
 /// The deadline timer is armed lazily: only when a read would wait, and re-armed only when the
 /// deadline moved earlier or the timer fired early, so a busy connection costs no timer work
@@ -232,8 +236,7 @@ const MAX_PENDING_WRITE: usize = 64 * 1024;
 #[derive(Debug)]
 pub struct ConnIo {
     tcp: TcpStream,
-    out: Vec<u8>,
-    written: usize,
+    held: Held,
     watch: Arc<Watch>,
     timer: Option<Pin<Box<Sleep>>>,
     timer_at: Option<Instant>,
@@ -245,8 +248,7 @@ impl ConnIo {
         let watch = Arc::new(Watch::new(limits));
         let io = ConnIo {
             tcp,
-            out: Vec::new(),
-            written: 0,
+            held: Held::default(),
             watch: watch.clone(),
             timer: None,
             timer_at: None,
@@ -286,21 +288,6 @@ impl ConnIo {
         }
         Poll::Pending
     }
-
-    /// Writes out what is held; Ready once all of it is in the socket.
-    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.written < self.out.len() {
-            match Pin::new(&mut self.tcp).poll_write(cx, &self.out[self.written..]) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => self.written += n,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        self.out.clear();
-        self.written = 0;
-        Poll::Ready(Ok(()))
-    }
 }
 
 impl AsyncRead for ConnIo {
@@ -335,15 +322,8 @@ impl AsyncWrite for ConnIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.out.len() >= MAX_PENDING_WRITE {
-            match this.poll_write_out(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        this.out.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
+        this.held
+            .poll_hold(&mut this.tcp, cx, &[io::IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(
@@ -352,19 +332,7 @@ impl AsyncWrite for ConnIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.out.len() >= MAX_PENDING_WRITE {
-            match this.poll_write_out(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        let mut n = 0;
-        for b in bufs {
-            this.out.extend_from_slice(b);
-            n += b.len();
-        }
-        Poll::Ready(Ok(n))
+        this.held.poll_hold(&mut this.tcp, cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -373,27 +341,202 @@ impl AsyncWrite for ConnIo {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        match this.poll_write_out(cx) {
-            Poll::Ready(Ok(())) => Pin::new(&mut this.tcp).poll_flush(cx),
-            other => other,
-        }
+        this.held.poll_flush(&mut this.tcp, cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        match this.poll_write_out(cx) {
-            Poll::Ready(Ok(())) => Pin::new(&mut this.tcp).poll_shutdown(cx),
+        this.held.poll_shutdown(&mut this.tcp, cx)
+    }
+}
+
+/// Bytes written but held until a flush, or until [`MAX_PENDING_WRITE`] of them wait, then
+/// handed to the layer below in as few writes as it takes.
+#[derive(Debug, Default)]
+struct Held {
+    out: Vec<u8>,
+    written: usize,
+}
+
+impl Held {
+    /// Hands `below` everything held; Ready once it took all of it.
+    fn poll_drain<W: AsyncWrite + Unpin>(
+        &mut self,
+        below: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        while self.written < self.out.len() {
+            match Pin::new(&mut *below).poll_write(cx, &self.out[self.written..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.written += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.out.clear();
+        self.written = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Holds `bufs` (all of them: the answer is never split by this layer).
+    fn poll_hold<W: AsyncWrite + Unpin>(
+        &mut self,
+        below: &mut W,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        if self.out.len() >= MAX_PENDING_WRITE {
+            match self.poll_drain(below, cx) {
+                Poll::Ready(Ok(())) => {}
+                other => return other.map(|r| r.map(|()| 0)),
+            }
+        }
+        let mut n = 0;
+        for b in bufs {
+            self.out.extend_from_slice(b);
+            n += b.len();
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush<W: AsyncWrite + Unpin>(
+        &mut self,
+        below: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.poll_drain(below, cx) {
+            Poll::Ready(Ok(())) => Pin::new(below).poll_flush(cx),
+            other => other,
+        }
+    }
+
+    fn poll_shutdown<W: AsyncWrite + Unpin>(
+        &mut self,
+        below: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.poll_drain(below, cx) {
+            Poll::Ready(Ok(())) => Pin::new(below).poll_shutdown(cx),
             other => other,
         }
     }
 }
 
-impl VirtualSocket for ConnIo {
-    fn set_socket_option(&self, opt: VirtualSockOpt) -> io::Result<()> {
-        match opt {
-            VirtualSockOpt::NoDelay => self.tcp.set_nodelay(true),
-            _ => Ok(()),
+/// What pingora's HTTP/1 session reads and writes for one client connection: [`ConnIo`], in
+/// TLS (rustls, through `tokio-rustls`) or plain, with nothing between them and the session.
+///
+/// Not pingora's L4 and TLS stream wrappers: they read the clock around every read and write,
+/// build timing digests per request and add two layers of dynamic dispatch
+/// (benches/README.md, "The server's own stream"). Writes are held here, above TLS, until a
+/// flush, so that an answer's header and body become one TLS record: one seal for the proxy,
+/// one record for kube-apiserver to open, and one `write` below.
+#[derive(Debug)]
+pub struct ServerStream<S> {
+    inner: S,
+    held: Held,
+    /// The socket's descriptor, pingora's connection id.
+    fd: i32,
+}
+
+impl<S> ServerStream<S> {
+    /// `inner` over the accepted socket whose descriptor is `fd`.
+    pub fn new(inner: S, fd: i32) -> Self {
+        ServerStream {
+            inner,
+            held: Held::default(),
+            fd,
         }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for ServerStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for ServerStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.held
+            .poll_hold(&mut this.inner, cx, &[io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.held.poll_hold(&mut this.inner, cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.held.poll_flush(&mut this.inner, cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.held.poll_shutdown(&mut this.inner, cx)
+    }
+}
+
+// pingora's `IO` bound. What its session asks of a client stream beyond reading and writing
+// is identification and digests for its own logs, which the proxy does not use: none here.
+
+impl<S: AsyncWrite + Unpin + Send> Shutdown for ServerStream<S> {
+    // pingora declares this with `async_trait`; the same signature, written out.
+    fn shutdown<'life0, 'async_trait>(
+        &'life0 mut self,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            let _ = tokio::io::AsyncWriteExt::shutdown(self).await;
+        })
+    }
+}
+
+impl<S> UniqueID for ServerStream<S> {
+    fn id(&self) -> UniqueIDType {
+        self.fd
+    }
+}
+
+impl<S> Ssl for ServerStream<S> {}
+
+impl<S> Peek for ServerStream<S> {}
+
+impl<S> GetTimingDigest for ServerStream<S> {
+    fn get_timing_digest(&self) -> Vec<Option<TimingDigest>> {
+        Vec::new()
+    }
+}
+
+impl<S> GetProxyDigest for ServerStream<S> {
+    fn get_proxy_digest(&self) -> Option<Arc<ProxyDigest>> {
+        None
+    }
+}
+
+impl<S> GetSocketDigest for ServerStream<S> {
+    fn get_socket_digest(&self) -> Option<Arc<SocketDigest>> {
+        None
     }
 }
 

@@ -15,11 +15,8 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use http::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
 use pingora::http::ResponseHeader;
-use pingora::listeners::tls::Acceptor;
 use pingora::protocols::http::server::ReusableHttpStream;
 use pingora::protocols::http::ServerSession;
-use pingora::protocols::l4::stream::Stream as L4Stream;
-use pingora::protocols::l4::virt::VirtualSocketStream;
 use tokio::sync::{watch, Notify};
 
 use crate::api::WebhookType;
@@ -33,7 +30,7 @@ use crate::review::{encode_status, ParsedReview, Status};
 mod connection;
 
 pub use connection::{Closed, Limits};
-use connection::{ConnIo, ConnectionCount, Watch};
+use connection::{ConnIo, ConnectionCount, ServerStream, Watch};
 
 /// Default request body limit: kube-apiserver's own 3 MiB (dispatch notes §4).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -634,7 +631,7 @@ pub fn serve<A: Respond>(
     listener.set_nonblocking(true)?;
     let local_addr = listener.local_addr()?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    let acceptor = tls.map(|config| Arc::new(Acceptor::from_server_config(config)));
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let (tx, rx) = watch::channel(false);
     let task = tokio::spawn(accept_loop(
         listener,
@@ -652,7 +649,7 @@ pub fn serve<A: Respond>(
 
 async fn accept_loop<A: Respond>(
     listener: tokio::net::TcpListener,
-    acceptor: Option<Arc<Acceptor>>,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
     app: Arc<Served<A>>,
     limits: Arc<Limits>,
     mut shutdown: watch::Receiver<bool>,
@@ -703,23 +700,17 @@ const PLAIN_HTTP_ON_TLS: &[u8] =
 async fn connection<A: Respond>(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
-    acceptor: Option<Arc<Acceptor>>,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
     app: Arc<Served<A>>,
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) {
     let handshake_timeout = limits.tls_handshake_timeout;
-    let wrap = |tcp| {
-        let (io, watch) = ConnIo::new(tcp, limits);
-        (
-            L4Stream::from(VirtualSocketStream::new(Box::new(io))),
-            watch,
-        )
-    };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
     let (stream, watch): (pingora::protocols::Stream, _) = match acceptor {
         None => {
-            let (l4, watch) = wrap(tcp);
-            (Box::new(l4), watch)
+            let (io, watch) = ConnIo::new(tcp, limits);
+            (Box::new(ServerStream::new(io, fd)), watch)
         }
         Some(acceptor) => {
             let handshake = async {
@@ -731,15 +722,15 @@ async fn connection<A: Respond>(
                     Ok(1) => return Err(Handshake::PlainHttp(tcp)),
                     _ => return Err(Handshake::Closed),
                 }
-                let (l4, watch) = wrap(tcp);
+                let (io, watch) = ConnIo::new(tcp, limits);
                 acceptor
-                    .tls_handshake(l4)
+                    .accept(io)
                     .await
                     .map(|tls| (tls, watch))
                     .map_err(|e| Handshake::Failed(e.to_string()))
             };
             match tokio::time::timeout(handshake_timeout, handshake).await {
-                Ok(Ok((tls, watch))) => (Box::new(tls), watch),
+                Ok(Ok((tls, watch))) => (Box::new(ServerStream::new(tls, fd)), watch),
                 Ok(Err(Handshake::PlainHttp(mut tcp))) => {
                     use tokio::io::AsyncWriteExt;
                     crate::metrics::tls_handshake_failure("plain_http");
