@@ -373,8 +373,13 @@ impl Held {
                 Poll::Pending => return Poll::Pending,
             }
         }
-        self.out.clear();
         self.written = 0;
+        if self.out.capacity() > MAX_PENDING_WRITE {
+            // A large answer (a big patch) does not keep its buffer for the connection's life.
+            self.out = Vec::new();
+        } else {
+            self.out.clear();
+        }
         Poll::Ready(Ok(()))
     }
 
@@ -581,6 +586,24 @@ impl Drop for ConnectionSlot {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Held writes reach the layer below only at the flush, whole and in order; a large
+    /// answer's buffer is released after it, a small one's kept for the next answer.
+    #[tokio::test]
+    async fn held_writes_leave_at_the_flush_and_large_buffers_are_released() {
+        let mut stream = ServerStream::new(Vec::<u8>::new(), -1);
+        stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        stream.write_all(b"{}").await.unwrap();
+        assert!(stream.inner.is_empty(), "nothing leaves before the flush");
+        stream.flush().await.unwrap();
+        assert_eq!(stream.inner, b"HTTP/1.1 200 OK\r\n\r\n{}");
+        assert!(stream.held.out.capacity() > 0);
+        let big = vec![b'x'; MAX_PENDING_WRITE + 1];
+        stream.write_all(&big).await.unwrap();
+        stream.flush().await.unwrap();
+        assert_eq!(stream.inner.len(), 21 + big.len());
+        assert_eq!(stream.held.out.capacity(), 0);
+    }
 
     fn limits() -> Arc<Limits> {
         Arc::new(Limits {
