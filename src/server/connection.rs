@@ -226,9 +226,7 @@ impl Watch {
 const MAX_PENDING_WRITE: usize = 64 * 1024;
 
 /// The client's TCP socket under TLS (or under [`ServerStream`] directly, plain): reads fail at
-/// the phase's deadline (see [`Watch`]), and writes are held until a flush, so that an answer
-/// leaves in one `write` and one TCP segment (benches/README.md: one `writev` fewer per
-/// admission).
+/// the phase's deadline (see [`Watch`]).
 ///
 /// The deadline timer is armed lazily: only when a read would wait, and re-armed only when the
 /// deadline moved earlier or the timer fired early, so a busy connection costs no timer work
@@ -236,7 +234,6 @@ const MAX_PENDING_WRITE: usize = 64 * 1024;
 #[derive(Debug)]
 pub struct ConnIo {
     tcp: TcpStream,
-    held: Held,
     watch: Arc<Watch>,
     timer: Option<Pin<Box<Sleep>>>,
     timer_at: Option<Instant>,
@@ -248,7 +245,6 @@ impl ConnIo {
         let watch = Arc::new(Watch::new(limits));
         let io = ConnIo {
             tcp,
-            held: Held::default(),
             watch: watch.clone(),
             timer: None,
             timer_at: None,
@@ -315,15 +311,15 @@ impl AsyncRead for ConnIo {
     }
 }
 
+// Writes go straight to the socket: [`ServerStream`], above TLS, holds an answer until its
+// flush, and TLS hands over its records in one vectored write.
 impl AsyncWrite for ConnIo {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.held
-            .poll_hold(&mut this.tcp, cx, &[io::IoSlice::new(buf)])
+        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -331,22 +327,19 @@ impl AsyncWrite for ConnIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.held.poll_hold(&mut this.tcp, cx, bufs)
+        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        true
+        self.tcp.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.held.poll_flush(&mut this.tcp, cx)
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.held.poll_shutdown(&mut this.tcp, cx)
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
     }
 }
 
@@ -434,7 +427,8 @@ impl Held {
 /// build timing digests per request and add two layers of dynamic dispatch
 /// (benches/README.md, "The server's own stream"). Writes are held here, above TLS, until a
 /// flush, so that an answer's header and body become one TLS record: one seal for the proxy,
-/// one record for kube-apiserver to open, and one `write` below.
+/// one record for kube-apiserver to open, and one `write` to the socket (benches/README.md:
+/// one `writev` fewer per admission).
 #[derive(Debug)]
 pub struct ServerStream<S> {
     inner: S,
@@ -587,16 +581,16 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// Held writes reach the layer below only at the flush, whole and in order; a large
-    /// answer's buffer is released after it, a small one's kept for the next answer.
+    /// A large answer's held buffer is released after its flush; a small one's is kept for the
+    /// next answer.
     #[tokio::test]
-    async fn held_writes_leave_at_the_flush_and_large_buffers_are_released() {
+    async fn a_large_answers_buffer_is_released_after_its_flush() {
         let mut stream = ServerStream::new(Vec::<u8>::new(), -1);
-        stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
-        stream.write_all(b"{}").await.unwrap();
-        assert!(stream.inner.is_empty(), "nothing leaves before the flush");
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\n\r\n{}")
+            .await
+            .unwrap();
         stream.flush().await.unwrap();
-        assert_eq!(stream.inner, b"HTTP/1.1 200 OK\r\n\r\n{}");
         assert!(stream.held.out.capacity() > 0);
         let big = vec![b'x'; MAX_PENDING_WRITE + 1];
         stream.write_all(&big).await.unwrap();
@@ -701,9 +695,11 @@ mod tests {
         assert_eq!(watch.closed(), Some(Closed::HeaderTooLarge));
     }
 
+    /// Over a real socket: an answer written in two parts leaves in one piece at the flush.
     #[tokio::test]
     async fn writes_are_held_until_flush() {
-        let (mut io, _watch, mut client) = pair().await;
+        let (io, _watch, mut client) = pair().await;
+        let mut io = ServerStream::new(io, -1);
         io.write_all(b"header").await.unwrap();
         io.write_all(b"+body").await.unwrap();
         let mut buf = [0u8; 32];
