@@ -24,8 +24,13 @@ fn review() -> Vec<u8> {
 
 /// One admission request as sent on a keep-alive connection.
 fn request(body: &[u8]) -> Vec<u8> {
+    request_to(WEBHOOK, body)
+}
+
+/// [`request`] for `webhook`.
+fn request_to(webhook: &str, body: &[u8]) -> Vec<u8> {
     let mut r = format!(
-        "POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /webhooks/{webhook}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -309,18 +314,12 @@ async fn an_answer_is_one_tls_record() {
     );
     let proxy = TestProxy::start(&config);
     let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
-    let body = review();
-    let request = format!(
-        "POST /webhooks/fast.example.com?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let request = request_to("fast.example.com", &review());
     let (first, (types, second)) = blocking(move || {
         let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
-        tls.write_all(&[request.as_bytes(), &body].concat())
-            .unwrap();
+        tls.write_all(&request).unwrap();
         let first = read_answer(&mut tls).unwrap().0;
-        tls.write_all(&[request.as_bytes(), &body].concat())
-            .unwrap();
+        tls.write_all(&request).unwrap();
         (first, answer_records(&mut tls))
     })
     .await;

@@ -12,7 +12,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pingora::protocols::raw_connect::ProxyDigest;
@@ -390,10 +390,7 @@ impl Held {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         if self.out.len() >= MAX_PENDING_WRITE {
-            match self.poll_drain(below, cx) {
-                Poll::Ready(Ok(())) => {}
-                other => return other.map(|r| r.map(|()| 0)),
-            }
+            ready!(self.poll_drain(below, cx))?;
         }
         let mut n = 0;
         for b in bufs {
@@ -401,28 +398,6 @@ impl Held {
             n += b.len();
         }
         Poll::Ready(Ok(n))
-    }
-
-    fn poll_flush<W: AsyncWrite + Unpin>(
-        &mut self,
-        below: &mut W,
-        cx: &mut Context<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.poll_drain(below, cx) {
-            Poll::Ready(Ok(())) => Pin::new(below).poll_flush(cx),
-            other => other,
-        }
-    }
-
-    fn poll_shutdown<W: AsyncWrite + Unpin>(
-        &mut self,
-        below: &mut W,
-        cx: &mut Context<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.poll_drain(below, cx) {
-            Poll::Ready(Ok(())) => Pin::new(below).poll_shutdown(cx),
-            other => other,
-        }
     }
 }
 
@@ -490,12 +465,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ServerStream<S> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        this.held.poll_flush(&mut this.inner, cx)
+        ready!(this.held.poll_drain(&mut this.inner, cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        this.held.poll_shutdown(&mut this.inner, cx)
+        ready!(this.held.poll_drain(&mut this.inner, cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
 
