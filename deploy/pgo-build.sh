@@ -87,11 +87,17 @@ pids+=($!)
 "$bin" serve --config conf --listen "127.0.0.1:$proxy_port" --tls-cert-file cert.pem \
   --tls-private-key-file key.pem --shutdown-delay-seconds 0 >proxy.log 2>&1 &
 pids+=($!)
-for _ in $(seq 1 100); do
-  grep -q "admission-proxy listening" proxy.log && break
-  sleep 0.1
-done
-grep -q "admission-proxy listening" proxy.log || { cat proxy.log >&2; exit 1; }
+# Both must be listening before the load starts (each says so in its log), 10 s at most.
+wait_for() {
+  for _ in $(seq 1 100); do
+    grep -q "$2" "$1" && return 0
+    sleep 0.1
+  done
+  cat "$1" >&2
+  exit 1
+}
+wait_for backend.log "example legacy webhook serving"
+wait_for proxy.log "admission-proxy listening"
 load() {
   "$bin" bench --target "https://127.0.0.1:$proxy_port/webhooks/$1" --cacert cert.pem \
     --reviews "$root/tests/fixtures/admission-reviews" --rate 2000 --connections 16 \
