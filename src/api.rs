@@ -208,7 +208,7 @@ impl SideEffects {
 }
 
 /// Which admission plugin a webhook belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WebhookType {
     Validating,
     Mutating,

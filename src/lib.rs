@@ -22,5 +22,6 @@ pub mod namespace_watch;
 pub mod registration;
 pub mod reload;
 pub mod review;
+pub mod served;
 pub mod server;
 pub mod tls;

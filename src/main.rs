@@ -113,6 +113,39 @@ struct RegistrationArgs {
     /// Appended to each legacy configuration's name (so that both exist during the cutover).
     #[arg(long, default_value = "-admission-proxy")]
     name_suffix: String,
+    #[command(flatten)]
+    discovery: DiscoveryArgs,
+}
+
+/// Reading the cluster's served resources (`registration`, `check`).
+#[derive(clap::Args)]
+struct DiscoveryArgs {
+    /// Read the cluster's served resources (discovery: /api, /apis) to register only served
+    /// versions and to report every rule no served resource reaches.
+    #[arg(long)]
+    discover: bool,
+    /// Kubeconfig for --discover (default: KUBECONFIG, ~/.kube/config, then the pod's service
+    /// account).
+    #[arg(long, requires = "discover")]
+    kubeconfig: Option<PathBuf>,
+}
+
+impl DiscoveryArgs {
+    /// The cluster's served resources when --discover is given.
+    fn served(&self) -> anyhow::Result<Option<admission_proxy::served::ServedResources>> {
+        if !self.discover {
+            return Ok(None);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("start the tokio runtime")?;
+        runtime.block_on(async {
+            let client = namespace_watch::client(self.kubeconfig.as_deref()).await?;
+            let served = admission_proxy::served::discover(&client).await?;
+            Ok(Some(served))
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -123,6 +156,8 @@ struct CheckArgs {
     /// Namespaces file (`kubectl get namespaces -o yaml`) to validate as well.
     #[arg(long)]
     namespaces_file: Option<PathBuf>,
+    #[command(flatten)]
+    discovery: DiscoveryArgs,
 }
 
 #[derive(clap::Args)]
@@ -485,8 +520,25 @@ fn check(args: &CheckArgs) -> bool {
             for w in &snapshot.warnings {
                 println!("warning: {w}");
             }
+            let cluster = match args.discovery.served() {
+                Ok(None) => String::new(),
+                Ok(Some(served)) => {
+                    for p in admission_proxy::registration::unreachable(&snapshot, &served) {
+                        println!("warning: {p}");
+                    }
+                    format!(
+                        "; cluster: {} group/version(s) served",
+                        served.group_versions()
+                    )
+                }
+                Err(e) => {
+                    println!("error: discovery: {e:#}");
+                    problems += 1;
+                    "; cluster: discovery failed".to_string()
+                }
+            };
             format!(
-                "{}: {} webhook(s) in {} file(s)",
+                "{}: {} webhook(s) in {} file(s){cluster}",
                 args.config.display(),
                 snapshot.len(),
                 snapshot.files.len()
@@ -546,7 +598,13 @@ fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
         ca_bundle,
         inject_ca_from: args.inject_ca_from.clone(),
         name_suffix: args.name_suffix.clone(),
+        served: args.discovery.served()?,
     };
+    if let Some(served) = &options.served {
+        for p in admission_proxy::registration::unreachable(&snapshot, served) {
+            eprintln!("warning: {p}");
+        }
+    }
     print!(
         "{}",
         admission_proxy::registration::render(&snapshot, &options)

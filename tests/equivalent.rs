@@ -304,6 +304,53 @@ async fn hpa_v1_webhook_gets_the_cpu_target_and_annotations_and_patches_autoscal
     assert_eq!(patched(&review, &reply), expected);
 }
 
+/// A review kube-apiserver already converted for the proxy's own registration (matchPolicy
+/// Equivalent on a registration naming autoscaling/v1 only): `kind` is autoscaling/v1 and the
+/// object is in v1, `requestKind` is still autoscaling/v2 (`CreateV1AdmissionReview` in
+/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`).
+/// The object is converted from `kind`'s version, here not at all, and the patch kube-apiserver
+/// gets back is against the object it sent, in v1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_already_converted_by_kube_apiserver_is_converted_from_its_kind() {
+    let backend = TestBackend::start();
+    let proxy = TestProxy::start(&legacy_mutating(
+        &backend,
+        "hpa.legacy.example.com",
+        "autoscaling",
+        "v1",
+        "horizontalpodautoscalers",
+        json!([{"op": "replace", "path": "/spec/maxReplicas", "value": 20}]),
+        "",
+    ));
+    let v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "production", "uid": "5c0a2f4e-0000-4000-8000-0000000000a1"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2, "maxReplicas": 10, "targetCPUUtilizationPercentage": 70}});
+    let mut review: Value = serde_json::from_slice(&create_review(HPA_V2, v1.clone())).unwrap();
+    review["request"]["kind"]["version"] = json!("v1");
+    review["request"]["resource"]["version"] = json!("v1");
+    let review = serde_json::to_vec(&review).unwrap();
+    let reply = proxy.review("hpa.legacy.example.com", &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    let sent = received(&backend);
+    assert_eq!(
+        sent["request"]["object"], v1,
+        "already in the registered version"
+    );
+    assert_eq!(sent["request"]["kind"]["version"], "v1");
+    assert_eq!(sent["request"]["requestKind"]["version"], "v2");
+    let patch: Value = serde_json::from_slice(
+        &B64.decode(reply.json["response"]["patch"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        patch,
+        json!([{"op": "replace", "path": "/spec/maxReplicas", "value": 20}])
+    );
+    assert_eq!(backend.recorder.calls(), 1);
+}
+
 /// A mutating backend's patch whose result Kubernetes cannot convert back (a v2beta2 tolerance
 /// annotation that is not a Quantity) is a patch failure: 500 whatever failurePolicy says
 /// (dispatch notes §3), never a silent allow.

@@ -7,6 +7,7 @@
 pub mod crd;
 pub mod names;
 pub mod options;
+mod removed;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -698,6 +699,7 @@ fn compile_webhook(
             MatchPolicy::Exact
         }
     };
+    warnings.extend(removed::warnings(&hook.rules, match_policy));
     let side_effects = match hook.side_effects.as_deref() {
         None if v1beta1 => SideEffects::Unknown,
         None => {

@@ -143,6 +143,11 @@ impl CustomResources {
         self.by_group.values().map(HashMap::len).sum()
     }
 
+    /// Every declared custom resource, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<CustomResource>> {
+        self.by_group.values().flat_map(HashMap::values)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.by_group.is_empty()
     }

@@ -48,9 +48,14 @@ pub fn internal_error(e: &dyn std::fmt::Display) -> Status {
     )
 }
 
-/// The caller's request kind as `(group, version)`.
-fn request_kind<'r>(review: &'r ParsedReview<'_>) -> (&'r str, &'r str) {
-    let kind = review.request.effective_kind();
+/// The `(group, version)` that `review`'s `object` and `oldObject` are in, and that a patch
+/// back to kube-apiserver must be against: `kind`'s, not `requestKind`'s. They differ when
+/// kube-apiserver itself converted for the proxy's registration (matchPolicy Equivalent on a
+/// registration that does not name the caller's version): `CreateV1AdmissionReview`
+/// (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`)
+/// puts the invocation's kind in `kind` and the converted object beside it.
+pub fn object_version<'r>(review: &'r ParsedReview<'_>) -> (&'r str, &'r str) {
+    let kind = &review.request.kind;
     (&*kind.group, &*kind.version)
 }
 
@@ -63,7 +68,7 @@ pub fn needs_webhook(review: &ParsedReview<'_>, invocation: &Equivalent) -> bool
         .as_deref()
         .and_then(CustomResource::conversion_webhook)
         .is_some()
-        && request_kind(review) != (&invocation.kind_group, &invocation.kind_version)
+        && object_version(review) != (&invocation.kind_group, &invocation.kind_version)
 }
 
 /// Converts `object` (a `kind` in `from`) to `to` without any webhook: built-in kinds field by
@@ -177,7 +182,7 @@ pub fn rewrite_locally(
     invocation: &Equivalent,
 ) -> Result<Vec<u8>, EquivalentError> {
     let mut unconverted = take_objects(review)?;
-    let from = request_kind(review);
+    let from = object_version(review);
     let to = (&*invocation.kind_group, &*invocation.kind_version);
     let custom = invocation.custom.as_deref();
     let mut converted = [None, None];

@@ -631,8 +631,8 @@ impl Dispatcher {
                 &"the webhook attempted to modify the object, which is not supported for this operation",
             ));
         };
-        let kind = review.request.effective_kind();
-        let caller = (&*kind.group, &*kind.version);
+        // The patch is against the object kube-apiserver sent, in `kind`'s version.
+        let caller = conversion::object_version(review);
         let i = &converted.invocation;
         let internal = |e: EquivalentError| conversion::internal_error(&e);
         let patched = conversion::apply_patch(&sent_object, patch).map_err(internal)?;

@@ -3,10 +3,14 @@
 //! Depends on `api`, `config` and `matching` (the namespace name label).
 //!
 //! Each legacy webhook becomes one proxy webhook with the same name (denials and failures
-//! read as before), the legacy `rules`, `namespaceSelector`, `objectSelector`, `matchPolicy`
-//! and `failurePolicy`, so kube-apiserver never calls the proxy for a request the legacy
-//! webhook would not get (KEP-492 "Webhook selection"; the proxy re-applies them, plus the
-//! `matchConditions`, which stay with the proxy). Differences, and why:
+//! read as before), the legacy `namespaceSelector`, `objectSelector`, `matchPolicy` and
+//! `failurePolicy`, and rules that cover what the legacy rules cover, so kube-apiserver never
+//! calls the proxy for a request the legacy webhook would not get (KEP-492 "Webhook
+//! selection"; the proxy re-applies them, plus the `matchConditions`, which stay with the
+//! proxy). Differences, and why:
+//! - `rules`: the legacy ones for matchPolicy Exact; for Equivalent, widened to every version
+//!   the proxy converts from ([`coverage::registration_rules`]): kube-apiserver only knows
+//!   equivalents it serves, so a rule for a removed version would never reach the proxy;
 //! - `clientConfig` is the proxy's Service, path `/webhooks/{validating|mutating}/{name}`;
 //! - `timeoutSeconds` is one second above the legacy one (at most 30): the proxy spends up
 //!   to the legacy timeout on the backend and answers by failurePolicy before kube-apiserver's
@@ -30,8 +34,11 @@ use crate::api::WebhookType;
 use crate::api::{
     FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, SideEffects,
 };
-use crate::config::{Snapshot, Webhook};
+use crate::config::{Problem, Snapshot, Webhook};
 use crate::matching::namespaces::METADATA_NAME_LABEL;
+use crate::served::ServedResources;
+
+pub mod coverage;
 
 /// Where kube-apiserver reaches the proxy, and how it trusts it.
 #[derive(Clone, Debug)]
@@ -47,6 +54,9 @@ pub struct Options {
     pub inject_ca_from: Option<String>,
     /// Appended to each legacy configuration's name, so that both can exist during cutover.
     pub name_suffix: String,
+    /// The cluster's served resources (`--discover`): when given, only served versions are
+    /// registered.
+    pub served: Option<ServedResources>,
 }
 
 /// Parses `NAMESPACE/NAME[:PORT]` (port 443 by default, as in `ServiceReference`).
@@ -110,14 +120,28 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
                 "apiVersion": "admissionregistration.k8s.io/v1",
                 "kind": kind,
                 "metadata": metadata,
-                "webhooks": webhooks.iter().map(|w| webhook(w, options)).collect::<Vec<_>>(),
+                "webhooks": webhooks.iter().map(|w| webhook(w, snapshot, options)).collect::<Vec<_>>(),
             }));
         }
     }
     out
 }
 
-fn webhook(w: &Webhook, options: &Options) -> Value {
+/// The rules the proxy is registered with for `w` ([`coverage::registration_rules`]).
+pub fn rules_for(
+    w: &Webhook,
+    snapshot: &Snapshot,
+    served: Option<&ServedResources>,
+) -> Vec<crate::api::RuleWithOperations> {
+    coverage::registration_rules(
+        &w.spec.rules,
+        w.matcher.match_policy == MatchPolicy::Equivalent,
+        &snapshot.custom_resources,
+        served,
+    )
+}
+
+fn webhook(w: &Webhook, snapshot: &Snapshot, options: &Options) -> Value {
     let mut client_config = json!({
         "service": {
             "namespace": options.namespace,
@@ -137,7 +161,7 @@ fn webhook(w: &Webhook, options: &Options) -> Value {
     let mut hook = json!({
         "name": w.name,
         "clientConfig": client_config,
-        "rules": w.spec.rules,
+        "rules": rules_for(w, snapshot, options.served.as_ref()),
         "namespaceSelector": excluding_namespace(w.spec.namespace_selector.as_ref(), &options.namespace),
         "objectSelector": w.spec.object_selector.clone().unwrap_or_default(),
         "matchPolicy": match w.matcher.match_policy {
@@ -158,6 +182,42 @@ fn webhook(w: &Webhook, options: &Options) -> Value {
         hook["reinvocationPolicy"] = json!(policy);
     }
     hook
+}
+
+/// Every legacy rule that no resource in `served` reaches, directly or (matchPolicy
+/// Equivalent) through a version the proxy converts from
+/// ([`coverage::unreachable_rules`]): one problem per rule, with its file, configuration,
+/// webhook and field path, webhooks sorted by type and name. The webhook is never called for
+/// what such a rule names, directly or through the proxy.
+pub fn unreachable(snapshot: &Snapshot, served: &ServedResources) -> Vec<Problem> {
+    let mut webhooks: Vec<&Webhook> = snapshot.webhooks().map(|w| &**w).collect();
+    webhooks.sort_by(|a, b| (a.webhook_type, &a.name).cmp(&(b.webhook_type, &b.name)));
+    let mut out = Vec::new();
+    for w in webhooks {
+        let equivalent = w.matcher.match_policy == MatchPolicy::Equivalent;
+        for i in coverage::unreachable_rules(
+            &w.spec.rules,
+            equivalent,
+            &snapshot.custom_resources,
+            served,
+        ) {
+            let how = if equivalent {
+                "directly or through a version the proxy converts from"
+            } else {
+                "(matchPolicy Exact)"
+            };
+            out.push(Problem {
+                file: w.source.clone(),
+                document: None,
+                kind: Some(w.webhook_type.configuration_kind().to_string()),
+                configuration: Some(w.configuration.clone()),
+                webhook: Some(w.name.clone()),
+                field: format!("webhooks[{}].rules[{i}]", w.index),
+                message: format!("no resource the cluster serves matches this rule, {how}: the webhook is never called for it"),
+            });
+        }
+    }
+    out
 }
 
 /// `selector` with `kubernetes.io/metadata.name NotIn [namespace]` added.
