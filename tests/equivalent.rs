@@ -4,6 +4,10 @@
 
 mod common;
 
+use admission_proxy::api::RuleWithOperations;
+use admission_proxy::matching::{Rule, RuleInput};
+use admission_proxy::review::ParsedReview;
+use admission_proxy::{config, registration};
 use base64::Engine;
 use common::{fixture, webhook_config, TestBackend, TestProxy};
 use serde_json::{json, Value};
@@ -551,4 +555,138 @@ async fn conversion_webhook_failures_are_internal_errors_whatever_failure_policy
         0,
         "the legacy webhook never sees v2"
     );
+}
+
+/// Whether one of `rules` matches `review` exactly, as kube-apiserver's exact pass does
+/// (`rules.go`), against the request's own group/version/resource.
+fn exact_match(rules: &[RuleWithOperations], review: &ParsedReview<'_>) -> bool {
+    let request = &review.request;
+    let input = RuleInput {
+        operation: review.operation,
+        resource: request.effective_resource(),
+        sub_resource: request.effective_sub_resource(),
+        namespace: &request.namespace,
+    };
+    rules.iter().any(|r| Rule::new(r).matches(&input))
+}
+
+/// What kube-apiserver does with `admission-proxy registration`'s output for `config` on a
+/// cluster that no longer serves the legacy version: its Equivalent pass knows only served
+/// versions (`EquivalentResourceRegistry`), so a registration reaches the proxy only by
+/// matching the caller's version exactly. Asserts that the legacy rules alone do not, that
+/// exactly one registered webhook does, and POSTs `review` to that webhook's path.
+async fn through_registration(config: &str, proxy: &TestProxy, review: &[u8]) -> common::Reply {
+    let snapshot = config::load_contents(&[("test.yaml".into(), config.to_string())]).unwrap();
+    let parsed = ParsedReview::parse(review).unwrap();
+    for w in snapshot.webhooks() {
+        assert!(
+            !exact_match(&w.spec.rules, &parsed),
+            "the legacy rules of {} match exactly: this test needs a removed version",
+            w.name
+        );
+    }
+    let options = registration::Options {
+        namespace: "webhooks".into(),
+        service: "admission-proxy".into(),
+        port: 443,
+        ca_bundle: None,
+        inject_ca_from: None,
+        name_suffix: "-admission-proxy".into(),
+        served: None,
+    };
+    let mut paths = Vec::new();
+    for object in registration::objects(&snapshot, &options) {
+        for w in object["webhooks"].as_array().unwrap() {
+            let rules: Vec<RuleWithOperations> =
+                serde_json::from_value(w["rules"].clone()).unwrap();
+            if exact_match(&rules, &parsed) {
+                paths.push(
+                    w["clientConfig"]["service"]["path"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+        }
+    }
+    assert_eq!(paths.len(), 1, "one registered webhook matches: {paths:?}");
+    proxy
+        .post(&format!("{}?timeout=10s", paths[0]), review)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_route_brings_an_apps_v1_deployment_to_the_extensions_v1beta1_webhook() {
+    let backend = TestBackend::start();
+    let config = legacy_mutating(
+        &backend,
+        "deploy.legacy.example.com",
+        "extensions",
+        "v1beta1",
+        "deployments",
+        json!([{"op": "add", "path": "/metadata/annotations/legacy", "value": "seen"}]),
+        "",
+    );
+    let proxy = TestProxy::start(&config);
+    let review = fixture("0064-create-apps-v1-deployments-v1.json");
+    let reply = through_registration(&config, &proxy, &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    assert_eq!(backend.recorder.calls(), 1, "called exactly once");
+    let request = &received(&backend)["request"];
+    assert_eq!(request["kind"]["group"], "extensions");
+    assert_eq!(request["object"]["apiVersion"], "extensions/v1beta1");
+    assert_eq!(request["requestKind"]["group"], "apps");
+    let after = patched(&review, &reply);
+    assert_eq!(after["apiVersion"], "apps/v1");
+    assert_eq!(after["metadata"]["annotations"]["legacy"], "seen");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_route_brings_a_networking_v1_ingress_to_the_extensions_v1beta1_webhook() {
+    let backend = TestBackend::start();
+    let config = legacy_mutating(
+        &backend,
+        "ingress.legacy.example.com",
+        "extensions",
+        "v1beta1",
+        "ingresses",
+        json!([]),
+        "",
+    );
+    let proxy = TestProxy::start(&config);
+    let review = fixture("0103-create-networking.k8s.io-v1-ingresses-v1.json");
+    let reply = through_registration(&config, &proxy, &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    assert_eq!(backend.recorder.calls(), 1);
+    let request = &received(&backend)["request"];
+    assert_eq!(request["object"]["apiVersion"], "extensions/v1beta1");
+    assert_eq!(
+        request["resource"],
+        json!({"group": "extensions", "version": "v1beta1", "resource": "ingresses"})
+    );
+    assert!(
+        reply.json["response"].get("patch").is_none(),
+        "nothing to carry back"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_route_brings_a_custom_resource_to_the_webhook_of_its_other_version() {
+    let backend = TestBackend::start();
+    let config = widgets_config(
+        &backend,
+        "{strategy: None}",
+        json!([{"op": "replace", "path": "/spec/color", "value": "red"}]),
+        "",
+    );
+    let proxy = TestProxy::start(&config);
+    let review = widget_review();
+    let reply = through_registration(&config, &proxy, &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    assert_eq!(backend.recorder.calls(), 1);
+    assert_eq!(
+        received(&backend)["request"]["object"]["apiVersion"],
+        "example.com/v1"
+    );
+    assert_eq!(patched(&review, &reply)["spec"]["color"], "red");
 }

@@ -202,9 +202,9 @@ pub fn unreachable(snapshot: &Snapshot, served: &ServedResources) -> Vec<Problem
             served,
         ) {
             let how = if equivalent {
-                "directly or through a version the proxy converts from"
+                ", directly or through a version the proxy converts from"
             } else {
-                "(matchPolicy Exact)"
+                " under matchPolicy Exact"
             };
             out.push(Problem {
                 file: w.source.clone(),
@@ -213,7 +213,7 @@ pub fn unreachable(snapshot: &Snapshot, served: &ServedResources) -> Vec<Problem
                 configuration: Some(w.configuration.clone()),
                 webhook: Some(w.name.clone()),
                 field: format!("webhooks[{}].rules[{i}]", w.index),
-                message: format!("no resource the cluster serves matches this rule, {how}: the webhook is never called for it"),
+                message: format!("no resource the cluster serves matches this rule{how}: the webhook is never called for it"),
             });
         }
     }
