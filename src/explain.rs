@@ -1,5 +1,6 @@
 //! `admission-proxy explain`: for one captured AdmissionReview, what every loaded webhook would
-//! do with it and why (KEP-3716 "Debuggability"). Depends on `config`, `matching` and `review`;
+//! do with it and why (KEP-3716 "Debuggability"). Depends on `config`, `matching`,
+//! `registration` (which registration rule brings the request) and `review`;
 //! the verdict is [`Matcher::decide`]'s own, so explain cannot disagree with `serve`.
 //!
 //! [`Matcher::decide`]: crate::matching::Matcher::decide
@@ -10,10 +11,10 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::api::FailurePolicy;
+use crate::api::{FailurePolicy, MatchPolicy};
 use crate::config::{Snapshot, Webhook};
 use crate::matching::{
-    namespace_labels, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels, RuleInput,
+    namespace_labels, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels, Rule, RuleInput,
 };
 use crate::review::ParsedReview;
 
@@ -46,6 +47,12 @@ pub struct WebhookExplanation {
     pub object_selector: ObjectSelectorCheck,
     /// Each rule with `matched` or the first part that did not match.
     pub rules: Vec<RuleCheck>,
+    /// matchPolicy Equivalent only: the rule of the proxy's own registration
+    /// (`admission-proxy registration`) that kube-apiserver matches this request against
+    /// exactly, i.e. why kube-apiserver calls the proxy at all; `None` inside when no
+    /// registration rule matches (kube-apiserver would not call the proxy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registration_rule: Option<Option<RegistrationRuleCheck>>,
     pub match_conditions: Vec<ConditionCheck>,
     /// `Fail` or `Ignore`.
     pub failure_policy: &'static str,
@@ -91,6 +98,14 @@ pub struct RuleCheck {
     pub rule: String,
     /// `matched`, or `<field> does not match`.
     pub result: String,
+}
+
+/// The registration rule that brings a request to the proxy.
+#[derive(Debug, Serialize)]
+pub struct RegistrationRuleCheck {
+    /// Its index in the registered webhook's `rules`.
+    pub index: usize,
+    pub rule: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -159,7 +174,7 @@ pub fn explain(
         request,
         webhooks: webhooks
             .into_iter()
-            .map(|w| explain_webhook(w, review, namespaces))
+            .map(|w| explain_webhook(w, snapshot, review, namespaces))
             .collect(),
     }
 }
@@ -178,6 +193,7 @@ fn equivalent_reason(i: &crate::conversion::Equivalent) -> String {
 
 fn explain_webhook(
     webhook: &Webhook,
+    snapshot: &Snapshot,
     review: &ParsedReview<'_>,
     namespaces: Option<&Namespaces>,
 ) -> WebhookExplanation {
@@ -293,6 +309,19 @@ fn explain_webhook(
         })
         .collect();
 
+    // Only Equivalent webhooks are registered with other rules than their own.
+    let registration_rule = (m.match_policy == MatchPolicy::Equivalent).then(|| {
+        crate::registration::rules_for(webhook, snapshot, None)
+            .iter()
+            .map(Rule::new)
+            .enumerate()
+            .find(|(_, rule)| rule.matches(&input))
+            .map(|(index, rule)| RegistrationRuleCheck {
+                index,
+                rule: rule.to_string(),
+            })
+    });
+
     let match_conditions = m
         .match_conditions
         .iter()
@@ -353,6 +382,7 @@ fn explain_webhook(
             result: object_result,
         },
         rules,
+        registration_rule,
         match_conditions,
         failure_policy,
         on_call_failure,
@@ -419,6 +449,19 @@ pub fn render(explanation: &Explanation) -> String {
         );
         for (i, rule) in w.rules.iter().enumerate() {
             let _ = writeln!(out, "  rule {i}: {} -> {}", rule.rule, rule.result);
+        }
+        match &w.registration_rule {
+            Some(Some(r)) => {
+                let _ = writeln!(
+                    out,
+                    "  registration rule {}: {} -> matched exactly: kube-apiserver calls the proxy with the caller's version",
+                    r.index, r.rule
+                );
+            }
+            Some(None) => {
+                let _ = writeln!(out, "  registration: no rule matches exactly: kube-apiserver calls the proxy only if it converts to a registered version itself");
+            }
+            None => {}
         }
         for c in &w.match_conditions {
             let result = match (&c.value, &c.error) {

@@ -119,6 +119,15 @@ fn deployment_create_is_converted_for_the_extensions_v1beta1_webhook() {
     assert_eq!(request["object"]["apiVersion"], "extensions/v1beta1");
     assert_eq!(request["kind"]["group"], "extensions");
     assert_eq!(request["requestKind"]["group"], "apps");
+    // Which rule of `admission-proxy registration`'s output brings the request to the proxy:
+    // the legacy rule names extensions/v1beta1, which no current cluster serves.
+    assert_eq!(
+        rollout["registrationRule"],
+        serde_json::json!({"index": 0, "rule": "operations=[CREATE, UPDATE] apiGroups=[apps] apiVersions=[v1, v1beta1, v1beta2] resources=[deployments] scope=*"})
+    );
+    // Exact webhooks are registered with their own rules: nothing more to show.
+    let audit = webhook(&e, "audit.legacy.example.com");
+    assert!(audit.get("registrationRule").is_none(), "{audit:#}");
 }
 
 /// The text form names each webhook's verdict and reason, and prints the exact body.
