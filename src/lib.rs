@@ -1,7 +1,8 @@
 //! admission-proxy: a sidecar in front of legacy Kubernetes admission webhooks.
 //!
 //! Module dependencies point one way: `api` → `backend`; `api`, `backend`, `review` → `conversion` → `matching` → `config` → `explain`,
-//! `dispatch` → `server` → `reload`, `demo`; `config` → `registration`; `matching` →
+//! `dispatch` → `server` → `reload`, `demo`; `config`, `served` → `registration` → `explain`;
+//! `served` → `config` (removed-version warnings); `matching` →
 //! `namespace_watch` → `server`; `capture` → `server`. `memory` is a leaf, `metrics` depends only
 //! on it, `tls` is a leaf; `example_backend` uses only `server`.
 

@@ -207,13 +207,14 @@ impl CustomResources {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn widgets() -> CustomResources {
+    /// `widgets.example.com`: v2 (status and scale), v1 (status), v1alpha1 (`served: false`).
+    pub(crate) fn widgets() -> CustomResources {
         let version = |name: &str, status: bool, scale: bool| CustomVersion {
             name: name.into(),
-            served: true,
+            served: name != "v1alpha1",
             status,
             scale,
         };

@@ -246,7 +246,7 @@ pub fn unreachable_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversion::custom::{ConversionStrategy, CustomVersion};
+    use crate::conversion::custom::tests::widgets;
 
     fn rule(groups: &[&str], versions: &[&str], resources: &[&str]) -> RuleWithOperations {
         let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
@@ -358,29 +358,6 @@ mod tests {
         assert_eq!(out, [r]);
     }
 
-    fn widgets() -> CustomResources {
-        let mut all = CustomResources::default();
-        let version = |name: &str, served: bool, status: bool| CustomVersion {
-            name: name.into(),
-            served,
-            status,
-            scale: false,
-        };
-        all.insert(CustomResource {
-            name: "widgets.example.com".into(),
-            group: "example.com".into(),
-            plural: "widgets".into(),
-            kind: "Widget".into(),
-            versions: vec![
-                version("v2", true, true),
-                version("v1", true, false),
-                version("v1alpha1", false, false),
-            ],
-            strategy: ConversionStrategy::None,
-        });
-        all
-    }
-
     #[test]
     fn custom_resources_in_every_served_version() {
         let all = widgets();
@@ -389,10 +366,14 @@ mod tests {
             out(rule(&["example.com"], &["v1"], &["widgets"])),
             ["example.com v1,v2 widgets"]
         );
-        // Only v2 has a status subresource.
+        // v1alpha1 is not served; only v2 has a scale subresource.
+        assert_eq!(
+            out(rule(&["example.com"], &["v2"], &["widgets/scale"])),
+            ["example.com v2 widgets/scale"]
+        );
         assert_eq!(
             out(rule(&["example.com"], &["v2"], &["widgets/status"])),
-            ["example.com v2 widgets/status"]
+            ["example.com v1,v2 widgets/status"]
         );
     }
 
