@@ -133,6 +133,26 @@ pub struct RuleWithOperations {
     pub scope: Option<String>,
 }
 
+impl RuleWithOperations {
+    /// Whether this rule's groups, versions and resources match every request for
+    /// `group/version` and the resource entry `entry` (`res`, `res/sub` or `res/*`), as
+    /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`
+    /// matches them: `*` or equal for groups and versions, and
+    /// `(r == "*" || r == res) && (s == "*" || s == sub)` for each resource entry `r/s`.
+    /// Operations and scope are not looked at.
+    pub fn covers(&self, group: &str, version: &str, entry: &str) -> bool {
+        let any_or_star =
+            |list: &[String], value: &str| list.iter().any(|s| s == "*" || s == value);
+        let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
+        any_or_star(&self.api_groups, group)
+            && any_or_star(&self.api_versions, version)
+            && self.resources.iter().any(|r| {
+                let (a, b) = r.split_once('/').unwrap_or((r, ""));
+                (a == "*" || a == res) && (b == "*" || b == sub)
+            })
+    }
+}
+
 /// `metav1.LabelSelector`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -478,3 +478,88 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&down);
 }
+
+/// For every resource of the equivalence table, in its oldest version, with no subresource,
+/// `scale` where it has one, and `*`: the registration `registration` prints loads with
+/// `check` (kube-apiserver's validation of rules, e.g. no `r/*` beside `r/x`) and names the
+/// resource's newest version.
+#[test]
+fn every_equivalence_registers_as_a_valid_configuration() {
+    use admission_proxy::conversion::equivalence::EQUIVALENCES;
+    let mut config = String::from("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: every}\nwebhooks:\n");
+    let mut expected = Vec::new();
+    for (i, e) in EQUIVALENCES.iter().enumerate() {
+        let (group, version) = *e.versions.last().unwrap();
+        let mut entries = vec![e.resource.to_string(), format!("{}/*", e.resource)];
+        if e.scale.is_some() {
+            entries.push(format!("{}/scale", e.resource));
+        }
+        for (j, entry) in entries.iter().enumerate() {
+            let name = format!("w{i}-{j}.legacy.example.com");
+            config.push_str(&format!("- name: {name}\n  clientConfig: {{url: 'https://127.0.0.1:9443/'}}\n  rules: [{{operations: ['*'], apiGroups: ['{group}'], apiVersions: ['{version}'], resources: ['{entry}']}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n"));
+            expected.push((name, e.versions[0], entry.clone()));
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("admission-proxy-every-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("registration")).unwrap();
+    std::fs::write(dir.join("config.yaml"), config).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "registration",
+            "--service",
+            "webhooks/admission-proxy",
+            "--config",
+        ])
+        .arg(dir.join("config.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(dir.join("registration/registration.yaml"), &out.stdout).unwrap();
+    let check = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(dir.join("registration"))
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{report}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let objects: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect();
+    let webhooks = objects[0]["webhooks"].as_array().unwrap();
+    assert_eq!(webhooks.len(), expected.len());
+    for (name, (group, version), entry) in expected {
+        let w = webhooks
+            .iter()
+            .find(|w| w["name"] == name.as_str())
+            .unwrap();
+        let newest = w["rules"].as_array().unwrap().iter().any(|r| {
+            r["apiGroups"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g == group)
+                && r["apiVersions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v == version)
+                && r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x == entry.as_str())
+        });
+        assert!(
+            newest,
+            "{name}: {group}/{version} {entry} in {:#}",
+            w["rules"]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -36,8 +36,28 @@ pub(super) fn warnings(
                     }
                 }
                 for (release, entries) in by_release {
-                    let message = message(group, version, &entries, release, match_policy);
-                    out.push((format!("rules[{i}]"), message));
+                    let served = served_equivalents(group, version, &entries);
+                    // Served successors the webhook's own rules do not name already (a rule
+                    // for apps [v1, v1beta1] makes its v1beta1 only dead weight).
+                    let uncovered: Vec<String> = served
+                        .iter()
+                        .filter(|(g, v, e)| !rules.iter().any(|r| r.covers(g, v, e)))
+                        .map(|(g, v, e)| format!("{} {e}", group_version(g, v)))
+                        .collect();
+                    if served.is_empty() || !uncovered.is_empty() {
+                        let head = format!(
+                            "{} {}: removed in Kubernetes {release}",
+                            group_version(group, version),
+                            entries.join(", ")
+                        );
+                        let message = message(
+                            &head,
+                            &group_version(group, version),
+                            &uncovered,
+                            match_policy,
+                        );
+                        out.push((format!("rules[{i}]"), message));
+                    }
                 }
             }
         }
@@ -45,24 +65,16 @@ pub(super) fn warnings(
     out
 }
 
-/// `extensions/v1beta1 deployments: removed in Kubernetes 1.16: …` with what happens under
-/// `match_policy` and the served versions the proxy converts from.
-fn message(
-    group: &str,
-    version: &str,
-    entries: &[&str],
-    release: &str,
-    match_policy: MatchPolicy,
-) -> String {
-    let named = format!("{} {}", group_version(group, version), entries.join(", "));
-    let served = served_equivalents(group, version, entries);
-    let head = format!("{named}: removed in Kubernetes {release}");
+/// `head` (`extensions/v1beta1 deployments: removed in Kubernetes 1.16`) with what happens
+/// under `match_policy`, given `served`: the served versions the proxy converts from that the
+/// webhook's rules do not name already (`apps/v1 deployments`), none when there is no
+/// successor.
+fn message(head: &str, removed: &str, served: &[String], match_policy: MatchPolicy) -> String {
     match (match_policy, served.is_empty()) {
         (_, true) => format!("{head}, with no served version the proxy converts from: never called for it, directly or through the proxy"),
         (MatchPolicy::Equivalent, false) => format!(
-            "{head}: kube-apiserver alone would never call this webhook for it; through the proxy (`admission-proxy registration`), requests for {} are converted to {}",
+            "{head}: kube-apiserver alone would never call this webhook for it; through the proxy (`admission-proxy registration`), requests for {} are converted to {removed}",
             served.join(", "),
-            group_version(group, version)
         ),
         (MatchPolicy::Exact, false) => format!(
             "{head}: never called for it, directly or through the proxy; set `matchPolicy: Equivalent` in the proxy's copy to have the proxy convert requests for {}",
@@ -80,9 +92,13 @@ fn group_version(group: &str, version: &str) -> String {
     }
 }
 
-/// The served equivalents of `entries` in `group/version`, as `apps/v1 deployments`, in
+/// The served equivalents of `entries` in `group/version`, as (group, version, entry), in
 /// table (registry) order.
-fn served_equivalents(group: &str, version: &str, entries: &[&str]) -> Vec<String> {
+fn served_equivalents(
+    group: &str,
+    version: &str,
+    entries: &[&str],
+) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     for entry in entries {
         let (resource, sub) = entry.split_once('/').unwrap_or((entry, ""));
@@ -96,11 +112,9 @@ fn served_equivalents(group: &str, version: &str, entries: &[&str]) -> Vec<Strin
             continue;
         }
         for &(g, v) in e.versions {
-            if removal(g, v, resource).is_none() {
-                let served = format!("{} {entry}", group_version(g, v));
-                if !out.contains(&served) {
-                    out.push(served);
-                }
+            let served = (g.to_string(), v.to_string(), entry.to_string());
+            if removal(g, v, resource).is_none() && !out.contains(&served) {
+                out.push(served);
             }
         }
     }
@@ -151,5 +165,12 @@ mod tests {
             rule(&["networking.k8s.io"], &["v1beta1"], &["ipaddresses"]),
         ];
         assert!(warnings(&served, MatchPolicy::Exact).is_empty());
+        // A rule that also names the served successor: nothing to say.
+        let both = [rule(
+            &["apps", "extensions"],
+            &["v1", "v1beta1"],
+            &["deployments"],
+        )];
+        assert!(warnings(&both, MatchPolicy::Exact).is_empty());
     }
 }

@@ -69,7 +69,7 @@ pub fn registration_rules(
             served.is_none_or(|s| s.serves(g, v, r))
                 && !kept
                     .iter()
-                    .any(|k| (&k.operations, &k.scope) == (&key.0, &key.1) && covers(k, g, v, r))
+                    .any(|k| (&k.operations, &k.scope) == (&key.0, &key.1) && k.covers(g, v, r))
         });
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, all)) => all.extend(targets),
@@ -77,7 +77,8 @@ pub fn registration_rules(
         }
     }
     let mut out: Vec<RuleWithOperations> = kept.into_iter().cloned().collect();
-    for ((operations, scope), targets) in groups {
+    for ((operations, scope), mut targets) in groups {
+        drop_subsumed(&mut targets);
         for (api_groups, api_versions, resources) in merge(&targets) {
             out.push(RuleWithOperations {
                 operations: operations.clone(),
@@ -119,18 +120,6 @@ fn own_targets(rule: &RuleWithOperations) -> BTreeSet<Target> {
 /// `list` contains `value` or `*` (`rules.go`'s group and version match).
 fn any_or_star(list: &[String], value: &str) -> bool {
     list.iter().any(|s| s == "*" || s == value)
-}
-
-/// Whether `rule` matches every request of `group/version` `entry`, as `rules.go` matches
-/// resources: `(res == "*" || res == resource) && (sub == "*" || sub == subresource)`.
-fn covers(rule: &RuleWithOperations, group: &str, version: &str, entry: &str) -> bool {
-    let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
-    any_or_star(&rule.api_groups, group)
-        && any_or_star(&rule.api_versions, version)
-        && rule.resources.iter().any(|r| {
-            let (a, b) = r.split_once('/').unwrap_or((r, ""));
-            (a == "*" || a == res) && (b == "*" || b == sub)
-        })
 }
 
 /// Every version of every resource (built-in or declared custom) that `rule` reaches through
@@ -194,6 +183,24 @@ fn served_in_crd(crd: &CustomResource, version: &str) -> bool {
     crd.versions.iter().any(|v| v.name == version && v.served)
 }
 
+/// Removes `res` and `res/sub` where `res/*` is there for the same group/version: `res/*`
+/// matches both (`rules.go`), and kube-apiserver refuses a rule that names `res/*` and then
+/// `res/sub` (`validateResources` in `pkg/apis/admissionregistration/validation/validation.go`:
+/// "if 'res/*' is present, must not specify res/sub"), which merging could otherwise produce.
+fn drop_subsumed(targets: &mut BTreeSet<Target>) {
+    let wildcards: BTreeSet<(String, String, String)> = targets
+        .iter()
+        .filter_map(|(g, v, r)| {
+            let res = r.strip_suffix("/*")?;
+            Some((g.clone(), v.clone(), res.to_string()))
+        })
+        .collect();
+    targets.retain(|(g, v, r)| {
+        let (res, sub) = r.split_once('/').unwrap_or((r, ""));
+        sub == "*" || !wildcards.contains(&(g.clone(), v.clone(), res.to_string()))
+    });
+}
+
 /// Targets merged into rules: the versions of each (group, resource), then the resources of
 /// each (group, versions), then the groups sharing both. Each result's cross product is
 /// exactly a part of `targets`, and together they cover it. Sorted.
@@ -232,7 +239,7 @@ pub fn unreachable_rules(
         .iter()
         .enumerate()
         .filter(|(_, rule)| {
-            let direct = served.iter().any(|(g, v, r)| covers(rule, g, v, r));
+            let direct = served.iter().any(|(g, v, r)| rule.covers(g, v, r));
             let through_proxy = equivalent
                 && equivalent_targets(rule, custom)
                     .iter()
@@ -344,6 +351,29 @@ mod tests {
         assert_eq!(expand(rule(&["*"], &["*"], &["*"])), ["* * *"]);
         // Core resources have no equivalents.
         assert_eq!(expand(rule(&[""], &["v1"], &["pods"])), [" v1 pods"]);
+    }
+
+    #[test]
+    fn a_wildcard_subresource_absorbs_what_it_matches() {
+        // Two valid legacy rules whose merge would read `[deployments/*, deployments/status]`,
+        // which kube-apiserver's validation refuses.
+        let rules = [
+            rule(&["extensions"], &["v1beta1"], &["deployments/*"]),
+            rule(&["apps"], &["v1"], &["deployments/status", "deployments"]),
+        ];
+        let out = shown(&registration_rules(
+            &rules,
+            true,
+            &CustomResources::default(),
+            None,
+        ));
+        assert_eq!(
+            out,
+            [
+                "apps v1,v1beta1,v1beta2 deployments/*",
+                "extensions v1beta1 deployments/*"
+            ]
+        );
     }
 
     #[test]
