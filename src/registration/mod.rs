@@ -1,6 +1,7 @@
 //! `admission-proxy registration`: the Validating/MutatingWebhookConfigurations that register
 //! the proxy with kube-apiserver in place of the legacy webhooks of a loaded configuration.
-//! Depends on `api`, `config` and `matching` (the namespace name label).
+//! Depends on `api`, `config`, `conversion` (the equivalence table, in `coverage`), `matching`
+//! (the namespace name label) and `served`.
 //!
 //! Each legacy webhook becomes one proxy webhook with the same name (denials and failures
 //! read as before), the legacy `namespaceSelector`, `objectSelector`, `matchPolicy` and
