@@ -136,12 +136,26 @@ async fn reloads_configmap_swaps_and_keeps_last_good_config() {
         "b was removed"
     );
 
+    // One emptied file among others (a half-written ConfigMap key) is refused like an invalid
+    // one: its webhooks keep answering instead of turning into 404s.
+    std::fs::write(conf.join("extra.yaml"), "").unwrap();
+    assert!(
+        tokio::task::block_in_place(|| proxy.logged("has no documents")),
+        "the empty file is refused: {:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert_eq!(
+        status(&client, &target, "d.reload.test").await,
+        200,
+        "the emptied file's webhook keeps serving"
+    );
+
     // An empty file (what an in-place write looks like between truncate and write) does not
     // take every webhook away.
     configmap_swap(conf, "..rev5", "");
     std::fs::remove_file(conf.join("extra.yaml")).unwrap();
     assert!(
-        tokio::task::block_in_place(|| proxy.logged("has no webhooks")),
+        tokio::task::block_in_place(|| proxy.logged("webhooks.yaml: the file has no documents")),
         "the empty configuration is refused: {:?}",
         proxy.logs.lock().unwrap()
     );

@@ -309,7 +309,23 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
     for (file, text) in files {
         snapshot.files.push(file.clone());
         let is_json = file.extension().is_some_and(|e| e == "json");
-        for (doc_index, doc) in documents(text, is_json).into_iter().enumerate() {
+        let docs = documents(text, is_json);
+        if docs.iter().all(|d| matches!(d, Ok(serde_json::Value::Null))) {
+            // A ConfigMap key caught half-written, or emptied by mistake, would otherwise drop
+            // its webhooks silently (they would answer 404): refused like an invalid file, so
+            // the last good configuration, this file's webhooks included, keeps serving.
+            errors.push(Problem {
+                file: file.clone(),
+                document: None,
+                kind: None,
+                configuration: None,
+                webhook: None,
+                field: String::new(),
+                message: "the file has no documents (empty, or only comments): refused like an invalid file; delete it to remove its webhooks".into(),
+            });
+            continue;
+        }
+        for (doc_index, doc) in docs.into_iter().enumerate() {
             let document = (!is_json).then_some(doc_index);
             let base = Problem {
                 file: file.clone(),

@@ -206,6 +206,25 @@ fn webhook_names_are_unique_across_files() {
     assert!(err.to_string().contains("unique across all files"), "{err}");
 }
 
+/// Issue 26 §5: an empty file among others used to load as "no webhooks here", silently
+/// removing its webhooks; it is refused, so the last good configuration keeps serving.
+#[test]
+fn an_empty_or_comment_only_file_is_refused() {
+    for empty in ["", "\n", "# being written\n", "---\n"] {
+        let err = load_contents(&[
+            ("a.yaml".into(), V1.to_string()),
+            ("b.yaml".into(), empty.to_string()),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "1 problem(s) in the webhook configuration:\n  b.yaml: the file has no documents (empty, or only comments): refused like an invalid file; delete it to remove its webhooks",
+            "{empty:?}"
+        );
+    }
+    assert!(problems("c.json", "")[0].contains("invalid JSON"));
+}
+
 #[test]
 fn wrong_kinds_and_bad_yaml() {
     assert!(problems("x.yaml", "apiVersion: v1\nkind: ConfigMap\n")[0]
