@@ -154,6 +154,10 @@ pub fn install(version: &'static str, commit: &'static str) -> Option<Prometheus
     let _ = metrics::counter!("admission_proxy_shadow_calls_dropped_total");
     let _ = metrics::counter!("admission_proxy_captures_total");
     let _ = metrics::counter!("admission_proxy_captures_dropped_total");
+    let _ = metrics::counter!("admission_proxy_namespace_watch_errors_total");
+    for result in NAMESPACE_LOOKUP_RESULTS {
+        let _ = metrics::counter!("admission_proxy_namespace_lookups_total", "result" => result);
+    }
     metrics::gauge!("admission_proxy_connections_open").set(0.0);
     let _ = by_operation();
     let upkeep = handle.clone();
@@ -424,8 +428,11 @@ pub fn namespace_watch_error() {
     metrics::counter!("admission_proxy_namespace_watch_errors_total").increment(1);
 }
 
-/// A live namespace lookup: `admission_proxy_namespace_lookups_total{result}` (`found`,
-/// `not_found`, `error`).
+/// The `result` label values of `admission_proxy_namespace_lookups_total`.
+const NAMESPACE_LOOKUP_RESULTS: [&str; 3] = ["found", "not_found", "error"];
+
+/// A live namespace lookup: `admission_proxy_namespace_lookups_total{result}`, one of
+/// [`NAMESPACE_LOOKUP_RESULTS`].
 pub fn namespace_lookup(result: &'static str) {
     metrics::counter!("admission_proxy_namespace_lookups_total", "result" => result).increment(1);
 }

@@ -366,9 +366,16 @@ async fn dry_run_and_side_effects() {
     let body = fixture("0724-delete-core-v1-namespaces-v1.json");
     let reply = proxy.review("legacy.dry.test", &body).await;
     assert_eq!(reply.outcome(), ("rejected-dry-run", Some(400)));
+    // What the user reads once kube-apiserver prefixes the denial (`ToStatusErr`): the
+    // sentence once, not `… denied the request: admission webhook "legacy.dry.test" does not
+    // support dry run` (issue 26 §10).
     assert_eq!(
-        reply.message(),
-        r#"admission webhook "legacy.dry.test" does not support dry run"#
+        format!(
+            "admission webhook {:?} denied the request: {}",
+            "legacy.dry.test",
+            reply.message()
+        ),
+        r#"admission webhook "legacy.dry.test" denied the request: does not support dry run (sideEffects Unknown)"#
     );
     assert_eq!(backend.recorder.calls(), 0);
     assert_eq!(proxy.decision("none.dry.test", &body).await, "allowed");

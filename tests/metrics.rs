@@ -27,7 +27,7 @@ fn scrape(proxy: &BinaryProxy, ws: &Workspace) -> String {
     https_get(&proxy.addr, &ws.pki.ca_pem, None, "/metrics").unwrap()
 }
 
-const FAMILIES: [&str; 14] = [
+const FAMILIES: [&str; 16] = [
     "admission_proxy_build_info",
     "admission_proxy_webhook_admissions_total",
     "admission_proxy_admissions_total",
@@ -42,6 +42,9 @@ const FAMILIES: [&str; 14] = [
     "admission_proxy_config_generation",
     "admission_proxy_config_hash",
     "admission_proxy_serving_certificate_expiry_timestamp_seconds",
+    // Issue 26 §10: these two appeared only with their first increment.
+    "admission_proxy_namespace_watch_errors_total",
+    "admission_proxy_namespace_lookups_total",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,9 +82,19 @@ fn every_legacy_webhook_is_registered_once_with_its_own_selection() {
             let name = w["name"].as_str().unwrap();
             let (_, original) = &legacy[&(kind.to_string(), name.to_string())];
             // Exact webhooks keep their rules; Equivalent ones (only rollout here, whose
-            // extensions/v1beta1 no cluster serves since 1.16) are widened below.
+            // extensions/v1beta1 no cluster serves since 1.16) are widened below. Every rule
+            // states kube-apiserver's default scope, so an apply shows no drift (issue 26 §10).
+            let mut expected_rules = original["rules"].clone();
+            for rule in expected_rules.as_array_mut().unwrap() {
+                if rule.get("scope").is_none() {
+                    rule["scope"] = "*".into();
+                }
+            }
             if name != "rollout.legacy.example.com" {
-                assert_eq!(w["rules"], original["rules"], "{name}");
+                assert_eq!(w["rules"], expected_rules, "{name}");
+            }
+            for rule in w["rules"].as_array().unwrap() {
+                assert!(rule["scope"].is_string(), "{name}: {rule}");
             }
             let typed = if kind.starts_with("Validating") {
                 "validating"
@@ -157,9 +167,9 @@ fn every_legacy_webhook_is_registered_once_with_its_own_selection() {
         rollout["rules"],
         serde_json::json!([
             {"operations": ["CREATE", "UPDATE"], "apiGroups": ["apps"],
-             "apiVersions": ["v1", "v1beta1", "v1beta2"], "resources": ["deployments"]},
+             "apiVersions": ["v1", "v1beta1", "v1beta2"], "resources": ["deployments"], "scope": "*"},
             {"operations": ["CREATE", "UPDATE"], "apiGroups": ["extensions"],
-             "apiVersions": ["v1beta1"], "resources": ["deployments"]}
+             "apiVersions": ["v1beta1"], "resources": ["deployments"], "scope": "*"}
         ])
     );
 }
@@ -422,7 +432,7 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
     };
     assert_eq!(
         webhook("equivalent.legacy.example.com")["rules"],
-        serde_json::json!([{"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}]),
+        serde_json::json!([{"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"], "scope": "*"}]),
         "only the served version"
     );
     assert_eq!(

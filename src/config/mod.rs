@@ -310,7 +310,10 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
         snapshot.files.push(file.clone());
         let is_json = file.extension().is_some_and(|e| e == "json");
         let docs = documents(text, is_json);
-        if docs.iter().all(|d| matches!(d, Ok(serde_json::Value::Null))) {
+        if docs
+            .iter()
+            .all(|d| matches!(d, Ok(serde_json::Value::Null)))
+        {
             // A ConfigMap key caught half-written, or emptied by mistake, would otherwise drop
             // its webhooks silently (they would answer 404): refused like an invalid file, so
             // the last good configuration, this file's webhooks included, keeps serving.

@@ -471,10 +471,14 @@ impl Dispatcher {
         };
         let sent = converted_review.as_ref().unwrap_or(review);
         // Dry run: Unknown/Some is a 400 that failurePolicy does not cover (dispatch notes §10).
+        // kube-apiserver's own text is `admission webhook "X" does not support dry run`
+        // (`NewDryRunUnsupportedErr`); through the proxy it arrives as a denial, which
+        // kube-apiserver prefixes with `admission webhook "X" denied the request: `
+        // (`ToStatusErr` in `.../webhook/errors/statuserror.go`), so the name is not repeated.
         if review.request.is_dry_run() && !webhook.side_effects.supports_dry_run() {
             let message = format!(
-                "admission webhook {:?} does not support dry run",
-                webhook.name
+                "does not support dry run (sideEffects {:?})",
+                webhook.side_effects
             );
             return deny(
                 review,
@@ -713,12 +717,20 @@ fn warn_only(
 
 /// `status.message` of a denial ("" without one).
 fn denial_message(response: &AdmissionResponse) -> &str {
-    response
-        .status
-        .as_ref()
-        .and_then(|s| s.get("message"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+    // The text kube-apiserver shows after `denied the request: ` (`ToStatusErr` in
+    // `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/statuserror.go`):
+    // `status.message`, else `status.reason` (agnhost denies that way), else none.
+    let field = |name: &str| {
+        response
+            .status
+            .as_ref()
+            .and_then(|s| s.get(name))
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+    };
+    field("message")
+        .or_else(|| field("reason"))
+        .unwrap_or("without explanation")
 }
 
 /// `mode: Shadow`'s immediate answer: allowed, as if the webhook did not exist.
@@ -851,6 +863,27 @@ mod tests {
             CallFailure::Invalid("webhook response was absent".into()).status_message(),
             "received invalid webhook response: webhook response was absent"
         );
+    }
+}
+
+#[cfg(test)]
+mod denial_tests {
+    use super::*;
+
+    /// Issue 26 §10: a denial whose text is only in `status.reason` logged an empty detail.
+    #[test]
+    fn the_denial_text_is_the_message_else_the_reason() {
+        let denial = |status: Value| AdmissionResponse {
+            allowed: false,
+            status: Some(status),
+            ..AdmissionResponse::allow("u")
+        };
+        let both = denial(serde_json::json!({"message": "m", "reason": "r"}));
+        assert_eq!(denial_message(&both), "m");
+        let reason = denial(serde_json::json!({"reason": "pod name contains \"offending\""}));
+        assert_eq!(denial_message(&reason), "pod name contains \"offending\"");
+        let empty = denial(serde_json::json!({"message": "", "code": 403}));
+        assert_eq!(denial_message(&empty), "without explanation");
     }
 }
 

@@ -142,6 +142,18 @@ pub fn rules_for(
     )
 }
 
+/// `rules` with `scope: "*"` where it is unset, as kube-apiserver stores them
+/// (`SetDefaults_Rule` in `pkg/apis/admissionregistration/v1/defaults.go`): an applied object
+/// equal to the stored one, so `kubectl apply` and GitOps tools see no drift.
+fn rules_with_defaults(
+    mut rules: Vec<crate::api::RuleWithOperations>,
+) -> Vec<crate::api::RuleWithOperations> {
+    for rule in &mut rules {
+        rule.scope.get_or_insert_with(|| "*".to_string());
+    }
+    rules
+}
+
 fn webhook(w: &Webhook, snapshot: &Snapshot, options: &Options) -> Value {
     let mut client_config = json!({
         "service": {
@@ -162,7 +174,7 @@ fn webhook(w: &Webhook, snapshot: &Snapshot, options: &Options) -> Value {
     let mut hook = json!({
         "name": w.name,
         "clientConfig": client_config,
-        "rules": rules_for(w, snapshot, options.served.as_ref()),
+        "rules": rules_with_defaults(rules_for(w, snapshot, options.served.as_ref())),
         "namespaceSelector": excluding_namespace(w.spec.namespace_selector.as_ref(), &options.namespace),
         "objectSelector": w.spec.object_selector.clone().unwrap_or_default(),
         "matchPolicy": match w.matcher.match_policy {
