@@ -616,6 +616,29 @@ impl ServerHandle {
     }
 }
 
+/// The listen backlog: connections the kernel completes before the accept loop takes them.
+/// Go's `net.Listen` (what webhooks and kube-apiserver's peers are used to) asks for
+/// `net.core.somaxconn` (4096 on current kernels); the kernel caps it there. Rust's standard
+/// listener asks for 128, which a connect burst from kube-apiserver (one connection per
+/// concurrent admission) overflowed: the overflow waits a SYN retry, a second or more.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listening socket on `listen` with [`LISTEN_BACKLOG`] and `SO_REUSEADDR` (as Rust's and
+/// Go's listeners set it), registered with the current tokio runtime.
+///
+/// # Errors
+/// The socket, bind or listen error, e.g. address in use.
+pub fn bind(listen: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if listen.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(listen)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Serves `app` on `listen` (HTTPS with `tls`, else plain HTTP) inside the current tokio
 /// runtime, within `limits`.
 ///
@@ -627,10 +650,8 @@ pub fn serve<A: Respond>(
     app: A,
     limits: Arc<Limits>,
 ) -> std::io::Result<ServerHandle> {
-    let listener = std::net::TcpListener::bind(listen)?;
-    listener.set_nonblocking(true)?;
+    let listener = bind(listen)?;
     let local_addr = listener.local_addr()?;
-    let listener = tokio::net::TcpListener::from_std(listener)?;
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let (tx, rx) = watch::channel(false);
     let task = tokio::spawn(accept_loop(
@@ -788,6 +809,25 @@ pub fn serve_admission(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 26 §10: with Rust's default backlog of 128, connections the accept loop had not
+    /// taken yet overflowed it and waited a SYN retry (1 s or more). Nothing accepts here, so
+    /// every connection stays in the backlog; 300 complete at once (within the machine's
+    /// `net.core.somaxconn`, 4096 on current kernels).
+    #[tokio::test]
+    async fn a_connect_burst_fits_the_backlog() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut open = Vec::new();
+        for i in 0..300 {
+            let connect = tokio::net::TcpStream::connect(addr);
+            match tokio::time::timeout(std::time::Duration::from_millis(500), connect).await {
+                Ok(Ok(stream)) => open.push(stream),
+                other => panic!("connection {i} did not complete at once: {other:?}"),
+            }
+        }
+        assert_eq!(open.len(), 300);
+    }
 
     #[test]
     fn routes() {
