@@ -416,7 +416,19 @@ fn log_filter(spec: &str, what: &str) -> anyhow::Result<tracing_subscriber::EnvF
             bail!(invalid());
         }
     }
-    tracing_subscriber::EnvFilter::try_new(spec).with_context(invalid)
+    let filter = tracing_subscriber::EnvFilter::try_new(spec).with_context(invalid)?;
+    // kube-rs' HTTP layer logs every failed request to the Kubernetes API as ERROR (`failed
+    // with error client error (Connect)`), each retry of the namespace watch included; the
+    // proxy logs the same failure once as a WARN with its consequence. Silenced unless the
+    // filter names kube_client itself.
+    if spec.contains("kube_client") {
+        return Ok(filter);
+    }
+    Ok(filter.add_directive(
+        "kube_client::client::builder=off"
+            .parse()
+            .context("the kube_client directive")?,
+    ))
 }
 
 /// Logging to stderr. `RUST_LOG` wins over `level`; either, when set and invalid, is an error

@@ -457,3 +457,44 @@ async fn get(proxy: &BinaryProxy, ws: &Workspace, path: &'static str) -> String 
 async fn ready(proxy: &BinaryProxy, ws: &Workspace) -> bool {
     get(proxy, ws, "/readyz").await.starts_with("HTTP/1.1 200")
 }
+
+/// Issue 26 §10: while the Kubernetes API cannot be reached, kube-rs' HTTP layer logged
+/// `ERROR … failed with error client error (Connect)` on every retry, beside the proxy's own
+/// WARN saying the same calmly. Only the proxy's line remains.
+#[test]
+fn an_unreachable_api_is_the_proxy_s_warning_alone() {
+    let ws = Workspace::new("nsdown");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        common::validating(
+            "down.nswatch.test",
+            "{url: \"https://127.0.0.1:9/never\"}",
+            common::ALL,
+            "",
+        ),
+    )
+    .unwrap();
+    // Port 1 on loopback: nothing listens, every connect is refused at once.
+    let kubeconfig = kubeconfig(&ws, "http://127.0.0.1:1");
+    let proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--watch-namespaces",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        proxy.logged("namespace watch error"),
+        "{:?}",
+        proxy.logs.lock().unwrap()
+    );
+    let logs = proxy.logs.lock().unwrap().clone();
+    let errors: Vec<&String> = logs
+        .iter()
+        .filter(|l| l.contains("\"level\":\"ERROR\""))
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
