@@ -2,17 +2,18 @@
 //! RATE`): files `explain --review FILE` reads as they are, with what the proxy decided and how
 //! long it took. Redaction, encoding and file I/O happen on a thread of its own fed by a bounded
 //! queue; the request path only samples (a hash of the uid) and hands over the body. Secret
-//! `data` and `stringData` values and every `--redact-path` field are replaced before anything
-//! is written. Depends on `metrics`.
+//! values ([`crate::redact`]) and every `--redact-path` field are replaced before anything is
+//! written, and files are created readable by the proxy's user only (0600, in a 0700
+//! directory when the proxy creates it). Depends on `metrics` and `redact`.
 
 use std::collections::VecDeque;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 
 use serde_json::Value;
 
-/// What replaces a redacted value.
-pub const REDACTED: &str = "REDACTED";
+use crate::redact::{redact, RedactPath};
 
 /// Captures kept in the queue between the request path and the writer; more are dropped and
 /// counted (`admission_proxy_captures_dropped_total`).
@@ -29,9 +30,8 @@ pub struct CaptureSettings {
     pub max_files: usize,
     /// At most this many bytes of capture files; the oldest are removed.
     pub max_bytes: u64,
-    /// Extra fields to redact, dotted paths into the AdmissionReview
-    /// (`request.object.spec.password`).
-    pub redact_paths: Vec<Vec<String>>,
+    /// Extra fields to redact (`--redact-path`), besides Secret values.
+    pub redact_paths: Vec<RedactPath>,
 }
 
 /// One admission to capture: the body as received and what was decided.
@@ -64,7 +64,10 @@ impl Capture {
     /// # Errors
     /// The directory cannot be created or listed, or the thread cannot start.
     pub fn start(settings: CaptureSettings) -> std::io::Result<Self> {
-        std::fs::create_dir_all(&settings.dir)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&settings.dir)?;
         let mut kept = existing_captures(&settings.dir)?;
         let (queue, rx) = sync_channel::<Entry>(QUEUE);
         let threshold = (settings.sample.clamp(0.0, 1.0) * f64::from(u32::MAX)) as u64;
@@ -168,7 +171,17 @@ fn write_capture(
         .dir
         .join(format!("{:013}-{uid}.capture.json", now.as_millis()));
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &text)?;
+    {
+        use std::io::Write as _;
+        // 0600: captures hold request bodies (redacted, but still the cluster's objects).
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(&text)?;
+    }
     std::fs::rename(&tmp, &path)?;
     kept.push_back((path, text.len() as u64));
     let mut bytes: u64 = kept.iter().map(|(_, n)| n).sum();
@@ -183,68 +196,9 @@ fn write_capture(
     Ok(())
 }
 
-/// Replaces Secret `data` and `stringData` values in `object` and `oldObject`, and every field
-/// at `paths`, with [`REDACTED`]. Keys stay, so what was there is still visible.
-pub fn redact(review: &mut Value, paths: &[Vec<String>]) {
-    let secret = review.pointer("/request/kind/kind").and_then(Value::as_str) == Some("Secret")
-        && review
-            .pointer("/request/kind/group")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .is_empty();
-    if secret {
-        for object in ["object", "oldObject"] {
-            for field in ["data", "stringData"] {
-                if let Some(Value::Object(values)) = review
-                    .get_mut("request")
-                    .and_then(|r| r.get_mut(object))
-                    .and_then(|o| o.get_mut(field))
-                {
-                    for v in values.values_mut() {
-                        *v = Value::String(REDACTED.into());
-                    }
-                }
-            }
-        }
-    }
-    for path in paths {
-        let mut at = Some(&mut *review);
-        for key in path {
-            at = at.and_then(|v| v.get_mut(key.as_str()));
-        }
-        if let Some(v) = at {
-            *v = Value::String(REDACTED.into());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn secrets_and_named_paths_are_redacted_keys_kept() {
-        let mut review = json!({"request": {
-            "kind": {"group": "", "version": "v1", "kind": "Secret"},
-            "object": {"data": {"password": "c2VjcmV0"}, "stringData": {"token": "t"}},
-            "oldObject": {"data": {"password": "b2xk"}},
-            "userInfo": {"extra": {"token": ["x"]}}
-        }});
-        redact(
-            &mut review,
-            &[vec!["request".into(), "userInfo".into(), "extra".into()]],
-        );
-        assert_eq!(review["request"]["object"]["data"]["password"], REDACTED);
-        assert_eq!(review["request"]["object"]["stringData"]["token"], REDACTED);
-        assert_eq!(review["request"]["oldObject"]["data"]["password"], REDACTED);
-        assert_eq!(review["request"]["userInfo"]["extra"], REDACTED);
-        // A ConfigMap's data is not a Secret's.
-        let mut cm = json!({"request": {"kind": {"group": "", "kind": "ConfigMap"},
-            "object": {"data": {"a": "b"}}}});
-        redact(&mut cm, &[]);
-        assert_eq!(cm["request"]["object"]["data"]["a"], "b");
-    }
 
     #[test]
     fn sampling_is_stable_and_follows_the_rate() {

@@ -16,6 +16,7 @@ use crate::config::{Snapshot, Webhook};
 use crate::matching::{
     namespace_labels, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels, Rule, RuleInput,
 };
+use crate::redact::RedactPath;
 use crate::review::ParsedReview;
 
 /// What explain reports for one review: the request in brief, then every webhook by name.
@@ -134,15 +135,18 @@ pub struct CallPlan {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_server_name: Option<String>,
     pub timeout_seconds: u64,
-    /// The exact body, byte for byte.
+    /// The body, exactly as sent except Secret values and `--redact-path` fields, which are
+    /// redacted ([`crate::redact`]).
     pub body: Option<Box<RawValue>>,
 }
 
-/// Explains `review` against every webhook of `snapshot`, sorted by webhook name.
+/// Explains `review` against every webhook of `snapshot`, sorted by webhook name; bodies shown
+/// have Secret values and the fields at `redact_paths` redacted.
 pub fn explain(
     snapshot: &Snapshot,
     review: &ParsedReview<'_>,
     namespaces: Option<&Namespaces>,
+    redact_paths: &[RedactPath],
 ) -> Explanation {
     let r = &review.request;
     let resource = r.effective_resource();
@@ -174,7 +178,7 @@ pub fn explain(
         request,
         webhooks: webhooks
             .into_iter()
-            .map(|w| explain_webhook(w, snapshot, review, namespaces))
+            .map(|w| explain_webhook(w, snapshot, review, namespaces, redact_paths))
             .collect(),
     }
 }
@@ -196,6 +200,7 @@ fn explain_webhook(
     snapshot: &Snapshot,
     review: &ParsedReview<'_>,
     namespaces: Option<&Namespaces>,
+    redact_paths: &[RedactPath],
 ) -> WebhookExplanation {
     let m = &webhook.matcher;
     let r = &review.request;
@@ -354,11 +359,10 @@ fn explain_webhook(
             tls_server_name: webhook.backend.server_name.clone(),
             timeout_seconds,
             // The converted body is unknown until the conversion webhook answers.
+            // Secret values redacted (issue 26 §1): explain output is pasted into tickets.
             body: version.filter(|_| !pending_conversion).and_then(|v| {
-                let body = seen.body_as(v);
-                std::str::from_utf8(&body)
-                    .ok()
-                    .and_then(|s| RawValue::from_string(s.to_string()).ok())
+                let body = crate::redact::redacted_text(&seen.body_as(v), redact_paths);
+                RawValue::from_string(body).ok()
             }),
         }
     });

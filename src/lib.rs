@@ -3,7 +3,7 @@
 //! Module dependencies point one way: `api` → `backend`; `api`, `backend`, `review` → `conversion` → `matching` → `config` → `explain`,
 //! `dispatch` → `server` → `reload`, `demo`; `config`, `served` → `registration` → `explain`;
 //! `served` → `config` (removed-version warnings); `matching` →
-//! `namespace_watch` → `server`; `capture` → `server`. `memory` is a leaf, `metrics` depends only
+//! `namespace_watch` → `server`; `redact` → `capture`, `explain`, `server`; `capture` → `server`. `memory` and `redact` are leaves, `metrics` depends only
 //! on it, `tls` is a leaf; `example_backend` uses only `server`.
 
 pub mod api;
@@ -20,6 +20,7 @@ pub mod matching;
 pub mod memory;
 pub mod metrics;
 pub mod namespace_watch;
+pub mod redact;
 pub mod registration;
 pub mod reload;
 pub mod review;

@@ -91,6 +91,10 @@ struct ExplainArgs {
     /// `text` (default) or `json`.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     output: String,
+    /// A field to redact in the bodies shown, besides Secret values (always redacted), as
+    /// `serve --redact-path` takes it; repeatable.
+    #[arg(long)]
+    redact_path: Vec<admission_proxy::redact::RedactPath>,
 }
 
 #[derive(clap::Args)]
@@ -303,10 +307,12 @@ struct ServeArgs {
     /// Bytes of capture files kept; the oldest are removed.
     #[arg(long, default_value_t = 100 * 1024 * 1024, requires = "capture_dir")]
     capture_max_bytes: u64,
-    /// A field to redact in captures, as a dotted path into the AdmissionReview
+    /// A field to redact in captures and trace logs, besides Secret values (always
+    /// redacted): a JSON Pointer into the AdmissionReview
+    /// (/request/object/metadata/annotations/example.com~1token) or a dotted path
     /// (request.object.spec.password); repeatable.
-    #[arg(long, requires = "capture_dir")]
-    redact_path: Vec<String>,
+    #[arg(long)]
+    redact_path: Vec<admission_proxy::redact::RedactPath>,
     /// Seconds between periodic re-reads of watched files (a backstop for missed events).
     #[arg(long, default_value_t = 30)]
     resync_seconds: u64,
@@ -641,7 +647,12 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
         std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
     let review = admission_proxy::review::ParsedReview::parse(&body)
         .with_context(|| format!("parse the AdmissionReview in {}", args.review.display()))?;
-    let explanation = admission_proxy::explain::explain(&snapshot, &review, namespaces.as_ref());
+    let explanation = admission_proxy::explain::explain(
+        &snapshot,
+        &review,
+        namespaces.as_ref(),
+        &args.redact_path,
+    );
     if args.output == "json" {
         println!("{}", serde_json::to_string_pretty(&explanation)?);
     } else {
@@ -747,6 +758,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     state.metrics = metrics;
     state.limits = Arc::new(args.limits.limits());
+    state.redact_paths = args.redact_path.clone();
     if let Some(dir) = &args.capture_dir {
         if !(0.0..=1.0).contains(&args.capture_sample) {
             bail!(
@@ -760,11 +772,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 sample: args.capture_sample,
                 max_files: args.capture_max_files,
                 max_bytes: args.capture_max_bytes,
-                redact_paths: args
-                    .redact_path
-                    .iter()
-                    .map(|p| p.split('.').map(str::to_string).collect())
-                    .collect(),
+                redact_paths: args.redact_path.clone(),
             })
             .with_context(|| format!("--capture-dir {}", dir.display()))?,
         );

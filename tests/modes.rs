@@ -553,3 +553,123 @@ async fn default_mode_applies_where_no_mode_is_set() {
         .unwrap();
     assert!(!allowed(&enforced.body), "an explicit Enforce still denies");
 }
+
+/// Issue 26 §1 and §3: a Secret written with `kubectl apply` carries its values again in the
+/// last-applied-configuration annotation. None of them, nor a `--redact-path` field named by
+/// JSON Pointer (an annotation key with dots and a slash), reaches a capture file, a trace log
+/// line or `explain`'s output; capture files are the proxy user's alone (0600 in a 0700
+/// directory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_applied_secret_leaves_no_value_in_captures_logs_or_explain() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let backend = TestBackend::start();
+    let ws = Workspace::new("secret-edges");
+    let captures = ws.dir.join("captures");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(
+            "secrets.example.com",
+            &backend.client_config("/allow"),
+            ALL,
+            "",
+        ),
+    )
+    .unwrap();
+    let mut review: serde_json::Value =
+        serde_json::from_slice(&fixture("0205-create-core-v1-secrets-v1.json")).unwrap();
+    let object = &mut review["request"]["object"];
+    let values: Vec<String> = object["data"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_str().unwrap().to_string())
+        .chain(["hunter2-token".to_string()])
+        .collect();
+    let applied = serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": object["metadata"]["name"]}, "data": object["data"]});
+    object["metadata"]["annotations"] = serde_json::json!({
+        "kubectl.kubernetes.io/last-applied-configuration": applied.to_string(),
+        "example.com/token": "hunter2-token",
+    });
+    let body = serde_json::to_vec(&review).unwrap();
+    let file = ws.dir.join("secret-review.json");
+    std::fs::write(&file, &body).unwrap();
+    let proxy = tokio::task::block_in_place(|| {
+        BinaryProxy::start(
+            &ws.conf,
+            &ws.cert,
+            &ws.key,
+            &[
+                "--log-level",
+                "trace",
+                "--capture-dir",
+                captures.to_str().unwrap(),
+                "--capture-sample",
+                "1",
+                "--redact-path",
+                "/request/object/metadata/annotations/example.com~1token",
+            ],
+        )
+    });
+    let reply = HttpClient::new()
+        .post(
+            &proxy.target(&ws.pki),
+            "/webhooks/secrets.example.com?timeout=10s",
+            &body,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200);
+    let written = tokio::task::block_in_place(|| {
+        for _ in 0..500 {
+            let found: Vec<std::path::PathBuf> = std::fs::read_dir(&captures)
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .map(|e| e.path())
+                        .filter(|p| p.to_string_lossy().ends_with(".capture.json"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(path) = found.into_iter().next() {
+                return path;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no capture written");
+    });
+    let capture = std::fs::read_to_string(&written).unwrap();
+    assert!(tokio::task::block_in_place(
+        || proxy.logged("admission request body (redacted)")
+    ));
+    let logs = proxy.logs.lock().unwrap().join("\n");
+    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["explain", "--config"])
+        .arg(&ws.conf)
+        .arg("--review")
+        .arg(&file)
+        .args([
+            "--redact-path",
+            "/request/object/metadata/annotations/example.com~1token",
+        ])
+        .output()
+        .unwrap();
+    assert!(explain.status.success(), "{explain:?}");
+    let explained = String::from_utf8(explain.stdout).unwrap();
+    assert!(explained.contains("REDACTED"), "{explained}");
+    for (place, text) in [
+        ("capture", &capture),
+        ("logs", &logs),
+        ("explain", &explained),
+    ] {
+        for v in &values {
+            assert!(
+                !text.contains(v.as_str()),
+                "{place} holds a Secret value: {text}"
+            );
+        }
+    }
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&written), 0o600, "capture file mode");
+    assert_eq!(mode(&captures), 0o700, "capture directory mode");
+}

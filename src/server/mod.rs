@@ -63,6 +63,9 @@ pub struct State {
     shadow_slots: Arc<tokio::sync::Semaphore>,
     /// `--capture-dir`: sampled, redacted AdmissionReviews for `explain --review`.
     pub capture: Option<crate::capture::Capture>,
+    /// `--redact-path`: fields replaced in every body the proxy writes out (captures, trace
+    /// logs), besides Secret values.
+    pub redact_paths: Vec<crate::redact::RedactPath>,
 }
 
 /// Requests being answered, and a wake-up when the count reaches zero (the drain waits on it).
@@ -103,6 +106,7 @@ impl State {
             in_flight: InFlight::default(),
             shadow_slots: Arc::new(tokio::sync::Semaphore::new(SHADOW_QUEUE)),
             capture: None,
+            redact_paths: Vec::new(),
         }
     }
 
@@ -416,7 +420,11 @@ impl Respond for AdmissionApp {
             }
             _ => admission_event!(tracing::Level::INFO),
         }
-        tracing::trace!(uid = %request.uid, body = %String::from_utf8_lossy(review.body()), "admission request body");
+        // Secret values and --redact-path fields never reach a log line (issue 26 §3).
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let body = crate::redact::redacted_text(review.body(), &self.state.redact_paths);
+            tracing::trace!(uid = %request.uid, body = %body, "admission request body (redacted)");
+        }
         if let Some(capture) = &self.state.capture {
             if capture.sampled(&request.uid) {
                 capture.offer(
