@@ -254,16 +254,57 @@ impl Sources {
     /// The watcher could not be created or a directory not watched.
     pub fn spawn(self, state: Arc<State>) -> Result<ReloadHandle, notify::Error> {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let interests = self.interests();
+        let mut interests = self.interests();
         let dirs: Vec<PathBuf> = interests.iter().map(|i| i.dir.clone()).collect();
+        // Each watched directory's parent, for the directory's own name only: a directory that
+        // is deleted and created again takes its inotify watch with it, and only its parent
+        // sees it come back (the reload thread then re-arms the watch, [`rearm`]).
+        let parents: Vec<PathBuf> = dirs
+            .iter()
+            .filter_map(|dir| {
+                let parent = dir.parent()?.to_path_buf();
+                let name = dir.file_name()?.to_os_string();
+                match interests.iter_mut().find(|i| i.dir == parent) {
+                    Some(i) => {
+                        if let Some(names) = &mut i.names {
+                            names.push(name);
+                        }
+                        None
+                    }
+                    None => {
+                        interests.push(Interest {
+                            dir: parent.clone(),
+                            names: Some(vec![name]),
+                        });
+                        Some(parent)
+                    }
+                }
+            })
+            .collect();
+        // Watched directories seen created again (by their parent's watch), for [`rearm`].
+        let recreated: Arc<parking_lot::Mutex<Vec<PathBuf>>> = Arc::default();
+        let created = recreated.clone();
+        let watched = dirs.clone();
         let mut debouncer = new_debouncer(
             DEBOUNCE,
             Some(DEBOUNCE_TICK),
             move |result: DebounceEventResult| {
-                let relevant = result.is_ok_and(|events| {
-                    events.iter().any(|e| {
-                        changes_content(&e.kind) && e.paths.iter().any(|p| matters(&interests, p))
-                    })
+                let Ok(events) = result else {
+                    return;
+                };
+                for e in events
+                    .iter()
+                    .filter(|e| matches!(e.kind, EventKind::Create(_)))
+                {
+                    let mut created = created.lock();
+                    for p in e.paths.iter().filter(|p| watched.contains(p)) {
+                        if !created.contains(p) {
+                            created.push(p.clone());
+                        }
+                    }
+                }
+                let relevant = events.iter().any(|e| {
+                    changes_content(&e.kind) && e.paths.iter().any(|p| matters(&interests, p))
                 });
                 if relevant {
                     let _ = tx.send(());
@@ -273,6 +314,14 @@ impl Sources {
         for dir in &dirs {
             debouncer.watch(dir, RecursiveMode::NonRecursive)?;
         }
+        for parent in &parents {
+            // Best effort: without it, a recreated directory is still found at the resync.
+            if let Err(e) = debouncer.watch(parent, RecursiveMode::NonRecursive) {
+                tracing::debug!(dir = %parent.display(), error = %e, "parent directory not watched");
+            }
+        }
+        let debouncer = Arc::new(parking_lot::Mutex::new(debouncer));
+        let rearm_with = Arc::downgrade(&debouncer);
         let mut fps = Fingerprints::default();
         if let Ok(Some((fp, _))) = changed_config(&self.config, None) {
             fps.config = Some(fp);
@@ -312,6 +361,9 @@ impl Sources {
                     }
                     // Drain bursts: one reload per batch of events.
                     while rx.try_recv().is_ok() {}
+                    // Before reading, so that a file written into a recreated directory after
+                    // this read still raises an event.
+                    rearm(&rearm_with, std::mem::take(&mut *recreated.lock()));
                     sources.reload_once(&state, &mut fps);
                     // The load's peak (YAML, JSON values, the old snapshot) back to the OS.
                     crate::memory::release();
@@ -321,6 +373,34 @@ impl Sources {
         Ok(ReloadHandle {
             _watcher: Box::new(debouncer),
         })
+    }
+}
+
+/// Watches again every directory in `recreated`: deleted and created again, it lost its inotify
+/// watch, and its changes were otherwise seen only at the periodic resync (issue 26 §8). Its
+/// parent's watch reported the creation (an inode number alone cannot tell: a new directory
+/// often gets the old one's). Does nothing once the watcher is gone.
+fn rearm<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
+    debouncer: &std::sync::Weak<parking_lot::Mutex<notify_debouncer_full::Debouncer<W, C>>>,
+    recreated: Vec<PathBuf>,
+) {
+    if recreated.is_empty() {
+        return;
+    }
+    let Some(debouncer) = debouncer.upgrade() else {
+        return;
+    };
+    let mut debouncer = debouncer.lock();
+    for dir in recreated {
+        // The old watch went with the old directory (inotify dropped it); a new one is added.
+        match debouncer.watch(&dir, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                tracing::info!(dir = %dir.display(), "watched directory was created again; watching it again")
+            }
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the recreated directory; its changes are seen at the periodic resync")
+            }
+        }
     }
 }
 

@@ -286,3 +286,47 @@ async fn reloads_under_load_never_answer_wrongly() {
     drop(proxy);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Issue 26 §8: a configuration directory deleted and created again took its inotify watch with
+/// it; its changes were then seen only at the periodic resync (60 s here). The watch is re-armed
+/// from the parent directory's event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_config_directory_is_watched_again() {
+    let ws = Workspace::new("rearm");
+    let (conf, pki, cert, key) = (&ws.conf, &ws.pki, &ws.cert, &ws.key);
+    std::fs::write(
+        conf.join("webhooks.yaml"),
+        config(&[("a.rearm.test", "UPDATE")]),
+    )
+    .unwrap();
+    let proxy = BinaryProxy::start(conf, cert, key, &[]);
+    let (client, target) = (HttpClient::new(), proxy.target(pki));
+    assert_eq!(status(&client, &target, "a.rearm.test").await, 200);
+
+    std::fs::remove_dir_all(conf).unwrap();
+    std::fs::create_dir(conf).unwrap();
+    std::fs::write(
+        conf.join("webhooks.yaml"),
+        config(&[("b.rearm.test", "UPDATE")]),
+    )
+    .unwrap();
+    wait_for(&client, &target, "b.rearm.test", 200)
+        .await
+        .expect("the recreated directory's file is loaded");
+    // And the directory is watched again: a later change is seen too.
+    std::fs::write(
+        conf.join("more.yaml"),
+        config(&[("c.rearm.test", "UPDATE")]).replace("name: reload", "name: more"),
+    )
+    .unwrap();
+    wait_for(&client, &target, "c.rearm.test", 200)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "a change in the recreated directory is seen: {:?}",
+                proxy.logs.lock().unwrap()
+            )
+        });
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&ws.dir);
+}
