@@ -230,6 +230,16 @@ struct ServeArgs {
     /// picks a free port (logged).
     #[arg(long, default_value = ":8443", value_parser = parse_listen)]
     listen: SocketAddr,
+    /// Plain-HTTP address for /livez, /healthz and /readyz (as controller-runtime's
+    /// --health-probe-bind-address), e.g. `:8081`; `0` (default) for none. The kubelet's
+    /// probes send no client certificate, so with --client-ca-file they need this port.
+    #[arg(long, default_value = "0", value_parser = parse_bind_address)]
+    health_probe_bind_address: BindAddress,
+    /// Plain-HTTP address for /metrics (as controller-runtime's --metrics-bind-address), e.g.
+    /// `:8080`; `0` (default) for none. The same address as --health-probe-bind-address
+    /// serves both on one listener.
+    #[arg(long, default_value = "0", value_parser = parse_bind_address)]
+    metrics_bind_address: BindAddress,
     /// PEM certificate chain served to kube-apiserver; reloaded with its key on change. A pair
     /// whose key does not match is refused (at start, and on reload the last good pair stays).
     #[arg(long)]
@@ -377,6 +387,19 @@ impl LimitArgs {
             max_requests_inflight: size(self.max_requests_inflight),
         }
     }
+}
+
+/// An optional listen address: `None` for `0`.
+#[derive(Clone, Copy, Debug)]
+struct BindAddress(Option<SocketAddr>);
+
+/// `--health-probe-bind-address`, `--metrics-bind-address`: `0` for none (as controller-runtime
+/// reads it), else as [`parse_listen`].
+fn parse_bind_address(s: &str) -> Result<BindAddress, String> {
+    if s == "0" {
+        return Ok(BindAddress(None));
+    }
+    parse_listen(s).map(|a| BindAddress(Some(a)))
 }
 
 /// `--listen`: `HOST:PORT`, `[V6]:PORT`, or Go's `:PORT` for all (IPv4) addresses.
@@ -789,6 +812,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let state = Arc::new(state);
     let handle = server::serve_admission(args.listen, Arc::new(server_tls), state.clone())
         .with_context(|| format!("listen on {}", args.listen))?;
+    let observers = serve_observations(&args, &state)?;
     let _reloader = reload::Sources {
         config: args.config.clone(),
         namespaces: args.namespaces_file.clone(),
@@ -823,6 +847,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         in_flight = state.in_flight(),
         "listener closed; draining requests in flight"
     );
+    // The probe and metrics listeners serve on through the drain (/readyz keeps failing).
+    let _observers = observers;
     match tokio::time::timeout(
         Duration::from_secs(args.shutdown_grace_seconds),
         state.drained(),
@@ -836,6 +862,55 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
     }
     Ok(())
+}
+
+/// Starts the plain-HTTP probe and metrics listeners `--health-probe-bind-address` and
+/// `--metrics-bind-address` ask for (one listener when they are the same address).
+fn serve_observations(
+    args: &ServeArgs,
+    state: &Arc<server::State>,
+) -> anyhow::Result<Vec<server::ServerHandle>> {
+    use server::Observations;
+    let listeners: Vec<(SocketAddr, Observations)> = match (
+        args.health_probe_bind_address.0,
+        args.metrics_bind_address.0,
+    ) {
+        (Some(h), Some(m)) if h == m && h.port() != 0 => vec![(h, Observations::ALL)],
+        (health, metrics) => health
+            .map(|a| {
+                (
+                    a,
+                    Observations {
+                        health: true,
+                        metrics: false,
+                    },
+                )
+            })
+            .into_iter()
+            .chain(metrics.map(|a| {
+                (
+                    a,
+                    Observations {
+                        health: false,
+                        metrics: true,
+                    },
+                )
+            }))
+            .collect(),
+    };
+    let mut handles = Vec::new();
+    for (address, serves) in listeners {
+        let handle = server::serve_observations(address, state.clone(), serves)
+            .with_context(|| format!("listen on {address}"))?;
+        let what = match (serves.health, serves.metrics) {
+            (true, true) => "health probes and metrics",
+            (true, false) => "health probes",
+            _ => "metrics",
+        };
+        tracing::info!(address = %handle.local_addr, serves = what, "plain-HTTP observation listener");
+        handles.push(handle);
+    }
+    Ok(handles)
 }
 
 async fn bench(args: BenchArgs) -> anyhow::Result<()> {

@@ -288,3 +288,101 @@ fn version_names_the_commit_and_a_bad_log_level_is_an_error() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A plain HTTP GET; the whole answer.
+fn http_get(addr: &str, path: &str) -> String {
+    let mut tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = tcp.read_to_string(&mut out);
+    out
+}
+
+/// The address a listener line with `serves` logged.
+fn logged_address(proxy: &BinaryProxy, serves: &str) -> String {
+    assert!(proxy.logged(serves), "{:?}", proxy.logs.lock().unwrap());
+    let logs = proxy.logs.lock().unwrap();
+    let line = logs
+        .iter()
+        .find(|l| {
+            l.contains("plain-HTTP observation listener")
+                && l.contains(&format!("\"serves\":\"{serves}\""))
+        })
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    v["fields"]["address"].as_str().unwrap().to_string()
+}
+
+/// Issue 26 §2: with `--client-ca-file`, the admission port refuses the kubelet's probes (no
+/// client certificate), so the pod never became Ready. The probes and /metrics have plain-HTTP
+/// listeners of their own, as controller-runtime's managers do; each serves only its paths.
+#[test]
+fn probes_and_metrics_have_plain_http_ports_beside_client_certificate_auth() {
+    let ws = Workspace::new("probes");
+    write_config(&ws, &unreachable_webhook());
+    let clients = TestPki::generate(&["unused"]).unwrap();
+    let ca_file = ws.dir.join("client-ca.crt");
+    std::fs::write(&ca_file, &clients.ca_pem).unwrap();
+    let proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--client-ca-file",
+            ca_file.to_str().unwrap(),
+            "--health-probe-bind-address",
+            "127.0.0.1:0",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+        ],
+    );
+    assert!(
+        https_get(&proxy.addr, &ws.pki.ca_pem, None, "/readyz").is_err(),
+        "the admission port wants a client certificate"
+    );
+    let health = logged_address(&proxy, "health probes");
+    let metrics = logged_address(&proxy, "metrics");
+    for path in ["/readyz", "/livez", "/healthz"] {
+        let answer = http_get(&health, path);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+        assert!(answer.ends_with("ok"), "{path}: {answer}");
+    }
+    assert!(http_get(&health, "/metrics").starts_with("HTTP/1.1 404"));
+    let scrape = http_get(&metrics, "/metrics");
+    assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
+    assert!(
+        scrape.contains("# HELP admission_proxy_build_info"),
+        "{scrape}"
+    );
+    assert!(http_get(&metrics, "/readyz").starts_with("HTTP/1.1 404"));
+    assert!(http_get(&health, "/webhooks/unreachable.serving.test").starts_with("HTTP/1.1 404"));
+
+    // One address for both: one listener serving both.
+    let ws2 = Workspace::new("probes-one");
+    write_config(&ws2, &unreachable_webhook());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let both = format!("127.0.0.1:{port}");
+    let proxy2 = BinaryProxy::start(
+        &ws2.conf,
+        &ws2.cert,
+        &ws2.key,
+        &[
+            "--health-probe-bind-address",
+            &both,
+            "--metrics-bind-address",
+            &both,
+        ],
+    );
+    assert_eq!(logged_address(&proxy2, "health probes and metrics"), both);
+    assert!(http_get(&both, "/readyz").starts_with("HTTP/1.1 200"));
+    assert!(http_get(&both, "/metrics").starts_with("HTTP/1.1 200"));
+}

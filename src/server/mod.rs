@@ -277,6 +277,78 @@ fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Ve
     )
 }
 
+/// Which observation endpoints a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Observations {
+    /// `/livez`, `/healthz`, `/readyz`.
+    pub health: bool,
+    /// `/metrics`.
+    pub metrics: bool,
+}
+
+impl Observations {
+    /// Both, as the admission port serves them.
+    pub const ALL: Observations = Observations {
+        health: true,
+        metrics: true,
+    };
+}
+
+/// The answer to `GET path` when it is an observation endpoint `serves` includes.
+fn observation(state: &State, path: &str, serves: Observations) -> Option<Response<Vec<u8>>> {
+    match path {
+        "/healthz" | "/livez" if serves.health => Some(reply(200, "text/plain", b"ok".to_vec())),
+        "/readyz" if serves.health => Some(match state.readiness() {
+            Ok(()) => reply(200, "text/plain", b"ok".to_vec()),
+            Err(reason) => reply(503, "text/plain", reason.as_bytes().to_vec()),
+        }),
+        "/metrics" if serves.metrics => Some(match &state.metrics {
+            Some(h) => reply(200, "text/plain; version=0.0.4", h.render().into_bytes()),
+            None => status_reply(404, "NotFound", "metrics are not enabled".into()),
+        }),
+        _ => None,
+    }
+}
+
+/// The plain-HTTP listener for the kubelet's probes and Prometheus
+/// (`--health-probe-bind-address`, `--metrics-bind-address`, as controller-runtime's managers
+/// have them): the admission port may require client certificates (`--client-ca-file`),
+/// which neither the kubelet nor a scraper presents. Serves only its [`Observations`]; every
+/// other request is a 404.
+pub struct ObservationApp {
+    pub state: Arc<State>,
+    pub serves: Observations,
+}
+
+impl Respond for ObservationApp {
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let header = session.req_header();
+        let found = (header.method == "GET")
+            .then(|| observation(&self.state, header.uri.path(), self.serves))
+            .flatten();
+        found.unwrap_or_else(|| {
+            status_reply(
+                404,
+                "NotFound",
+                format!("{} is not served here", header.uri.path()),
+            )
+        })
+    }
+}
+
+/// Serves [`ObservationApp`] on `listen`, plain HTTP.
+///
+/// # Errors
+/// See [`serve`].
+pub fn serve_observations(
+    listen: SocketAddr,
+    state: Arc<State>,
+    serves: Observations,
+) -> std::io::Result<ServerHandle> {
+    let limits = state.limits.clone();
+    serve(listen, None, ObservationApp { state, serves }, limits)
+}
+
 impl Respond for AdmissionApp {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let received = Instant::now();
@@ -291,21 +363,10 @@ impl Respond for AdmissionApp {
         let method = header.method.clone();
         let uri = header.uri.clone();
         let (path, query) = (uri.path(), uri.query().unwrap_or(""));
-        match (method.as_str(), path) {
-            ("GET", "/healthz" | "/livez") => return reply(200, "text/plain", b"ok".to_vec()),
-            ("GET", "/readyz") => {
-                return match self.state.readiness() {
-                    Ok(()) => reply(200, "text/plain", b"ok".to_vec()),
-                    Err(reason) => reply(503, "text/plain", reason.as_bytes().to_vec()),
-                }
+        if method == "GET" {
+            if let Some(response) = observation(&self.state, path, Observations::ALL) {
+                return response;
             }
-            ("GET", "/metrics") => {
-                return match &self.state.metrics {
-                    Some(h) => reply(200, "text/plain; version=0.0.4", h.render().into_bytes()),
-                    None => status_reply(404, "NotFound", "metrics are not enabled".into()),
-                }
-            }
-            _ => {}
         }
         if method == "POST"
             && path.starts_with("/webhooks/")
