@@ -842,27 +842,41 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         _ = tokio::time::sleep(Duration::from_secs(args.shutdown_delay_seconds)) => {}
         _ = wait_for_signal() => tracing::info!("second signal: shutdown delay skipped"),
     }
-    handle.shutdown().await;
+    let answering = handle.shutdown().await;
     tracing::info!(
         in_flight = state.in_flight(),
         "listener closed; draining requests in flight"
     );
     // The probe and metrics listeners serve on through the drain (/readyz keeps failing).
     let _observers = observers;
-    match tokio::time::timeout(
-        Duration::from_secs(args.shutdown_grace_seconds),
-        state.drained(),
-    )
-    .await
+    let grace = Duration::from_secs(args.shutdown_grace_seconds);
+    let cut = match tokio::time::timeout(grace, state.drained()).await {
+        Ok(()) => 0,
+        Err(_) => {
+            // Each admission still waiting for its backend is answered by its failurePolicy,
+            // as a call that never answered would be, instead of a bare connection close.
+            let cut = state.in_flight();
+            state.expire_grace();
+            cut
+        }
+    };
+    // Bounded: the last answers are written before the process ends their connections.
+    if tokio::time::timeout(ANSWERS_WRITTEN, answering.written())
+        .await
+        .is_err()
     {
-        Ok(()) => tracing::info!("drained; exiting"),
-        Err(_) => tracing::warn!(
-            in_flight = state.in_flight(),
-            "requests still in flight after the grace period; exiting"
-        ),
+        tracing::warn!("answers still being written after the drain; exiting");
     }
+    if cut > 0 {
+        bail!("{cut} admission(s) were still in flight when --shutdown-grace-seconds ({}) ran out: each was answered by its webhook's failurePolicy", args.shutdown_grace_seconds);
+    }
+    tracing::info!("drained; exiting");
     Ok(())
 }
+
+/// How long the shutdown waits, after the last admission was answered, for the answers to be
+/// written.
+const ANSWERS_WRITTEN: Duration = Duration::from_secs(2);
 
 /// Starts the plain-HTTP probe and metrics listeners `--health-probe-bind-address` and
 /// `--metrics-bind-address` ask for (one listener when they are the same address).

@@ -54,7 +54,7 @@ pub const CLOSE_REASONS: [&str; 5] = [
 ];
 
 /// Call failure classes (`dispatch::CallFailure::class`).
-pub const FAILURE_CLASSES: [&str; 10] = [
+pub const FAILURE_CLASSES: [&str; 11] = [
     "connect",
     "tls",
     "transport",
@@ -65,6 +65,7 @@ pub const FAILURE_CLASSES: [&str; 10] = [
     "namespace_labels",
     "circuit_open",
     "overloaded",
+    "shutdown",
 ];
 
 /// Every family: name, kind, help. Described at install so that `/metrics` shows HELP and TYPE

@@ -386,3 +386,84 @@ fn probes_and_metrics_have_plain_http_ports_beside_client_certificate_auth() {
     assert!(http_get(&both, "/readyz").starts_with("HTTP/1.1 200"));
     assert!(http_get(&both, "/metrics").starts_with("HTTP/1.1 200"));
 }
+
+/// Issue 26 §4: when `--shutdown-grace-seconds` ran out, the admissions still in flight got a
+/// bare EOF (a transport error for kube-apiserver) and the process exited 0. Each is answered
+/// by its webhook's failurePolicy (Ignore: allowed with the reason; Fail: 500), and the exit
+/// code says the drain was cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admissions_cut_by_the_grace_period_are_answered_by_failure_policy() {
+    let ws = Workspace::new("grace");
+    let backend = TestBackend::start();
+    write_config(
+        &ws,
+        &[
+            validating(
+                "ignore.grace.test",
+                &backend.client_config("/slow/8000"),
+                ALL,
+                "timeoutSeconds: 10\n  failurePolicy: Ignore",
+            ),
+            validating(
+                "fail.grace.test",
+                &backend.client_config("/slow/8000"),
+                ALL,
+                "timeoutSeconds: 10\n  failurePolicy: Fail",
+            ),
+        ]
+        .join("---\n"),
+    );
+    let mut proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--shutdown-delay-seconds",
+            "0",
+            "--shutdown-grace-seconds",
+            "1",
+        ],
+    );
+    let target = proxy.target(&ws.pki);
+    let client = Arc::new(HttpClient::new());
+    let send = |webhook: &'static str| {
+        let (client, target) = (client.clone(), target.clone());
+        tokio::spawn(async move {
+            client
+                .post(
+                    &target,
+                    &format!("/webhooks/{webhook}?timeout=10s"),
+                    &fixture("0096-create-core-v1-pods-v1.json"),
+                    &[],
+                )
+                .await
+        })
+    };
+    let (ignore, fail) = (send("ignore.grace.test"), send("fail.grace.test"));
+    wait_for_calls(&backend, 2).await;
+    let signalled = Instant::now();
+    sigterm(&proxy);
+    let ignore = ignore.await.unwrap().expect("answered, not cut");
+    assert_eq!(ignore.status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&ignore.body).unwrap();
+    assert_eq!(answer["response"]["allowed"], true);
+    let warning = answer["response"]["warnings"][0].as_str().unwrap();
+    assert!(warning.contains("shutting down"), "{warning}");
+    let fail = fail.await.unwrap().expect("answered, not cut");
+    assert_eq!(fail.status, 500);
+    let status: serde_json::Value = serde_json::from_slice(&fail.body).unwrap();
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("grace period ran out"),
+        "{status}"
+    );
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "answered at the grace period's end"
+    );
+    let exit = wait_exit(&mut proxy, Duration::from_secs(10)).expect("the proxy exits");
+    assert_eq!(exit.code(), Some(1), "a cut drain is not a clean exit");
+    assert!(proxy.logged("answered by its webhook's failurePolicy"));
+}

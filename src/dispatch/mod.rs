@@ -61,6 +61,9 @@ pub enum CallFailure {
     /// no call was made.
     #[error("{0}")]
     Overloaded(String),
+    /// The proxy's `--shutdown-grace-seconds` ran out while the call was under way.
+    #[error("failed to call webhook: Post {url:?}: the proxy is shutting down and its grace period ran out")]
+    ShuttingDown { url: String },
 }
 
 impl CallFailure {
@@ -79,6 +82,7 @@ impl CallFailure {
             CallFailure::NamespaceUnavailable(_) => "namespace_labels",
             CallFailure::CircuitOpen(_) => "circuit_open",
             CallFailure::Overloaded(_) => "overloaded",
+            CallFailure::ShuttingDown { .. } => "shutdown",
         }
     }
 
@@ -648,6 +652,13 @@ impl Dispatcher {
             conversion::convert_locally(&patched, &i.kind, from, caller, i.custom.as_deref())
         };
         conversion::patch_between(&original, &back.map_err(internal)?).map_err(internal)
+    }
+
+    /// The answer for an admission whose call was cut by the proxy's shutdown grace period:
+    /// its webhook's failurePolicy, as for any call failure ([`CallFailure::ShuttingDown`]).
+    pub fn shutting_down(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> Answer {
+        let url = webhook.backend.url.clone();
+        self.fail(webhook, review, CallFailure::ShuttingDown { url })
     }
 
     /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation;

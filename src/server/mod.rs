@@ -66,6 +66,10 @@ pub struct State {
     /// `--redact-path`: fields replaced in every body the proxy writes out (captures, trace
     /// logs), besides Secret values.
     pub redact_paths: Vec<crate::redact::RedactPath>,
+    /// Set when `--shutdown-grace-seconds` ran out: admissions still in flight stop waiting
+    /// for their backend and are answered by failurePolicy ([`State::expire_grace`]).
+    grace_expired: AtomicBool,
+    grace_notify: Notify,
 }
 
 /// Requests being answered, and a wake-up when the count reaches zero (the drain waits on it).
@@ -73,6 +77,25 @@ pub struct State {
 struct InFlight {
     count: AtomicUsize,
     idle: Notify,
+}
+
+impl InFlight {
+    /// Counts one request until the guard is dropped.
+    fn start(&self) -> InFlightGuard<'_> {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        InFlightGuard(self)
+    }
+
+    /// Waits until none is counted; at once when none is.
+    async fn idle(&self) {
+        loop {
+            let idle = self.idle.notified();
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
 }
 
 /// Counts one request in flight until dropped.
@@ -107,6 +130,8 @@ impl State {
             shadow_slots: Arc::new(tokio::sync::Semaphore::new(SHADOW_QUEUE)),
             capture: None,
             redact_paths: Vec::new(),
+            grace_expired: AtomicBool::new(false),
+            grace_notify: Notify::new(),
         }
     }
 
@@ -133,6 +158,25 @@ impl State {
         self.shutting_down.store(true, Ordering::Release);
     }
 
+    /// The shutdown grace period ran out: every admission still waiting for its backend is
+    /// answered by its webhook's failurePolicy now (as kube-apiserver would treat a call that
+    /// never answered), rather than left to a closed connection.
+    pub fn expire_grace(&self) {
+        self.grace_expired.store(true, Ordering::Release);
+        self.grace_notify.notify_waiters();
+    }
+
+    /// Resolves once [`State::expire_grace`] was called.
+    async fn grace_expired(&self) {
+        loop {
+            let expired = self.grace_notify.notified();
+            if self.grace_expired.load(Ordering::Acquire) {
+                return;
+            }
+            expired.await;
+        }
+    }
+
     /// Requests being answered now.
     pub fn in_flight(&self) -> usize {
         self.in_flight.count.load(Ordering::Acquire)
@@ -140,18 +184,11 @@ impl State {
 
     /// Waits until no request is in flight. Returns at once when none is.
     pub async fn drained(&self) {
-        loop {
-            let idle = self.in_flight.idle.notified();
-            if self.in_flight() == 0 {
-                return;
-            }
-            idle.await;
-        }
+        self.in_flight.idle().await;
     }
 
     fn request_started(&self) -> InFlightGuard<'_> {
-        self.in_flight.count.fetch_add(1, Ordering::AcqRel);
-        InFlightGuard(&self.in_flight)
+        self.in_flight.start()
     }
 }
 
@@ -190,7 +227,11 @@ pub trait Respond: Send + Sync + 'static {
 /// except that a client that closes its connection, sends no request or stops reading is
 /// logged at debug (it is the client's event: kube-apiserver gave up, not the proxy's error),
 /// and that read deadlines are the connection's [`Watch`], not a pingora timer per read.
-pub struct Served<A>(A);
+pub struct Served<A> {
+    app: A,
+    /// Requests from their header read to their answer written, for the shutdown.
+    answering: Arc<InFlight>,
+}
 
 impl<A: Respond> Served<A> {
     /// One request on `http`: read it, answer it, and hand back the connection when it may
@@ -223,7 +264,8 @@ impl<A: Respond> Served<A> {
             }
         }
         watch.header_read();
-        let (parts, body) = self.0.response(&mut http).await.into_parts();
+        let _answering = self.answering.start();
+        let (parts, body) = self.app.response(&mut http).await.into_parts();
         if http.is_body_done() {
             watch.body_read();
         } else {
@@ -444,17 +486,23 @@ impl Respond for AdmissionApp {
             shadow(&self.state, webhook, &body, caller_timeout, received);
             crate::dispatch::shadowed(&review)
         } else {
-            let namespaces = namespaces_for(&self.state, webhook, &review).await;
-            self.state
-                .dispatcher
-                .admit(
-                    webhook,
-                    &review,
-                    namespaces.as_deref(),
-                    caller_timeout,
-                    received,
-                )
-                .await
+            let admit = async {
+                let namespaces = namespaces_for(&self.state, webhook, &review).await;
+                self.state
+                    .dispatcher
+                    .admit(
+                        webhook,
+                        &review,
+                        namespaces.as_deref(),
+                        caller_timeout,
+                        received,
+                    )
+                    .await
+            };
+            tokio::select! {
+                answer = admit => answer,
+                () = self.state.grace_expired() => self.state.dispatcher.shutting_down(webhook, &review),
+            }
         };
         let latency = received.elapsed();
         let request = &review.request;
@@ -674,14 +722,27 @@ pub struct ServerHandle {
     pub local_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    answering: Arc<InFlight>,
 }
 
 impl ServerHandle {
     /// Stops accepting connections and asks open ones to close after their current request
-    /// (`Connection: close`); requests in flight go on (see [`State::drained`]).
-    pub async fn shutdown(self) {
+    /// (`Connection: close`); requests in flight go on (see [`State::drained`]). Returns the
+    /// requests being answered, to wait until every answer is written ([`Answering::written`]).
+    pub async fn shutdown(self) -> Answering {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+        Answering(self.answering)
+    }
+}
+
+/// A server's requests from their header read to their answer written.
+pub struct Answering(Arc<InFlight>);
+
+impl Answering {
+    /// Waits until every request read so far has its answer written (or its client gone).
+    pub async fn written(&self) {
+        self.0.idle().await;
     }
 }
 
@@ -723,17 +784,17 @@ pub fn serve<A: Respond>(
     let local_addr = listener.local_addr()?;
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(accept_loop(
-        listener,
-        acceptor,
-        Arc::new(Served(app)),
-        limits,
-        rx,
-    ));
+    let served = Arc::new(Served {
+        app,
+        answering: Arc::default(),
+    });
+    let answering = served.answering.clone();
+    let task = tokio::spawn(accept_loop(listener, acceptor, served, limits, rx));
     Ok(ServerHandle {
         local_addr,
         shutdown: tx,
         task,
+        answering,
     })
 }
 
