@@ -358,6 +358,10 @@ struct LimitArgs {
     /// Seconds from the end of a request's header to the end of its body.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     request_body_timeout_seconds: u64,
+    /// Seconds the socket may take to accept an answer: a client that stops reading is closed
+    /// then, and the answer's memory freed.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    write_timeout_seconds: u64,
     /// Seconds a keep-alive connection may wait for its next request. Keep it above the 90 s
     /// kube-apiserver keeps idle connections, or it may send on a connection being closed.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
@@ -381,6 +385,7 @@ impl LimitArgs {
             tls_handshake_timeout: Duration::from_secs(self.tls_handshake_timeout_seconds),
             header_timeout: Duration::from_secs(self.request_header_timeout_seconds),
             body_timeout: Duration::from_secs(self.request_body_timeout_seconds),
+            write_timeout: Duration::from_secs(self.write_timeout_seconds),
             idle_timeout: Duration::from_secs(self.idle_timeout_seconds),
             max_header_bytes: size(self.max_header_bytes),
             max_connections: size(self.max_connections),

@@ -45,11 +45,12 @@ pub const DECISIONS: [(&str, bool); 10] = [
 pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
 
 /// Why the proxy closes a client connection (`server::Closed`, plus the connection cap).
-pub const CLOSE_REASONS: [&str; 5] = [
+pub const CLOSE_REASONS: [&str; 6] = [
     "idle_timeout",
     "header_timeout",
     "body_timeout",
     "header_too_large",
+    "write_timeout",
     "max_connections",
 ];
 
@@ -98,7 +99,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_serving_certificate_expiry_timestamp_seconds", Kind::Gauge, "When the serving certificate expires, Unix seconds."),
     ("admission_proxy_tls_handshake_failures_total", Kind::Counter, "Connections that never became a TLS session, by reason (error, timeout, plain_http)."),
     ("admission_proxy_connections_open", Kind::Gauge, "Client connections open now (--max-connections caps them)."),
-    ("admission_proxy_connections_closed_total", Kind::Counter, "Client connections the proxy closed because of a limit, by reason (idle_timeout, header_timeout, body_timeout, header_too_large, max_connections)."),
+    ("admission_proxy_connections_closed_total", Kind::Counter, "Client connections the proxy closed because of a limit, by reason (idle_timeout, header_timeout, body_timeout, header_too_large, write_timeout, max_connections)."),
     ("admission_proxy_throttled_total", Kind::Counter, "Admissions answered 429 with Retry-After: 1 because --max-requests-inflight admissions were already in flight."),
     ("admission_proxy_conversion_webhook_failures_total", Kind::Counter, "CRD conversion webhook calls that failed, by CustomResourceDefinition and class."),
     ("admission_proxy_namespace_watch_synced", Kind::Gauge, "1 once the namespace watch has listed the cluster's namespaces (--watch-namespaces)."),

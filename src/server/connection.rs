@@ -36,6 +36,10 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// From the end of a request's header to the end of its body (`--request-body-timeout`).
     pub body_timeout: Duration,
+    /// From the answer being ready to its last byte taken by the socket
+    /// (`--write-timeout-seconds`): a client that stops reading is closed here, and the
+    /// answer's memory freed.
+    pub write_timeout: Duration,
     /// How long a keep-alive connection may wait for its next request (`--idle-timeout`).
     /// Longer than the 90 s kube-apiserver's client keeps idle connections (client-go's
     /// transport defaults), so the proxy never closes a connection kube-apiserver is about to
@@ -57,6 +61,7 @@ impl Default for Limits {
             tls_handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             // Go's http.DefaultMaxHeaderBytes, which kube-apiserver's server keeps.
             max_header_bytes: 1 << 20,
@@ -74,6 +79,7 @@ pub enum Closed {
     HeaderTimeout = 2,
     BodyTimeout = 3,
     HeaderTooLarge = 4,
+    WriteTimeout = 5,
 }
 
 impl Closed {
@@ -84,6 +90,7 @@ impl Closed {
             Closed::HeaderTimeout => "header_timeout",
             Closed::BodyTimeout => "body_timeout",
             Closed::HeaderTooLarge => "header_too_large",
+            Closed::WriteTimeout => "write_timeout",
         }
     }
 
@@ -93,6 +100,7 @@ impl Closed {
             Closed::HeaderTimeout,
             Closed::BodyTimeout,
             Closed::HeaderTooLarge,
+            Closed::WriteTimeout,
         ]
         .into_iter()
         .find(|c| *c as u8 == v)
@@ -109,8 +117,8 @@ enum Phase {
     Header = 1,
     /// Header complete, body being read: [`Limits::body_timeout`].
     Body = 2,
-    /// Answering: no read deadline (the webhook's own timeout bounds the answer).
-    Busy = 3,
+    /// Writing the answer: [`Limits::write_timeout`] for the socket to take it.
+    Write = 4,
 }
 
 /// A connection's phase and read deadline, shared by the HTTP loop (which knows where a request
@@ -146,7 +154,7 @@ impl Watch {
             Phase::Idle => Some(self.limits.idle_timeout),
             Phase::Header => Some(self.limits.header_timeout),
             Phase::Body => Some(self.limits.body_timeout),
-            Phase::Busy => None,
+            Phase::Write => Some(self.limits.write_timeout),
         };
         self.phase.store(phase as u8, Ordering::Relaxed);
         let deadline = timeout.map_or(0, |t| {
@@ -161,9 +169,9 @@ impl Watch {
         self.enter(Phase::Body);
     }
 
-    /// The request body was read: no read deadline while the answer is worked out.
-    pub fn body_read(&self) {
-        self.enter(Phase::Busy);
+    /// The answer is ready: the socket must take it within [`Limits::write_timeout`].
+    pub fn writing(&self) {
+        self.enter(Phase::Write);
     }
 
     /// The answer was written: the connection waits for its next request.
@@ -216,6 +224,7 @@ impl Watch {
         let why = match self.phase.load(Ordering::Relaxed) {
             p if p == Phase::Idle as u8 => Closed::IdleTimeout,
             p if p == Phase::Header as u8 => Closed::HeaderTimeout,
+            p if p == Phase::Write as u8 => Closed::WriteTimeout,
             _ => Closed::BodyTimeout,
         };
         self.trip(why)
@@ -286,6 +295,24 @@ impl ConnIo {
     }
 }
 
+impl ConnIo {
+    /// A write the socket could not take now waits for the phase's deadline (the write
+    /// timeout while answering), then fails: a client that stops reading is closed.
+    fn write_deadline(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match written {
+            Poll::Pending => match self.poll_deadline(cx) {
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                _ => Poll::Pending,
+            },
+            ready => ready,
+        }
+    }
+}
+
 impl AsyncRead for ConnIo {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -319,7 +346,9 @@ impl AsyncWrite for ConnIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.tcp).poll_write(cx, buf);
+        this.write_deadline(cx, written)
     }
 
     fn poll_write_vectored(
@@ -327,13 +356,15 @@ impl AsyncWrite for ConnIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let tcp = &mut self.get_mut().tcp;
-        match bufs {
+        let this = self.get_mut();
+        let tcp = &mut this.tcp;
+        let written = match bufs {
             // An answer is one TLS record, which rustls hands over as one buffer: `send` costs
             // less in the kernel than `writev` (benches/README.md, "The server's own stream").
             [one] => Pin::new(tcp).poll_write(cx, one),
             _ => Pin::new(tcp).poll_write_vectored(cx, bufs),
-        }
+        };
+        this.write_deadline(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -639,7 +670,7 @@ mod tests {
 
     /// After the header, reads wait on the body deadline; after the body, on none.
     #[tokio::test(start_paused = true)]
-    async fn body_deadline_then_none_then_idle_again() {
+    async fn body_deadline_then_idle_again() {
         let (mut io, watch, mut client) = pair().await;
         client.write_all(b"x").await.unwrap();
         let mut buf = [0u8; 64];
@@ -652,13 +683,26 @@ mod tests {
         );
         assert_fired_at(start.elapsed(), Duration::from_secs(30));
         assert_eq!(watch.closed(), Some(Closed::BodyTimeout));
-        watch.body_read();
-        let waited = tokio::time::timeout(Duration::from_secs(3600), io.read(&mut buf)).await;
-        assert!(waited.is_err(), "no read deadline while answering");
         watch.answered();
         let start = tokio::time::Instant::now();
         io.read(&mut buf).await.unwrap_err();
         assert_fired_at(start.elapsed(), Duration::from_secs(120));
+    }
+
+    /// Issue 26 §7: a client that never reads its answer held the connection, and the
+    /// answer's memory, forever. The socket must take the answer within the write timeout.
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_the_client_does_not_read_fails_at_the_write_timeout() {
+        let (mut io, watch, _client) = pair().await;
+        watch.writing();
+        let start = tokio::time::Instant::now();
+        // Far more than the two sockets' buffers hold: the write must wait for the reader.
+        let answer = vec![b'x'; 64 << 20];
+        let written = tokio::time::timeout(Duration::from_secs(60), io.write_all(&answer)).await;
+        let err = written.expect("no write deadline").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_fired_at(start.elapsed(), Duration::from_secs(10));
+        assert_eq!(watch.closed(), Some(Closed::WriteTimeout));
     }
 
     #[tokio::test]

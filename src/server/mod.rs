@@ -267,7 +267,7 @@ impl<A: Respond> Served<A> {
         let _answering = self.answering.start();
         let (parts, body) = self.app.response(&mut http).await.into_parts();
         if http.is_body_done() {
-            watch.body_read();
+            watch.writing();
         } else {
             // finish() drains what the app left unread, under a fresh body deadline.
             watch.header_read();
