@@ -330,3 +330,47 @@ async fn an_answer_is_one_tls_record() {
     assert_eq!(types, vec![23], "records of the answer");
     assert_eq!(backend.recorder.calls(), 2);
 }
+
+/// Issue 26 §6: 50 requests pipelined on one connection (sent before any answer is read, as
+/// HTTP/1.1 allows) got 1 answer, then the connection closed. Each is answered, in order
+/// (RFC 9112 §9.3.2), and the backend called once per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_are_answered_in_order() {
+    let backend = TestBackend::start();
+    let config = validating(
+        "fast.example.com",
+        &backend.client_config("/allow"),
+        ALL,
+        "",
+    );
+    let proxy = TestProxy::start(&config);
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let uids: Vec<String> = (0..50)
+        .map(|i| format!("00000000-0000-4000-8000-{i:012}"))
+        .collect();
+    let requests: Vec<u8> = uids
+        .iter()
+        .flat_map(|uid| {
+            let mut review: serde_json::Value = serde_json::from_slice(&review()).unwrap();
+            review["request"]["uid"] = uid.as_str().into();
+            request_to("fast.example.com", &serde_json::to_vec(&review).unwrap())
+        })
+        .collect();
+    let answers = blocking(move || {
+        let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+        tls.write_all(&requests).unwrap();
+        (0..50).map(|_| read_answer(&mut tls)).collect::<Vec<_>>()
+    })
+    .await;
+    for (i, (answer, uid)) in answers.iter().zip(&uids).enumerate() {
+        let (status, body) = answer
+            .as_ref()
+            .unwrap_or_else(|e| panic!("answer {i}: {e}"));
+        assert!(status.starts_with("HTTP/1.1 200"), "{i}: {status}");
+        assert!(
+            body.contains(uid.as_str()),
+            "answer {i} is request {i}'s: {body}"
+        );
+    }
+    assert_eq!(backend.recorder.calls(), 50);
+}

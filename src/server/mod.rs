@@ -906,14 +906,22 @@ async fn connection<A: Respond>(
             }
         }
     };
-    let mut next = Some(stream);
-    while let Some(stream) = next {
-        let http = ServerSession::new_http1(stream);
+    let mut next = Some((stream, None));
+    while let Some((stream, pipelined)) = next {
+        // HTTP/1.1 pipelining (RFC 9112 §9.3.2): bytes of the next request read with this
+        // one are handed to the next session, and requests are answered one after another in
+        // order. Without it pingora closes the connection after the first answer and drops the
+        // rest.
+        let mut http = pingora::protocols::http::v1::server::HttpSession::new(stream);
+        http.set_pipelining_enabled(true);
+        if let Some(prefix) = pipelined {
+            http.set_pipelined_prefix(prefix);
+        }
         let shutting_down = *shutdown.borrow();
         next = app
-            .serve_one(http, &watch, shutting_down)
+            .serve_one(ServerSession::H1(http), &watch, shutting_down)
             .await
-            .map(|reusable| reusable.into_parts().0);
+            .map(|reusable| reusable.into_parts());
     }
 }
 
