@@ -374,3 +374,62 @@ async fn pipelined_requests_are_answered_in_order() {
     }
     assert_eq!(backend.recorder.calls(), 50);
 }
+
+/// Issue 26 §10: requests pingora cannot frame (two different Content-Length values, a
+/// Content-Length that overflows, too many header fields, a header over --max-header-bytes)
+/// closed the connection with no answer; Go's server, which kube-apiserver's peers expect,
+/// answers `400 Bad Request` or `431 Request Header Fields Too Large` and closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_cannot_be_framed_get_go_s_answers() {
+    let backend = TestBackend::start();
+    let proxy = proxy(&backend, Limits::default());
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let head = |extra: &str| {
+        format!("POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}\r\n")
+            .into_bytes()
+    };
+    let many: String = (0..300).map(|i| format!("X-Field-{i}: {i}\r\n")).collect();
+    let huge = format!("X-Huge: {}\r\n", "a".repeat(2 << 20));
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "two Content-Length values",
+            head("Content-Length: 5\r\nContent-Length: 6\r\n"),
+            "HTTP/1.1 400 Bad Request",
+        ),
+        (
+            "an overflowing Content-Length",
+            head("Content-Length: 99999999999999999999999\r\n"),
+            "HTTP/1.1 400 Bad Request",
+        ),
+        (
+            "too many header fields",
+            head(&many),
+            "HTTP/1.1 431 Request Header Fields Too Large",
+        ),
+        (
+            "a 2 MiB header",
+            head(&huge),
+            "HTTP/1.1 431 Request Header Fields Too Large",
+        ),
+    ];
+    for (what, request, expected) in cases {
+        let (addr, ca) = (addr, ca.clone());
+        let answer = blocking(move || {
+            let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+            // A peer that stops reading our request may reset it: what was answered counts.
+            let _ = tls.write_all(&request);
+            let mut out = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = tls.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+            String::from_utf8_lossy(&out).into_owned()
+        })
+        .await;
+        assert!(answer.starts_with(expected), "{what}: {answer:?}");
+    }
+    assert_eq!(backend.recorder.calls(), 0);
+}

@@ -251,6 +251,18 @@ impl<A: Respond> Served<A> {
             Ok(true) => {}
             Ok(false) => return None,
             Err(e) => {
+                if let Some(answer) = framing_answer(&e, watch.closed()) {
+                    crate::metrics::bad_request("framing");
+                    tracing::debug!(error = %e, answer, "request could not be framed; answered and closed");
+                    if let ServerSession::H1(v1) = http {
+                        use tokio::io::AsyncWriteExt as _;
+                        let mut stream = v1.into_inner();
+                        let _ = stream.write_all(answer.as_bytes()).await;
+                        let _ = stream.flush().await;
+                        let _ = stream.shutdown().await;
+                    }
+                    return None;
+                }
                 match watch.closed() {
                     Some(why) => {
                         tracing::debug!(reason = why.as_str(), "connection closed by a limit");
@@ -294,6 +306,38 @@ impl<A: Respond> Served<A> {
                 None
             }
         }
+    }
+}
+
+/// Go's `net/http` answer to a request header it cannot take (`server.go`, `conn.serve`): 431
+/// when it is larger than the header limit, else 400; then the connection closes.
+const GO_431: &str = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large";
+const GO_400: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
+
+/// The answer to a request whose header failed to read, as Go's server gives it: a header over
+/// `--max-header-bytes` (the connection's limit tripped) or with more fields than pingora
+/// parses gets [`GO_431`], any other header pingora cannot frame (two Content-Length values,
+/// a malformed line) [`GO_400`]; `None` when there is nobody to answer (the client went away,
+/// a timeout closed the connection).
+fn framing_answer(e: &pingora::Error, closed: Option<Closed>) -> Option<&'static str> {
+    match closed {
+        Some(Closed::HeaderTooLarge) => return Some(GO_431),
+        Some(_) => return None,
+        None => {}
+    }
+    if *e.etype() != pingora::ErrorType::InvalidHTTPHeader {
+        return None;
+    }
+    let cause = e.root_cause().to_string();
+    let context = e
+        .context
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    if cause.contains("too many headers") || context.contains("header larger than") {
+        Some(GO_431)
+    } else {
+        Some(GO_400)
     }
 }
 
