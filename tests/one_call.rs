@@ -144,10 +144,29 @@ fn read_request(tls: &mut impl Read) -> Option<Vec<u8>> {
 /// Answers per `act`; whether the connection stays open.
 fn answer(tls: &mut (impl Read + Write), act: Act, request: &[u8]) -> bool {
     let review: serde_json::Value = serde_json::from_slice(request).unwrap_or_default();
-    let allow = serde_json::json!({
-        "apiVersion": review["apiVersion"], "kind": "AdmissionReview",
-        "response": {"uid": review["request"]["uid"], "allowed": true}
-    })
+    let allow = if review["kind"] == "ConversionReview" {
+        // A conversion webhook's success: each object with the desired apiVersion.
+        let request = &review["request"];
+        let objects: Vec<serde_json::Value> = request["objects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|o| {
+                let mut o = o.clone();
+                o["apiVersion"] = request["desiredAPIVersion"].clone();
+                o
+            })
+            .collect();
+        serde_json::json!({
+            "apiVersion": review["apiVersion"], "kind": "ConversionReview",
+            "response": {"uid": request["uid"], "result": {"status": "Success"}, "convertedObjects": objects}
+        })
+    } else {
+        serde_json::json!({
+            "apiVersion": review["apiVersion"], "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": true}
+        })
+    }
     .to_string();
     let http = |status: &str, extra: &str, body: &str| {
         format!(
@@ -315,4 +334,44 @@ async fn sequential_admissions_reuse_one_connection() {
         1,
         "one TLS connection serves every admission"
     );
+}
+
+/// Issue 26 §10: kube-apiserver calls conversion webhooks with the same client-go client as
+/// admission webhooks, so a 503 with `Retry-After` is re-sent there too; the proxy failed the
+/// conversion (500) at once.
+#[tokio::test]
+async fn a_conversion_webhook_s_retry_after_is_honoured_too() {
+    let converter = RawBackend::start(vec![Act::Status(503, Some("0")), Act::Allow]);
+    let legacy = common::TestBackend::start();
+    let crd = format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: widgets.example.com}}\nspec:\n  group: example.com\n  names: {{plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}}\n  scope: Namespaced\n  versions:\n  - {{name: v2, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}\n  - {{name: v1, served: true, storage: false, schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}}}\n  conversion: {{strategy: Webhook, webhook: {{clientConfig: {}, conversionReviewVersions: [v1]}}}}\n---\n",
+        converter.client_config()
+    );
+    let config = crd
+        + &validating(
+            "widgets.hooks.example.com",
+            &legacy.client_config("/allow"),
+            r#"[{operations: ["*"], apiGroups: ["example.com"], apiVersions: ["v1"], resources: ["widgets"]}]"#,
+            "",
+        );
+    let proxy = TestProxy::start(&config);
+    let gvk = serde_json::json!({"group": "example.com", "version": "v2", "kind": "Widget"});
+    let gvr = serde_json::json!({"group": "example.com", "version": "v2", "resource": "widgets"});
+    let review = serde_json::json!({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {"uid": "c0c0c0c0-0000-4000-8000-00000000c0de", "kind": gvk, "resource": gvr,
+            "requestKind": gvk, "requestResource": gvr, "name": "w1", "namespace": "production",
+            "operation": "CREATE", "userInfo": {"username": "jane"},
+            "object": {"apiVersion": "example.com/v2", "kind": "Widget",
+                "metadata": {"name": "w1", "namespace": "production", "uid": "8f1c0e2a-0000-4000-8000-00000000000a"},
+                "spec": {"replicas": 3}},
+            "oldObject": null, "dryRun": false, "options": null}});
+    let reply = proxy
+        .review(
+            "widgets.hooks.example.com",
+            &serde_json::to_vec(&review).unwrap(),
+        )
+        .await;
+    assert_eq!(reply.decision, "allowed", "{}", reply.json);
+    assert_eq!(converter.requests(), 2, "the 503 was re-sent once");
+    assert_eq!(legacy.recorder.calls(), 1);
 }

@@ -135,6 +135,35 @@ fn retry_after(reply: &HttpReply) -> Option<Duration> {
     Some(Duration::from_secs(seconds.max(0) as u64))
 }
 
+/// POSTs `body` as client-go does for webhooks (`rest/request.go`, `Request.Do` with
+/// `checkWait`): once, then again after each [`retry_after`] wait, at most [`MAX_RETRIES`]
+/// times; `on_retry` counts each re-send. kube-apiserver's admission and conversion webhook
+/// clients are both client-go REST clients, so both call paths use this. The caller's
+/// deadline (a `timeout` around this future) also ends a wait that would outlast it.
+///
+/// # Errors
+/// The [`TransportError`] of the last attempt.
+pub(crate) async fn post_as_client_go(
+    client: &HttpClient,
+    target: &Target,
+    path: &str,
+    body: &[u8],
+    mut on_retry: impl FnMut(),
+) -> Result<HttpReply, TransportError> {
+    let mut retries = 0;
+    loop {
+        let reply = client.post(target, path, body, &[]).await?;
+        match retry_after(&reply) {
+            Some(wait) if retries < MAX_RETRIES => {
+                retries += 1;
+                on_retry();
+                tokio::time::sleep(wait).await;
+            }
+            _ => return Ok(reply),
+        }
+    }
+}
+
 /// What happened to one admission, for logs and metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
@@ -540,21 +569,13 @@ impl Dispatcher {
         let target = Target::shared(webhook.backend.clone());
         // Pinned where it is made: moved into `timeout`, the call's (large) state would be
         // copied once more per admission.
-        let call = std::pin::pin!(async {
-            let mut retries = 0;
-            loop {
-                let reply = self.client.post(&target, &path, &body, &[]).await?;
-                match retry_after(&reply) {
-                    Some(wait) if retries < MAX_RETRIES => {
-                        retries += 1;
-                        webhook.metrics.retry();
-                        // The budget's timeout also ends a wait that would outlast it.
-                        tokio::time::sleep(wait).await;
-                    }
-                    _ => return Ok::<_, TransportError>(reply),
-                }
-            }
-        });
+        let call = std::pin::pin!(post_as_client_go(
+            &self.client,
+            &target,
+            &path,
+            &body,
+            || webhook.metrics.retry(),
+        ));
         let started = Instant::now();
         let reply = tokio::time::timeout(budget, call).await;
         trace.backend = Some(started.elapsed());
