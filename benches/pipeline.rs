@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use admission_proxy::config;
-use admission_proxy::dispatch::Dispatcher;
+use admission_proxy::dispatch::{Dispatcher, TraceContext};
 use admission_proxy::matching::{MatchCondition, MatchConditions, Namespaces};
 use admission_proxy::review::{ParsedReview, ReviewVersion};
 use admission_proxy::tls::{CertResolver, TestPki};
@@ -190,6 +190,7 @@ fn pipeline(c: &mut Criterion) {
                                 Some(&ns),
                                 Some(Duration::from_secs(10)),
                                 Instant::now(),
+                                TraceContext::default(),
                             )
                             .await
                             .decision,

@@ -40,6 +40,8 @@ struct RawBackend {
     connections: Arc<AtomicUsize>,
     /// Connections the backend has closed.
     closed: Arc<AtomicUsize>,
+    /// Each request's request line and header lines, in arrival order.
+    heads: Arc<Mutex<Vec<String>>>,
 }
 
 impl RawBackend {
@@ -68,20 +70,28 @@ impl RawBackend {
             (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let script = Arc::new(Mutex::new(script));
         let closed = Arc::new(AtomicUsize::new(0));
-        let (r, c, x) = (requests.clone(), connections.clone(), closed.clone());
+        let heads: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (r, c, x, h) = (
+            requests.clone(),
+            connections.clone(),
+            closed.clone(),
+            heads.clone(),
+        );
         std::thread::spawn(move || {
             // Bounded: the test process ends with the test.
             for tcp in listener.incoming().take(64).flatten() {
                 c.fetch_add(1, Ordering::SeqCst);
                 let (config, script, r, x) = (config.clone(), script.clone(), r.clone(), x.clone());
+                let heads = h.clone();
                 std::thread::spawn(move || {
                     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                     let conn = rustls::ServerConnection::new(config).unwrap();
                     let mut tls = rustls::StreamOwned::new(conn, tcp);
                     loop {
-                        let Some(body) = read_request(&mut tls) else {
+                        let Some((head, body)) = read_request(&mut tls) else {
                             return;
                         };
+                        heads.lock().unwrap().push(head);
                         let n = r.fetch_add(1, Ordering::SeqCst);
                         let act = script.lock().unwrap().get(n).copied().unwrap_or(Act::Allow);
                         if !answer(&mut tls, act, &body) {
@@ -99,6 +109,7 @@ impl RawBackend {
             requests,
             connections,
             closed,
+            heads,
         }
     }
 
@@ -115,11 +126,13 @@ impl RawBackend {
     }
 }
 
-/// Reads one HTTP/1.1 request (headers, then a Content-Length body); `None` at end of stream.
-fn read_request(tls: &mut impl Read) -> Option<Vec<u8>> {
+/// Reads one HTTP/1.1 request: its head (request line and header lines) and its Content-Length
+/// body; `None` at end of stream.
+fn read_request(tls: &mut impl Read) -> Option<(String, Vec<u8>)> {
     let mut reader = BufReader::new(tls);
     let mut length = 0usize;
     let mut first = true;
+    let mut head = String::new();
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).ok()? == 0 {
@@ -135,10 +148,11 @@ fn read_request(tls: &mut impl Read) -> Option<Vec<u8>> {
         if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
             length = v.trim().parse().ok()?;
         }
+        head.push_str(&line);
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body).ok()?;
-    Some(body)
+    Some((head, body))
 }
 
 /// Answers per `act`; whether the connection stays open.
@@ -374,4 +388,78 @@ async fn a_conversion_webhook_s_retry_after_is_honoured_too() {
     assert_eq!(reply.decision, "allowed", "{}", reply.json);
     assert_eq!(converter.requests(), 2, "the 503 was re-sent once");
     assert_eq!(legacy.recorder.calls(), 1);
+}
+
+/// Issue 26 §11: kube-apiserver with `APIServerTracing` sends W3C `traceparent` and
+/// `tracestate`; the proxy dropped them, so the legacy webhook's spans lost their parent. They
+/// reach the backend as sent; an invalid `traceparent` is dropped with its `tracestate`.
+#[tokio::test]
+async fn the_callers_trace_context_reaches_the_backend() {
+    let backend = RawBackend::start(vec![]);
+    let proxy = proxy_for(&backend, "failurePolicy: Fail");
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let tracestate = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    let send = |headers: Vec<(&'static str, &'static str)>| {
+        let proxy = &proxy;
+        async move {
+            let target = admission_proxy::dispatch::Target::new(
+                &admission_proxy::backend::Backend::from_client_config(
+                    &admission_proxy::api::WebhookClientConfig {
+                        url: Some(format!("https://{}/", proxy.addr)),
+                        ca_bundle: Some(base64::Engine::encode(
+                            &base64::engine::general_purpose::STANDARD,
+                            &proxy.ca_pem,
+                        )),
+                        service: None,
+                    },
+                )
+                .unwrap(),
+            );
+            admission_proxy::dispatch::HttpClient::new()
+                .post(
+                    &target,
+                    "/webhooks/once.hooks.example.com?timeout=10s",
+                    &fixture(POD),
+                    &headers,
+                )
+                .await
+                .unwrap()
+                .status
+        }
+    };
+    assert_eq!(
+        send(vec![
+            ("traceparent", traceparent),
+            ("tracestate", tracestate)
+        ])
+        .await,
+        200
+    );
+    assert_eq!(
+        send(vec![
+            ("traceparent", "00-zz-00f067aa0ba902b7-01"),
+            ("tracestate", tracestate)
+        ])
+        .await,
+        200
+    );
+    assert_eq!(send(vec![]).await, 200);
+    let heads = backend.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 3);
+    assert!(
+        heads[0].contains(&format!("traceparent: {traceparent}\r\n")),
+        "{}",
+        heads[0]
+    );
+    assert!(
+        heads[0].contains(&format!("tracestate: {tracestate}\r\n")),
+        "{}",
+        heads[0]
+    );
+    for head in &heads[1..] {
+        assert!(
+            !head.contains("traceparent") && !head.contains("tracestate"),
+            "{head}"
+        );
+    }
 }

@@ -62,7 +62,7 @@ pub async fn convert(
     let target = Target::shared(backend.clone());
     let post = |detail: &dyn std::fmt::Display| format!("failed: Post {:?}: {detail}", backend.url);
     // kube-apiserver's conversion client is client-go too: Retry-After is honoured.
-    let call = super::post_as_client_go(client, &target, &backend.path, &body, || {});
+    let call = super::post_as_client_go(client, &target, &backend.path, &body, &[], || {});
     let reply = match tokio::time::timeout(budget, call).await {
         Err(_) => return Err(fail("timeout", post(&"context deadline exceeded"))),
         Ok(Err(e)) => return Err(fail(e.class(), post(&e))),

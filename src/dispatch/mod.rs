@@ -148,11 +148,12 @@ pub(crate) async fn post_as_client_go(
     target: &Target,
     path: &str,
     body: &[u8],
+    headers: &[(&str, &str)],
     mut on_retry: impl FnMut(),
 ) -> Result<HttpReply, TransportError> {
     let mut retries = 0;
     loop {
-        let reply = client.post(target, path, body, &[]).await?;
+        let reply = client.post(target, path, body, headers).await?;
         match retry_after(&reply) {
             Some(wait) if retries < MAX_RETRIES => {
                 retries += 1;
@@ -161,6 +162,51 @@ pub(crate) async fn post_as_client_go(
             }
             _ => return Ok(reply),
         }
+    }
+}
+
+/// The caller's W3C trace context (`traceparent`, `tracestate`), which kube-apiserver sends
+/// webhooks when `APIServerTracing` is on (beta and on by default since 1.27): forwarded to
+/// the legacy backend so that its spans keep their parent, as an intermediary without spans of
+/// its own must (W3C Trace Context, "Mutating the traceparent field"). A `traceparent` that is
+/// not version 00's `2-32-16-2` lowercase hex form is dropped, and `tracestate` with it (the
+/// specification's rule for an invalid `traceparent`); a `tracestate` over 512 bytes or with
+/// non-printable bytes is dropped alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceContext<'a> {
+    traceparent: Option<&'a str>,
+    tracestate: Option<&'a str>,
+}
+
+impl<'a> TraceContext<'a> {
+    /// The context from the caller's header values, validated.
+    pub fn new(traceparent: Option<&'a str>, tracestate: Option<&'a str>) -> Self {
+        let hex = |s: &str, len: usize| {
+            s.len() == len
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        let traceparent = traceparent.filter(|t| {
+            let parts: Vec<&str> = t.split('-').collect();
+            matches!(parts.as_slice(), [v, trace, parent, flags]
+                if *v == "00" && hex(trace, 32) && hex(parent, 16) && hex(flags, 2)
+                    && trace.bytes().any(|b| b != b'0') && parent.bytes().any(|b| b != b'0'))
+        });
+        let tracestate = tracestate.filter(|s| {
+            traceparent.is_some() && s.len() <= 512 && s.bytes().all(|b| (0x20..0x7f).contains(&b))
+        });
+        TraceContext {
+            traceparent,
+            tracestate,
+        }
+    }
+
+    /// The headers to send: none, `traceparent`, or both.
+    fn headers(&self) -> impl Iterator<Item = (&'static str, &'a str)> {
+        self.traceparent
+            .map(|t| ("traceparent", t))
+            .into_iter()
+            .chain(self.tracestate.map(|t| ("tracestate", t)))
     }
 }
 
@@ -431,6 +477,7 @@ impl Dispatcher {
         namespaces: Option<&Namespaces>,
         caller_timeout: Option<Duration>,
         received: Instant,
+        trace_context: TraceContext<'_>,
     ) -> Answer {
         let mut trace = Trace::default();
         let mut answer = self
@@ -438,8 +485,11 @@ impl Dispatcher {
                 webhook,
                 review,
                 namespaces,
-                caller_timeout,
-                received,
+                Clock {
+                    received,
+                    caller_timeout,
+                },
+                trace_context,
                 &mut trace,
             )
             .await;
@@ -454,15 +504,11 @@ impl Dispatcher {
         webhook: &Webhook,
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
-        caller_timeout: Option<Duration>,
-        received: Instant,
+        clock: Clock,
+        trace_context: TraceContext<'_>,
         trace: &mut Trace,
     ) -> Answer {
         let uid = &review.request.uid;
-        let clock = Clock {
-            received,
-            caller_timeout,
-        };
         let mut decision = webhook.matcher.decide(review, namespaces);
         if let MatchDecision::ConvertByWebhook(invocation) = decision {
             // kube-apiserver converts before matchConditions; a failed conversion is a 500
@@ -569,11 +615,19 @@ impl Dispatcher {
         let target = Target::shared(webhook.backend.clone());
         // Pinned where it is made: moved into `timeout`, the call's (large) state would be
         // copied once more per admission.
+        // At most two headers, on the stack: no allocation per call.
+        let mut headers = [("", ""); 2];
+        let mut n = 0;
+        for (slot, header) in headers.iter_mut().zip(trace_context.headers()) {
+            *slot = header;
+            n += 1;
+        }
         let call = std::pin::pin!(post_as_client_go(
             &self.client,
             &target,
             &path,
             &body,
+            &headers[..n],
             || webhook.metrics.retry(),
         ));
         let started = Instant::now();
@@ -895,6 +949,42 @@ mod tests {
             CallFailure::Invalid("webhook response was absent".into()).status_message(),
             "received invalid webhook response: webhook response was absent"
         );
+    }
+}
+
+#[cfg(test)]
+mod trace_context_tests {
+    use super::*;
+
+    /// W3C Trace Context §3.2: version 00, 32 and 16 lowercase hex digits, not all zero.
+    #[test]
+    fn only_valid_trace_contexts_are_forwarded() {
+        let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        fn headers(t: TraceContext<'_>) -> Vec<(&'static str, &str)> {
+            t.headers().collect()
+        }
+        assert_eq!(
+            headers(TraceContext::new(Some(valid), Some("a=b"))),
+            [("traceparent", valid), ("tracestate", "a=b")]
+        );
+        for bad in [
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+        ] {
+            assert!(
+                headers(TraceContext::new(Some(bad), Some("a=b"))).is_empty(),
+                "{bad}"
+            );
+        }
+        let long = "a=".to_string() + &"b".repeat(511);
+        assert_eq!(
+            headers(TraceContext::new(Some(valid), Some(&long))),
+            [("traceparent", valid)]
+        );
+        assert!(headers(TraceContext::new(None, Some("a=b"))).is_empty());
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::sync::{watch, Notify};
 use crate::api::WebhookType;
 use crate::config::options::Mode;
 use crate::config::Snapshot;
-use crate::dispatch::{parse_go_duration, Decision, Dispatcher};
+use crate::dispatch::{parse_go_duration, Decision, Dispatcher, TraceContext};
 use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
@@ -530,6 +530,9 @@ impl Respond for AdmissionApp {
             shadow(&self.state, webhook, &body, caller_timeout, received);
             crate::dispatch::shadowed(&review)
         } else {
+            let headers = &session.req_header().headers;
+            let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            let trace_context = TraceContext::new(value("traceparent"), value("tracestate"));
             let admit = async {
                 let namespaces = namespaces_for(&self.state, webhook, &review).await;
                 self.state
@@ -540,6 +543,7 @@ impl Respond for AdmissionApp {
                         namespaces.as_deref(),
                         caller_timeout,
                         received,
+                        trace_context,
                     )
                     .await
             };
@@ -639,6 +643,7 @@ fn shadow(
                 namespaces.as_deref(),
                 caller_timeout,
                 received,
+                TraceContext::default(),
             )
             .await;
         crate::metrics::shadow_decision(
