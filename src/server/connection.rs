@@ -174,6 +174,11 @@ impl Watch {
         self.enter(Phase::Write);
     }
 
+    /// Whether an answer is being written (its deadline bounds writes, not reads).
+    fn writing_now(&self) -> bool {
+        self.phase.load(Ordering::Relaxed) == Phase::Write as u8
+    }
+
     /// The answer was written: the connection waits for its next request.
     pub fn answered(&self) {
         self.header_bytes.store(0, Ordering::Relaxed);
@@ -296,14 +301,16 @@ impl ConnIo {
 }
 
 impl ConnIo {
-    /// A write the socket could not take now waits for the phase's deadline (the write
-    /// timeout while answering), then fails: a client that stops reading is closed.
+    /// A write the socket could not take now, while an answer is written, waits for the write
+    /// timeout, then fails: a client that stops reading is closed. Other writes (TLS records
+    /// outside an answer) are not bounded.
     fn write_deadline(
         &mut self,
         cx: &mut Context<'_>,
         written: Poll<io::Result<usize>>,
     ) -> Poll<io::Result<usize>> {
         match written {
+            Poll::Pending if !self.watch.writing_now() => Poll::Pending,
             Poll::Pending => match self.poll_deadline(cx) {
                 Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                 _ => Poll::Pending,
@@ -330,6 +337,9 @@ impl AsyncRead for ConnIo {
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            // While the answer is written no read is bounded (the write timeout is the
+            // writes'); pingora's drain after an answer must not arm the write deadline's timer.
+            Poll::Pending if this.watch.writing_now() => Poll::Pending,
             Poll::Pending => match this.poll_deadline(cx) {
                 Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
                 _ => Poll::Pending,
