@@ -384,6 +384,30 @@ async fn shadow_logs_what_the_webhook_would_have_decided() {
     assert!(line.contains("denied by the example backend"), "{line}");
 }
 
+/// The capture files in `dir` once `done` holds of them: a bounded wait for the writer thread
+/// (500 tries, 20 ms apart: 2 s was seen to run out on 2 loaded cores during the full suite).
+fn capture_files_when(
+    dir: &std::path::Path,
+    done: &dyn Fn(&[std::path::PathBuf]) -> bool,
+) -> Vec<std::path::PathBuf> {
+    for _ in 0..500 {
+        let found: Vec<_> = std::fs::read_dir(dir)
+            // Written files only: the writer's temporary file is renamed when complete.
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().ends_with(".capture.json"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if done(&found) {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("capture files never got there");
+}
+
 /// Captures: every sampled admission is written (Secret values and --redact-path fields
 /// redacted), `explain --review` reads the file as it is, and the oldest files go beyond
 /// --capture-max-files.
@@ -445,26 +469,8 @@ async fn captures_are_redacted_bounded_and_replay_through_explain() {
         }
     };
     assert_eq!(send(secret.clone()).await.status, 200);
-    // The capture files once `done` holds of them: a bounded wait for the writer thread (500
-    // tries, 20 ms apart: 2 s was seen to run out on 2 loaded cores during the full suite).
-    let files_when = |done: &dyn Fn(&[std::path::PathBuf]) -> bool| {
-        for _ in 0..500 {
-            let found: Vec<_> = std::fs::read_dir(&captures)
-                // Written files only: the writer's temporary file is renamed when complete.
-                .map(|d| {
-                    d.filter_map(Result::ok)
-                        .map(|e| e.path())
-                        .filter(|p| p.to_string_lossy().ends_with(".capture.json"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if done(&found) {
-                return found;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("capture files never got there");
-    };
+    let files_when =
+        |done: &dyn Fn(&[std::path::PathBuf]) -> bool| capture_files_when(&captures, done);
     let first = tokio::task::block_in_place(|| files_when(&|f| f.len() == 1)).remove(0);
     let text = std::fs::read_to_string(&first).unwrap();
     for v in &values {
@@ -621,23 +627,8 @@ async fn an_applied_secret_leaves_no_value_in_captures_logs_or_explain() {
         .await
         .unwrap();
     assert_eq!(reply.status, 200);
-    let written = tokio::task::block_in_place(|| {
-        for _ in 0..500 {
-            let found: Vec<std::path::PathBuf> = std::fs::read_dir(&captures)
-                .map(|d| {
-                    d.filter_map(Result::ok)
-                        .map(|e| e.path())
-                        .filter(|p| p.to_string_lossy().ends_with(".capture.json"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if let Some(path) = found.into_iter().next() {
-                return path;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("no capture written");
-    });
+    let written =
+        tokio::task::block_in_place(|| capture_files_when(&captures, &|f| f.len() == 1)).remove(0);
     let capture = std::fs::read_to_string(&written).unwrap();
     assert!(tokio::task::block_in_place(
         || proxy.logged("admission request body (redacted)")

@@ -12,6 +12,22 @@ use serde_json::Value;
 const BIN: &str = env!("CARGO_BIN_EXE_admission-proxy");
 const CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config");
 
+/// Every document of a YAML stream.
+fn documents(text: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect()
+}
+
+/// `admission-proxy check` with `args`: whether it passed, and what it printed.
+fn check(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = Command::new(BIN).arg("check").args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 fn registration(args: &[&str]) -> Vec<Value> {
     let out = Command::new(BIN)
         .args(["registration", "--config", CONFIG])
@@ -23,10 +39,7 @@ fn registration(args: &[&str]) -> Vec<Value> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
-        .collect()
+    documents(&String::from_utf8(out.stdout).unwrap())
 }
 
 /// Legacy webhooks by (kind, name), as written in config/.
@@ -193,13 +206,9 @@ fn the_registration_is_a_valid_webhook_configuration() {
         .output()
         .unwrap();
     std::fs::write(dir.join("registration.yaml"), &out.stdout).unwrap();
-    let check = Command::new(BIN)
-        .args(["check", "--config"])
-        .arg(dir.join("registration.yaml"))
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success(), "{report}");
+    let file = dir.join("registration.yaml");
+    let (valid, report) = check(&["--config".as_ref(), file.as_os_str()]);
+    assert!(valid, "{report}");
     assert!(
         report.contains("valid: ") && report.contains("5 webhook(s)"),
         "{report}"
@@ -369,13 +378,9 @@ fn removed_versions_dir(name: &str, url: &str) -> std::path::PathBuf {
 #[test]
 fn check_warns_about_removed_versions_for_equivalent_and_exact() {
     let dir = removed_versions_dir("check-removed", "http://127.0.0.1:1");
-    let out = Command::new(BIN)
-        .args(["check", "--config"])
-        .arg(dir.join("config.yaml"))
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "warnings only: {report}");
+    let file = dir.join("config.yaml");
+    let (valid, report) = check(&["--config".as_ref(), file.as_os_str()]);
+    assert!(valid, "warnings only: {report}");
     let warnings: Vec<&str> = report
         .lines()
         .filter(|l| l.starts_with("warning: "))
@@ -418,10 +423,7 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
     assert!(out.status.success(), "{stderr}");
     // /api, /api/v1, /apis and the four group/versions.
     assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 7);
-    let text = String::from_utf8(out.stdout).unwrap();
-    let objects: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
-        .collect();
+    let objects = documents(&String::from_utf8(out.stdout).unwrap());
     let webhook = |name: &str| {
         objects
             .iter()
@@ -447,15 +449,18 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
     assert!(unreachable[0].contains("webhook \"exact.legacy.example.com\": webhooks[0].rules[0]: no resource the cluster serves matches this rule under matchPolicy Exact: the webhook is never called for it"), "{stderr}");
     assert!(unreachable[1].contains("webhook \"psp.legacy.example.com\": webhooks[1].rules[0]: no resource the cluster serves matches this rule, directly or through a version the proxy converts from"), "{stderr}");
 
-    let out = Command::new(BIN)
-        .args(["check", "--discover", "--config"])
-        .arg(dir.join("config.yaml"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{report}");
+    let file = dir.join("config.yaml");
+    let discover = |file: &std::path::Path, kubeconfig: &std::path::Path| {
+        check(&[
+            "--discover".as_ref(),
+            "--config".as_ref(),
+            file.as_os_str(),
+            "--kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+        ])
+    };
+    let (valid, report) = discover(&file, &kubeconfig);
+    assert!(valid, "{report}");
     assert_eq!(
         report
             .matches("no resource the cluster serves matches this rule")
@@ -472,15 +477,8 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
 
     // A cluster that cannot be reached: check says so and fails.
     let down = removed_versions_dir("discovery-down", "http://127.0.0.1:1");
-    let out = Command::new(BIN)
-        .args(["check", "--discover", "--config"])
-        .arg(down.join("config.yaml"))
-        .arg("--kubeconfig")
-        .arg(down.join("kubeconfig"))
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{report}");
+    let (valid, report) = discover(&down.join("config.yaml"), &down.join("kubeconfig"));
+    assert!(!valid, "{report}");
     assert!(
         report.contains("error: discovery: discovery request failed"),
         "{report}"
@@ -530,17 +528,10 @@ fn every_equivalence_registers_as_a_valid_configuration() {
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::write(dir.join("registration/registration.yaml"), &out.stdout).unwrap();
-    let check = Command::new(BIN)
-        .args(["check", "--config"])
-        .arg(dir.join("registration"))
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success(), "{report}");
-    let text = String::from_utf8(out.stdout).unwrap();
-    let objects: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).unwrap())
-        .collect();
+    let registered = dir.join("registration");
+    let (valid, report) = check(&["--config".as_ref(), registered.as_os_str()]);
+    assert!(valid, "{report}");
+    let objects = documents(&String::from_utf8(out.stdout).unwrap());
     let webhooks = objects[0]["webhooks"].as_array().unwrap();
     assert_eq!(webhooks.len(), expected.len());
     for (name, (group, version), entry) in expected {

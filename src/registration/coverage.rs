@@ -281,9 +281,10 @@ mod tests {
             .collect()
     }
 
-    fn expand(r: RuleWithOperations) -> Vec<String> {
+    /// The Equivalent registration of `rules`, no custom resources, no discovery.
+    fn expand(rules: &[RuleWithOperations]) -> Vec<String> {
         shown(&registration_rules(
-            &[r],
+            rules,
             true,
             &CustomResources::default(),
             None,
@@ -293,7 +294,7 @@ mod tests {
     #[test]
     fn a_removed_deployment_version_is_registered_in_every_version() {
         assert_eq!(
-            expand(rule(&["extensions"], &["v1beta1"], &["deployments"])),
+            expand(&[rule(&["extensions"], &["v1beta1"], &["deployments"])]),
             [
                 "apps v1,v1beta1,v1beta2 deployments",
                 "extensions v1beta1 deployments"
@@ -301,12 +302,12 @@ mod tests {
         );
         // The scale subresource, with its own table.
         assert_eq!(
-            expand(rule(&["apps"], &["v1beta1"], &["statefulsets/scale"])),
+            expand(&[rule(&["apps"], &["v1beta1"], &["statefulsets/scale"])]),
             ["apps v1,v1beta1,v1beta2 statefulsets/scale"]
         );
         // Ingress: groups with the same versions would share a rule; these do not.
         assert_eq!(
-            expand(rule(&["extensions"], &["v1beta1"], &["ingresses"])),
+            expand(&[rule(&["extensions"], &["v1beta1"], &["ingresses"])]),
             [
                 "extensions v1beta1 ingresses",
                 "networking.k8s.io v1,v1beta1 ingresses"
@@ -320,12 +321,7 @@ mod tests {
             rule(&["rbac.authorization.k8s.io"], &["v1beta1"], &["roles"]),
             rule(&["apps"], &["v1"], &["daemonsets"]),
         ];
-        let out = shown(&registration_rules(
-            &rules,
-            true,
-            &CustomResources::default(),
-            None,
-        ));
+        let out = expand(&rules);
         assert_eq!(
             out,
             [
@@ -339,7 +335,7 @@ mod tests {
     #[test]
     fn wildcard_rules_are_kept_and_only_what_they_miss_is_added() {
         // `*` versions of extensions: apps and networking.k8s.io are added, extensions is not.
-        let out = expand(rule(&["extensions"], &["*"], &["deployments"]));
+        let out = expand(&[rule(&["extensions"], &["*"], &["deployments"])]);
         assert_eq!(
             out,
             [
@@ -348,9 +344,9 @@ mod tests {
             ]
         );
         // Everything already: nothing added.
-        assert_eq!(expand(rule(&["*"], &["*"], &["*"])), ["* * *"]);
+        assert_eq!(expand(&[rule(&["*"], &["*"], &["*"])]), ["* * *"]);
         // Core resources have no equivalents.
-        assert_eq!(expand(rule(&[""], &["v1"], &["pods"])), [" v1 pods"]);
+        assert_eq!(expand(&[rule(&[""], &["v1"], &["pods"])]), [" v1 pods"]);
     }
 
     #[test]
@@ -361,12 +357,7 @@ mod tests {
             rule(&["extensions"], &["v1beta1"], &["deployments/*"]),
             rule(&["apps"], &["v1"], &["deployments/status", "deployments"]),
         ];
-        let out = shown(&registration_rules(
-            &rules,
-            true,
-            &CustomResources::default(),
-            None,
-        ));
+        let out = expand(&rules);
         assert_eq!(
             out,
             [
