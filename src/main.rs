@@ -145,7 +145,12 @@ impl DiscoveryArgs {
             .build()
             .context("start the tokio runtime")?;
         runtime.block_on(async {
-            let client = namespace_watch::client(self.kubeconfig.as_deref()).await?;
+            let mut config = namespace_watch::config(self.kubeconfig.as_deref()).await?;
+            // kube-rs re-sends a 503 up to 15 times with backoff, minutes in all: an aggregated
+            // API that is down (metrics.k8s.io without metrics-server) must not stall
+            // `registration` or `check`; it is reported as unavailable instead.
+            config.default_retry = false;
+            let client = kube::Client::try_from(config)?;
             let served = admission_proxy::served::discover(&client).await?;
             Ok(Some(served))
         })
@@ -569,6 +574,9 @@ fn check(args: &CheckArgs) -> bool {
             let cluster = match args.discovery.served() {
                 Ok(None) => String::new(),
                 Ok(Some(served)) => {
+                    for (gv, error) in &served.unavailable {
+                        println!("warning: discovery: {gv} is listed but could not be read ({error}); its resources count as not served");
+                    }
                     for p in admission_proxy::registration::unreachable(&snapshot, &served) {
                         println!("warning: {p}");
                     }
@@ -647,6 +655,9 @@ fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
         served: args.discovery.served()?,
     };
     if let Some(served) = &options.served {
+        for (gv, error) in &served.unavailable {
+            eprintln!("warning: discovery: {gv} is listed but could not be read ({error}); its resources count as not served");
+        }
         for p in admission_proxy::registration::unreachable(&snapshot, served) {
             eprintln!("warning: {p}");
         }

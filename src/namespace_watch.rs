@@ -64,7 +64,16 @@ impl Drop for NamespaceWatch {
 /// # Errors
 /// [`WatchError`] when no configuration is found or it cannot be used.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
-    let config = match kubeconfig {
+    Client::try_from(config(kubeconfig).await?).map_err(|e| WatchError::Client(e.to_string()))
+}
+
+/// The client configuration [`client`] uses, for callers that adjust it (discovery turns
+/// kube-rs' retries off).
+///
+/// # Errors
+/// [`WatchError`] when no configuration is found or it cannot be used.
+pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, WatchError> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc =
                 kube::config::Kubeconfig::read_from(path).map_err(|e| WatchError::Kubeconfig {
@@ -81,8 +90,7 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
         None => kube::Config::infer()
             .await
             .map_err(|e| WatchError::Config(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| WatchError::Client(e.to_string()))
+    })
 }
 
 impl NamespaceWatch {

@@ -132,6 +132,11 @@ pub fn removal(group: &str, version: &str, resource: &str) -> Option<&'static Re
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ServedResources {
     by_group_version: BTreeMap<(String, String), BTreeSet<String>>,
+    /// Group/versions the cluster lists but could not describe (`GET /apis/{group}/{version}`
+    /// failed, as it does for an aggregated API whose service is down: `metrics.k8s.io`
+    /// without metrics-server answers 503), with the error. Their resources count as not
+    /// served; kubectl's discovery skips them the same way.
+    pub unavailable: Vec<(String, String)>,
 }
 
 impl ServedResources {
@@ -185,10 +190,11 @@ pub struct DiscoveryError(#[source] pub kube::Error);
 
 /// Reads the cluster's served resources through `client` (built as for `--watch-namespaces`):
 /// `GET /api`, `/api/{version}`, `/apis`, then `/apis/{group}/{version}` for every version of
-/// every group (all versions, not only the preferred one: each can be named by a rule).
+/// every group (all versions, not only the preferred one: each can be named by a rule). A
+/// group/version that fails is recorded in [`ServedResources::unavailable`], not an error.
 ///
 /// # Errors
-/// [`DiscoveryError`] when a discovery request fails.
+/// [`DiscoveryError`] when `/api`, a core version or `/apis` fails.
 pub async fn discover(client: &kube::Client) -> Result<ServedResources, DiscoveryError> {
     let mut served = ServedResources::default();
     let core = client
@@ -207,12 +213,15 @@ pub async fn discover(client: &kube::Client) -> Result<ServedResources, Discover
     let groups = client.list_api_groups().await.map_err(DiscoveryError)?;
     for group in &groups.groups {
         for gv in &group.versions {
-            let list = client
-                .list_api_group_resources(&gv.group_version)
-                .await
-                .map_err(DiscoveryError)?;
-            for r in &list.resources {
-                served.insert(&group.name, &gv.version, &r.name);
+            match client.list_api_group_resources(&gv.group_version).await {
+                Ok(list) => {
+                    for r in &list.resources {
+                        served.insert(&group.name, &gv.version, &r.name);
+                    }
+                }
+                Err(e) => served
+                    .unavailable
+                    .push((gv.group_version.clone(), e.to_string())),
             }
         }
     }

@@ -252,6 +252,8 @@ fn discovery_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>
         ),
         ("autoscaling", "v1", &["horizontalpodautoscalers"]),
         ("autoscaling", "v2", &["horizontalpodautoscalers"]),
+        // An aggregated API whose service is down: listed, but its resource list answers 503.
+        ("metrics.k8s.io", "v1beta1", &[]),
     ];
     let resources = |gv: &str, names: &[&str]| {
         let list: Vec<Value> = names
@@ -273,7 +275,9 @@ fn discovery_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>
             .entry(g)
             .or_default()
             .push(serde_json::json!({"groupVersion": gv, "version": v}));
-        routes.insert(format!("/apis/{gv}"), resources(&gv, names));
+        if *g != "metrics.k8s.io" {
+            routes.insert(format!("/apis/{gv}"), resources(&gv, names));
+        }
     }
     let list: Vec<Value> = by_group
         .into_iter()
@@ -316,6 +320,7 @@ fn discovery_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>
                         .unwrap_or("");
                     let (status, body) = match routes.get(path) {
                         Some(body) => ("200 OK", body.to_string()),
+                        None if path.starts_with("/apis/metrics.k8s.io/") => ("503 Service Unavailable", serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "ServiceUnavailable", "message": "the server is currently unable to handle the request", "code": 503}).to_string()),
                         None => ("404 Not Found", serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}).to_string()),
                     };
                     let head = format!("HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
@@ -421,8 +426,9 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    // /api, /api/v1, /apis and the four group/versions.
-    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 7);
+    // /api, /api/v1, /apis and the five group/versions, each once: the unavailable one's 503
+    // is not retried (kube-rs would, 15 times with backoff, for minutes).
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 8);
     let objects = documents(&String::from_utf8(out.stdout).unwrap());
     let webhook = |name: &str| {
         objects
@@ -441,9 +447,14 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
         webhook("psp.legacy.example.com")["rules"],
         serde_json::json!([])
     );
+    assert!(
+        stderr
+            .contains("warning: discovery: metrics.k8s.io/v1beta1 is listed but could not be read"),
+        "an unavailable aggregated API is a warning, not a failure: {stderr}"
+    );
     let unreachable: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.starts_with("warning: "))
+        .filter(|l| l.starts_with("warning: ") && !l.contains("warning: discovery:"))
         .collect();
     assert_eq!(unreachable.len(), 2, "{stderr}");
     assert!(unreachable[0].contains("webhook \"exact.legacy.example.com\": webhooks[0].rules[0]: no resource the cluster serves matches this rule under matchPolicy Exact: the webhook is never called for it"), "{stderr}");
