@@ -141,15 +141,20 @@ impl RuleWithOperations {
     /// `(r == "*" || r == res) && (s == "*" || s == sub)` for each resource entry `r/s`.
     /// Operations and scope are not looked at.
     pub fn covers(&self, group: &str, version: &str, entry: &str) -> bool {
-        let any_or_star =
-            |list: &[String], value: &str| list.iter().any(|s| s == "*" || s == value);
         let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
-        any_or_star(&self.api_groups, group)
-            && any_or_star(&self.api_versions, version)
+        self.names_group_version(group, version)
             && self.resources.iter().any(|r| {
                 let (a, b) = r.split_once('/').unwrap_or((r, ""));
                 (a == "*" || a == res) && (b == "*" || b == sub)
             })
+    }
+
+    /// Whether `apiGroups` and `apiVersions` each hold the value or `*` (`rules.go`'s group
+    /// and version match).
+    pub fn names_group_version(&self, group: &str, version: &str) -> bool {
+        let any_or_star =
+            |list: &[String], value: &str| list.iter().any(|s| s == "*" || s == value);
+        any_or_star(&self.api_groups, group) && any_or_star(&self.api_versions, version)
     }
 }
 

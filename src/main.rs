@@ -574,11 +574,8 @@ fn check(args: &CheckArgs) -> bool {
             let cluster = match args.discovery.served() {
                 Ok(None) => String::new(),
                 Ok(Some(served)) => {
-                    for (gv, error) in &served.unavailable {
-                        println!("warning: discovery: {gv} is listed but could not be read ({error}); its resources count as not served");
-                    }
-                    for p in admission_proxy::registration::unreachable(&snapshot, &served) {
-                        println!("warning: {p}");
+                    for w in discovery_warnings(&snapshot, &served) {
+                        println!("warning: {w}");
                     }
                     format!(
                         "; cluster: {} group/version(s) served",
@@ -629,6 +626,22 @@ fn check(args: &CheckArgs) -> bool {
     problems == 0
 }
 
+/// What `--discover` tells about `snapshot` (`check` and `registration` print it): the
+/// group/versions the cluster lists but could not describe, then every rule no served resource
+/// reaches.
+fn discovery_warnings(
+    snapshot: &config::Snapshot,
+    served: &admission_proxy::served::ServedResources,
+) -> Vec<String> {
+    let unavailable = served.unavailable.iter().map(|(gv, error)| {
+        format!("discovery: {gv} is listed but could not be read ({error}); its resources count as not served")
+    });
+    let unreachable = admission_proxy::registration::unreachable(snapshot, served)
+        .into_iter()
+        .map(|p| p.to_string());
+    unavailable.chain(unreachable).collect()
+}
+
 /// `registration`: prints the proxy's webhook configurations for the legacy ones in --config.
 fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
     use base64::Engine;
@@ -655,11 +668,8 @@ fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
         served: args.discovery.served()?,
     };
     if let Some(served) = &options.served {
-        for (gv, error) in &served.unavailable {
-            eprintln!("warning: discovery: {gv} is listed but could not be read ({error}); its resources count as not served");
-        }
-        for p in admission_proxy::registration::unreachable(&snapshot, served) {
-            eprintln!("warning: {p}");
+        for w in discovery_warnings(&snapshot, served) {
+            eprintln!("warning: {w}");
         }
     }
     print!(

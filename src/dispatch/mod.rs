@@ -174,39 +174,53 @@ pub(crate) async fn post_as_client_go(
 /// non-printable bytes is dropped alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TraceContext<'a> {
-    traceparent: Option<&'a str>,
-    tracestate: Option<&'a str>,
+    /// The headers to send, the first `len` of them: none, `traceparent`, or both.
+    headers: [(&'static str, &'a str); 2],
+    len: usize,
 }
 
 impl<'a> TraceContext<'a> {
-    /// The context from the caller's header values, validated.
+    /// The context from the caller's header values, validated (no allocation).
     pub fn new(traceparent: Option<&'a str>, tracestate: Option<&'a str>) -> Self {
         let hex = |s: &str, len: usize| {
             s.len() == len
                 && s.bytes()
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         };
-        let traceparent = traceparent.filter(|t| {
-            let parts: Vec<&str> = t.split('-').collect();
-            matches!(parts.as_slice(), [v, trace, parent, flags]
-                if *v == "00" && hex(trace, 32) && hex(parent, 16) && hex(flags, 2)
-                    && trace.bytes().any(|b| b != b'0') && parent.bytes().any(|b| b != b'0'))
-        });
-        let tracestate = tracestate.filter(|s| {
-            traceparent.is_some() && s.len() <= 512 && s.bytes().all(|b| (0x20..0x7f).contains(&b))
-        });
-        TraceContext {
-            traceparent,
-            tracestate,
+        let valid_parent = |t: &&str| {
+            let mut parts = t.split('-');
+            let (v, trace, parent, flags) =
+                (parts.next(), parts.next(), parts.next(), parts.next());
+            let (Some(v), Some(trace), Some(parent), Some(flags), None) =
+                (v, trace, parent, flags, parts.next())
+            else {
+                return false;
+            };
+            v == "00"
+                && hex(trace, 32)
+                && hex(parent, 16)
+                && hex(flags, 2)
+                && trace.bytes().any(|b| b != b'0')
+                && parent.bytes().any(|b| b != b'0')
+        };
+        let mut context = TraceContext::default();
+        let Some(traceparent) = traceparent.filter(valid_parent) else {
+            return context;
+        };
+        context.headers[0] = ("traceparent", traceparent);
+        context.len = 1;
+        if let Some(state) =
+            tracestate.filter(|s| s.len() <= 512 && s.bytes().all(|b| (0x20..0x7f).contains(&b)))
+        {
+            context.headers[1] = ("tracestate", state);
+            context.len = 2;
         }
+        context
     }
 
     /// The headers to send: none, `traceparent`, or both.
-    fn headers(&self) -> impl Iterator<Item = (&'static str, &'a str)> {
-        self.traceparent
-            .map(|t| ("traceparent", t))
-            .into_iter()
-            .chain(self.tracestate.map(|t| ("tracestate", t)))
+    fn headers(&self) -> &[(&'static str, &'a str)] {
+        &self.headers[..self.len]
     }
 }
 
@@ -615,19 +629,12 @@ impl Dispatcher {
         let target = Target::shared(webhook.backend.clone());
         // Pinned where it is made: moved into `timeout`, the call's (large) state would be
         // copied once more per admission.
-        // At most two headers, on the stack: no allocation per call.
-        let mut headers = [("", ""); 2];
-        let mut n = 0;
-        for (slot, header) in headers.iter_mut().zip(trace_context.headers()) {
-            *slot = header;
-            n += 1;
-        }
         let call = std::pin::pin!(post_as_client_go(
             &self.client,
             &target,
             &path,
             &body,
-            &headers[..n],
+            trace_context.headers(),
             || webhook.metrics.retry(),
         ));
         let started = Instant::now();
@@ -961,7 +968,7 @@ mod trace_context_tests {
     fn only_valid_trace_contexts_are_forwarded() {
         let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         fn headers(t: TraceContext<'_>) -> Vec<(&'static str, &str)> {
-            t.headers().collect()
+            t.headers().to_vec()
         }
         assert_eq!(
             headers(TraceContext::new(Some(valid), Some("a=b"))),

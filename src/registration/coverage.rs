@@ -117,17 +117,11 @@ fn own_targets(rule: &RuleWithOperations) -> BTreeSet<Target> {
     out
 }
 
-/// `list` contains `value` or `*` (`rules.go`'s group and version match).
-fn any_or_star(list: &[String], value: &str) -> bool {
-    list.iter().any(|s| s == "*" || s == value)
-}
-
 /// Every version of every resource (built-in or declared custom) that `rule` reaches through
 /// an equivalent, as targets with the rule's subresource.
 fn equivalent_targets(rule: &RuleWithOperations, custom: &CustomResources) -> BTreeSet<Target> {
     let mut out = BTreeSet::new();
-    let named =
-        |g: &str, v: &str| any_or_star(&rule.api_groups, g) && any_or_star(&rule.api_versions, v);
+    let named = |g: &str, v: &str| rule.names_group_version(g, v);
     for entry in &rule.resources {
         let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
         let with_sub = |resource: &str| {
