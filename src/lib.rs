@@ -26,4 +26,5 @@ pub mod reload;
 pub mod review;
 pub mod served;
 pub mod server;
+pub mod telemetry;
 pub mod tls;

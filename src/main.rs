@@ -345,6 +345,16 @@ struct ServeArgs {
     /// delay + grace below the pod's terminationGracePeriodSeconds.
     #[arg(long, default_value_t = 20)]
     shutdown_grace_seconds: u64,
+    /// Export the proxy's own spans (admission, matching, conversion, each backend call) to
+    /// this OTLP/HTTP collector, e.g. `http://otel-collector:4318` (`/v1/traces` is appended).
+    /// Off unless set; without it the caller's traceparent/tracestate are forwarded unchanged.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+    /// Requests without a sampled parent span that are traced, per million (kube-apiserver's
+    /// TracingConfiguration samplingRatePerMillion). A caller's traceparent decides for its
+    /// own requests.
+    #[arg(long, default_value_t = 0, requires = "otlp_endpoint", value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    tracing_sampling_rate_per_million: u32,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -808,6 +818,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     state.metrics = metrics;
     state.limits = Arc::new(args.limits.limits());
     state.redact_paths = args.redact_path.clone();
+    if let Some(endpoint) = &args.otlp_endpoint {
+        state.spans = Some(admission_proxy::telemetry::Spans::start(
+            &admission_proxy::telemetry::SpanSettings {
+                endpoint: endpoint.clone(),
+                sampling_rate_per_million: args.tracing_sampling_rate_per_million,
+                service_name: "admission-proxy".into(),
+            },
+        )?);
+        tracing::info!(endpoint = %endpoint, sampling_rate_per_million = args.tracing_sampling_rate_per_million, "exporting spans over OTLP");
+    }
     if let Some(dir) = &args.capture_dir {
         if !(0.0..=1.0).contains(&args.capture_sample) {
             bail!(
@@ -893,6 +913,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     {
         tracing::warn!("answers still being written after the drain; exiting");
     }
+    if state.spans.is_some() {
+        // The batch processor's thread exports what is left; bounded, and off the runtime.
+        let state = state.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(spans) = &state.spans {
+                spans.shutdown(SPANS_FLUSHED);
+            }
+        })
+        .await;
+    }
     if cut > 0 {
         bail!("{cut} admission(s) were still in flight when --shutdown-grace-seconds ({}) ran out: each was answered by its webhook's failurePolicy", args.shutdown_grace_seconds);
     }
@@ -903,6 +933,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// How long the shutdown waits, after the last admission was answered, for the answers to be
 /// written.
 const ANSWERS_WRITTEN: Duration = Duration::from_secs(2);
+
+/// How long the shutdown waits for the last spans to be exported (`--otlp-endpoint`).
+const SPANS_FLUSHED: Duration = Duration::from_secs(2);
 
 /// Starts the plain-HTTP probe and metrics listeners `--health-probe-bind-address` and
 /// `--metrics-bind-address` ask for (one listener when they are the same address).

@@ -3,7 +3,9 @@
 //! on fresh and pooled connections), replaces a pooled connection the backend closed while idle
 //! without a failure, and re-sends after a 429/5xx with an integer `Retry-After` within the
 //! deadline. Each test counts what the backend received, with a raw TLS backend on 127.0.0.1
-//! whose every answer the test scripts.
+//! whose every answer the test scripts. Trace context (issue 26 §11) rides on the same call:
+//! forwarded as received, or, with `--otlp-endpoint`, the proxy's own spans exported to a
+//! stand-in OTLP collector.
 
 mod common;
 
@@ -30,6 +32,9 @@ enum Act {
     Close,
     /// This status with this `Retry-After` (none when `None`) and a Status body.
     Status(u16, Option<&'static str>),
+    /// A 200 header announcing more body than is sent, then the TCP connection closed without
+    /// TLS close_notify (a backend that died mid-answer).
+    Truncated,
 }
 
 /// A TLS backend on 127.0.0.1 that answers by script; counts requests and connections.
@@ -191,6 +196,11 @@ fn answer(tls: &mut (impl Read + Write), act: Act, request: &[u8]) -> bool {
     let written = match act {
         Act::Allow | Act::AllowThenClose => http("200 OK", "", &allow),
         Act::Garbage => "this is not HTTP\r\n\r\n".to_string(),
+        Act::Truncated => format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+            allow.len() + 100,
+            allow
+        ),
         Act::Close => return false,
         Act::Status(code, retry_after) => http(
             &format!("{code} Busy"),
@@ -214,7 +224,7 @@ fn answer(tls: &mut (impl Read + Write), act: Act, request: &[u8]) -> bool {
             std::thread::sleep(Duration::from_millis(100));
             false
         }
-        Act::Garbage | Act::Close => false,
+        Act::Garbage | Act::Close | Act::Truncated => false,
     }
 }
 
@@ -269,6 +279,31 @@ async fn a_connection_closed_after_the_request_is_one_call() {
         3,
         "the pooled connection's failure is not re-sent"
     );
+}
+
+/// Issue 26 §10: a backend that dies mid-answer (TCP closed without TLS close_notify) gave the
+/// caller rustls' own text, with its documentation URL. kube-apiserver's client-go says
+/// `unexpected error when reading response body. Please retry. Original error: unexpected EOF`
+/// (`transformResponse` in `staging/src/k8s.io/client-go/rest/request.go`), and so does the
+/// proxy now; a close before any answer stays Go's `EOF`.
+#[tokio::test]
+async fn a_backend_dying_mid_answer_is_reported_in_client_gos_words() {
+    let backend = RawBackend::start(vec![Act::Truncated, Act::Close]);
+    let proxy = proxy_for(&backend, "failurePolicy: Ignore");
+    let (decision, warning) = decide(&proxy).await;
+    assert_eq!(decision, "failed-open");
+    assert!(
+        warning.contains(": failed to call webhook: unexpected error when reading response body. Please retry. Original error: unexpected EOF; failurePolicy is Ignore"),
+        "{warning}"
+    );
+    let (decision, warning) = decide(&proxy).await;
+    assert_eq!(decision, "failed-open");
+    assert!(
+        warning.contains("\": EOF; failurePolicy is Ignore"),
+        "{warning}"
+    );
+    assert!(!warning.contains("https://docs.rs"), "{warning}");
+    assert_eq!(backend.requests(), 2, "neither failure is re-sent");
 }
 
 #[tokio::test]
@@ -462,4 +497,203 @@ async fn the_callers_trace_context_reaches_the_backend() {
             "{head}"
         );
     }
+}
+
+/// A stand-in OTLP/HTTP collector on 127.0.0.1: answers every `POST /v1/traces` 200 with an
+/// empty (valid) protobuf response and keeps the spans it decoded.
+struct Collector {
+    url: String,
+    spans: Arc<Mutex<Vec<opentelemetry_proto::tonic::trace::v1::Span>>>,
+    /// Request paths, in arrival order.
+    paths: Arc<Mutex<Vec<String>>>,
+}
+
+impl Collector {
+    fn start() -> Self {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use prost::Message as _;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let spans: Arc<Mutex<Vec<_>>> = Arc::default();
+        let paths: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (sink, seen) = (spans.clone(), paths.clone());
+        std::thread::spawn(move || {
+            for mut tcp in listener.incoming().take(16).flatten() {
+                tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                while let Some((head, body)) = read_request(&mut tcp) {
+                    let path = head.split(' ').nth(1).unwrap_or_default().to_string();
+                    seen.lock().unwrap().push(path);
+                    if let Ok(request) = ExportTraceServiceRequest::decode(body.as_slice()) {
+                        let mut sink = sink.lock().unwrap();
+                        for r in request.resource_spans {
+                            for s in r.scope_spans {
+                                sink.extend(s.spans);
+                            }
+                        }
+                    }
+                    let ok = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n";
+                    if tcp.write_all(ok.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        Collector { url, spans, paths }
+    }
+
+    /// The spans received so far, once at least `n` have arrived (waiting at most 10 s).
+    fn wait_for(&self, n: usize) -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
+        for _ in 0..200 {
+            if self.spans.lock().unwrap().len() >= n {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.spans.lock().unwrap().clone()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn attribute(span: &opentelemetry_proto::tonic::trace::v1::Span, key: &str) -> String {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    match span
+        .attributes
+        .iter()
+        .find(|a| a.key == key)
+        .and_then(|a| a.value.as_ref()?.value.as_ref())
+    {
+        Some(Value::StringValue(s)) => s.clone(),
+        Some(Value::IntValue(i)) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Issue 26 §11: with `--otlp-endpoint` the proxy exports its own spans to the collector,
+/// sampled as the caller's `traceparent` says: a sampled request gives `admission` (server,
+/// child of the caller's span), `matching` and `Call validating webhook` (client) under it,
+/// and the backend receives the call span as its parent with the caller's `tracestate`; a
+/// request whose `traceparent` is not sampled, or that has none (sampling rate 0, as
+/// kube-apiserver's default), exports nothing.
+#[tokio::test]
+async fn spans_are_exported_to_the_otlp_collector_as_the_caller_samples() {
+    let backend = RawBackend::start(vec![]);
+    let collector = Collector::start();
+    let ws = common::Workspace::new("otlp");
+    std::fs::write(
+        ws.conf.join("hooks.yaml"),
+        validating(
+            "once.hooks.example.com",
+            &backend.client_config(),
+            ALL,
+            "failurePolicy: Fail",
+        ),
+    )
+    .unwrap();
+    let proxy = common::BinaryProxy::start_with_env(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &["--otlp-endpoint", &collector.url],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    let target = proxy.target(&ws.pki);
+    let client = admission_proxy::dispatch::HttpClient::new();
+    let send = |headers: Vec<(&'static str, &'static str)>| {
+        let (client, target) = (&client, &target);
+        async move {
+            let reply = client
+                .post(
+                    target,
+                    "/webhooks/once.hooks.example.com?timeout=10s",
+                    &fixture(POD),
+                    &headers,
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                reply.status,
+                200,
+                "{}",
+                String::from_utf8_lossy(&reply.body)
+            );
+        }
+    };
+    let unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    send(vec![("traceparent", unsampled)]).await;
+    send(vec![]).await;
+    let (trace, caller_span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    send(vec![
+        ("traceparent", sampled),
+        ("tracestate", "congo=t61rcWkgMzE"),
+    ])
+    .await;
+
+    let spans = collector.wait_for(3);
+    assert!(
+        collector
+            .paths
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|p| p == "/v1/traces"),
+        "{:?}",
+        collector.paths.lock().unwrap()
+    );
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        spans.len(),
+        3,
+        "only the sampled request is exported: {names:?}"
+    );
+    assert!(spans.iter().all(|s| hex(&s.trace_id) == trace), "{names:?}");
+    let by_name = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no {name:?} span in {names:?}"))
+    };
+    let admission = by_name("admission");
+    let (matching, call) = (by_name("matching"), by_name("Call validating webhook"));
+    assert_eq!(hex(&admission.parent_span_id), caller_span);
+    // SpanKind: 2 server, 3 client, 1 internal (opentelemetry-proto trace.proto).
+    assert_eq!((admission.kind, matching.kind, call.kind), (2, 1, 3));
+    assert_eq!(hex(&matching.parent_span_id), hex(&admission.span_id));
+    assert_eq!(hex(&call.parent_span_id), hex(&admission.span_id));
+    assert_eq!(attribute(admission, "webhook"), "once.hooks.example.com");
+    assert_eq!(attribute(admission, "resource"), "/v1, Resource=pods");
+    assert_eq!(attribute(admission, "decision"), "allowed");
+    assert_eq!(attribute(admission, "http.response.status_code"), "200");
+    assert_eq!(attribute(matching, "result"), "call");
+    assert_eq!(attribute(call, "http.response.status_code"), "200");
+    assert!(admission.start_time_unix_nano <= call.start_time_unix_nano);
+    assert!(call.end_time_unix_nano <= admission.end_time_unix_nano);
+
+    let heads = backend.heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 3);
+    let traceparent = |head: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix("traceparent: "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    // Not sampled: the trace goes on (same trace id, not sampled), with no spans exported.
+    let first = traceparent(&heads[0]);
+    assert!(
+        first.starts_with("00-0af7651916cd43dd8448eb211c80319c-") && first.ends_with("-00"),
+        "{first}"
+    );
+    assert_eq!(
+        traceparent(&heads[2]),
+        format!("00-{trace}-{}-01", hex(&call.span_id)),
+        "the backend's parent is the proxy's call span"
+    );
+    assert!(
+        heads[2].contains("tracestate: congo=t61rcWkgMzE\r\n"),
+        "{}",
+        heads[2]
+    );
 }

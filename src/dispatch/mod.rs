@@ -2,7 +2,8 @@
 //! AdmissionReview version negotiation, the deadline, the backend call, verification, and
 //! failurePolicy (dispatch notes §2-§10, §18). Every failure is classified once as a
 //! [`CallFailure`], which drives the answer, the log line and the metrics.
-//! Depends on `config`, `conversion`, `matching`, `review` and `metrics`.
+//! Depends on `config`, `conversion`, `matching`, `review`, `metrics` and `telemetry` (its
+//! phases and backend calls become spans when the proxy exports them).
 
 pub mod breaker;
 pub mod client;
@@ -21,6 +22,7 @@ use crate::conversion::{self, Equivalent, EquivalentError};
 use crate::matching::{Converted, MatchDecision, Namespaces, SkipReason};
 use crate::metrics::Conditions;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
+use crate::telemetry::TraceContext;
 pub use client::{HttpClient, HttpReply, Target, TransportError};
 pub use verify::VerifiedResponse;
 
@@ -162,65 +164,6 @@ pub(crate) async fn post_as_client_go(
             }
             _ => return Ok(reply),
         }
-    }
-}
-
-/// The caller's W3C trace context (`traceparent`, `tracestate`), which kube-apiserver sends
-/// webhooks when `APIServerTracing` is on (beta and on by default since 1.27): forwarded to
-/// the legacy backend so that its spans keep their parent, as an intermediary without spans of
-/// its own must (W3C Trace Context, "Mutating the traceparent field"). A `traceparent` that is
-/// not version 00's `2-32-16-2` lowercase hex form is dropped, and `tracestate` with it (the
-/// specification's rule for an invalid `traceparent`); a `tracestate` over 512 bytes or with
-/// non-printable bytes is dropped alone.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TraceContext<'a> {
-    /// The headers to send, the first `len` of them: none, `traceparent`, or both.
-    headers: [(&'static str, &'a str); 2],
-    len: usize,
-}
-
-impl<'a> TraceContext<'a> {
-    /// The context from the caller's header values, validated (no allocation).
-    pub fn new(traceparent: Option<&'a str>, tracestate: Option<&'a str>) -> Self {
-        let hex = |s: &str, len: usize| {
-            s.len() == len
-                && s.bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        };
-        let valid_parent = |t: &&str| {
-            let mut parts = t.split('-');
-            let (v, trace, parent, flags) =
-                (parts.next(), parts.next(), parts.next(), parts.next());
-            let (Some(v), Some(trace), Some(parent), Some(flags), None) =
-                (v, trace, parent, flags, parts.next())
-            else {
-                return false;
-            };
-            v == "00"
-                && hex(trace, 32)
-                && hex(parent, 16)
-                && hex(flags, 2)
-                && trace.bytes().any(|b| b != b'0')
-                && parent.bytes().any(|b| b != b'0')
-        };
-        let mut context = TraceContext::default();
-        let Some(traceparent) = traceparent.filter(valid_parent) else {
-            return context;
-        };
-        context.headers[0] = ("traceparent", traceparent);
-        context.len = 1;
-        if let Some(state) =
-            tracestate.filter(|s| s.len() <= 512 && s.bytes().all(|b| (0x20..0x7f).contains(&b)))
-        {
-            context.headers[1] = ("tracestate", state);
-            context.len = 2;
-        }
-        context
-    }
-
-    /// The headers to send: none, `traceparent`, or both.
-    fn headers(&self) -> &[(&'static str, &'a str)] {
-        &self.headers[..self.len]
     }
 }
 
@@ -523,15 +466,26 @@ impl Dispatcher {
         trace: &mut Trace,
     ) -> Answer {
         let uid = &review.request.uid;
+        let mut matching = trace_context.phase("matching");
         let mut decision = webhook.matcher.decide(review, namespaces);
         if let MatchDecision::ConvertByWebhook(invocation) = decision {
             // kube-apiserver converts before matchConditions; a failed conversion is a 500
             // whatever failurePolicy says (matching notes §1 B.7).
+            let mut span = trace_context.phase("conversion");
             decision = match self.rewrite_by_webhook(review, &invocation, clock).await {
                 Ok(body) => webhook.matcher.decide_converted(*invocation, body),
-                Err(e) => MatchDecision::Reject(conversion::internal_error(&e)),
+                Err(e) => {
+                    if let Some(span) = &mut span {
+                        span.fail(e.to_string());
+                    }
+                    MatchDecision::Reject(conversion::internal_error(&e))
+                }
             };
         }
+        if let Some(span) = &mut matching {
+            span.set("result", match_summary(&decision));
+        }
+        drop(matching);
         trace.conditions = conditions_outcome(webhook, &decision);
         let converted = match decision {
             MatchDecision::Skip(reason) => {
@@ -627,6 +581,8 @@ impl Dispatcher {
         };
         let body = sent.body_as(version);
         let target = Target::shared(webhook.backend.clone());
+        let (mut call_span, call_headers) = trace_context.call(webhook);
+        let trace_headers = call_headers.headers();
         // Pinned where it is made: moved into `timeout`, the call's (large) state would be
         // copied once more per admission.
         let call = std::pin::pin!(post_as_client_go(
@@ -634,12 +590,20 @@ impl Dispatcher {
             &target,
             &path,
             &body,
-            trace_context.headers(),
+            &trace_headers,
             || webhook.metrics.retry(),
         ));
         let started = Instant::now();
         let reply = tokio::time::timeout(budget, call).await;
         trace.backend = Some(started.elapsed());
+        if let Some(span) = &mut call_span {
+            match &reply {
+                Ok(Ok(reply)) => span.set("http.response.status_code", i64::from(reply.status)),
+                Ok(Err(e)) => span.fail(e.class()),
+                Err(_) => span.fail("timeout"),
+            }
+        }
+        drop(call_span);
         if let (Some(breaker), Some(permit)) = (&breaker, &permit) {
             let down = match &reply {
                 Err(_) => true,
@@ -677,6 +641,7 @@ impl Dispatcher {
                     response.status = Some(serde_json::json!({}));
                 }
                 if let (Some(c), Some(patch)) = (converted.as_deref(), response.patch.as_deref()) {
+                    let _span = trace_context.phase("conversion");
                     match self.patch_back(review, sent, c, patch, clock).await {
                         Ok(back) => {
                             response.patch_type = back.as_ref().map(|_| "JSONPatch".to_string());
@@ -876,6 +841,26 @@ struct Trace {
     conditions: Conditions,
 }
 
+/// The `matching` span's `result`: call (and the version an Equivalent rule was matched in),
+/// skip and why, or reject.
+fn match_summary(decision: &MatchDecision) -> String {
+    match decision {
+        MatchDecision::Call => "call".into(),
+        MatchDecision::CallConverted(c) => {
+            let i = &c.invocation;
+            let slash = if i.group.is_empty() { "" } else { "/" };
+            format!(
+                "call, converted to {}{slash}{} {}",
+                i.group, i.version, i.resource
+            )
+        }
+        MatchDecision::ConvertByWebhook(_) => "convert by webhook".into(),
+        MatchDecision::Skip(reason) => format!("skip: {reason}"),
+        MatchDecision::Reject(status) => format!("reject: {}", status.message),
+        MatchDecision::NamespaceUnavailable(reason) => format!("namespace unavailable: {reason}"),
+    }
+}
+
 /// What the webhook's matchConditions did in `decision` (kube-apiserver counts evaluations,
 /// exclusions and errors: `apiserver_admission_match_condition_*`). Only matchCondition errors
 /// under Fail make the matcher reject with 403 (matching notes §8).
@@ -956,42 +941,6 @@ mod tests {
             CallFailure::Invalid("webhook response was absent".into()).status_message(),
             "received invalid webhook response: webhook response was absent"
         );
-    }
-}
-
-#[cfg(test)]
-mod trace_context_tests {
-    use super::*;
-
-    /// W3C Trace Context §3.2: version 00, 32 and 16 lowercase hex digits, not all zero.
-    #[test]
-    fn only_valid_trace_contexts_are_forwarded() {
-        let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        fn headers(t: TraceContext<'_>) -> Vec<(&'static str, &str)> {
-            t.headers().to_vec()
-        }
-        assert_eq!(
-            headers(TraceContext::new(Some(valid), Some("a=b"))),
-            [("traceparent", valid), ("tracestate", "a=b")]
-        );
-        for bad in [
-            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
-        ] {
-            assert!(
-                headers(TraceContext::new(Some(bad), Some("a=b"))).is_empty(),
-                "{bad}"
-            );
-        }
-        let long = "a=".to_string() + &"b".repeat(511);
-        assert_eq!(
-            headers(TraceContext::new(Some(valid), Some(&long))),
-            [("traceparent", valid)]
-        );
-        assert!(headers(TraceContext::new(None, Some("a=b"))).is_empty());
     }
 }
 

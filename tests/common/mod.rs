@@ -314,9 +314,21 @@ impl BinaryProxy {
     /// Starts `serve` on 127.0.0.1:0 with `config`, the serving pair and `extra` arguments;
     /// waits (at most 20 s) for the address it logs.
     pub fn start(config: &Path, cert: &Path, key: &Path, extra: &[&str]) -> Self {
+        Self::start_with_env(config, cert, key, extra, &[])
+    }
+
+    /// [`BinaryProxy::start`] with these environment variables set.
+    pub fn start_with_env(
+        config: &Path,
+        cert: &Path,
+        key: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         use std::io::{BufRead, BufReader};
         use std::process::{Command, Stdio};
         let mut child = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+            .envs(env.iter().copied())
             .args([
                 "serve",
                 "--log-json",
