@@ -28,6 +28,10 @@ pub enum TransportError {
     Tls(String),
     #[error("{0}")]
     Io(String),
+    /// The answer's header arrived and its body could not be read: client-go reports this
+    /// without the `Post "URL": ` prefix of a failed round trip (`transformResponse`).
+    #[error("unexpected error when reading response body. Please retry. Original error: {0}")]
+    Body(String),
 }
 
 impl TransportError {
@@ -36,7 +40,7 @@ impl TransportError {
         match self {
             TransportError::Connect(_) => "connect",
             TransportError::Tls(_) => "tls",
-            TransportError::Io(_) => "transport",
+            TransportError::Io(_) | TransportError::Body(_) => "transport",
         }
     }
 }
@@ -333,7 +337,16 @@ async fn exchange(
     let status = header.status.as_u16();
     let headers = header.headers.clone();
     let mut body = Body::default();
-    while let Some(chunk) = h1.read_body_bytes().await.map_err(failed)? {
+    // client-go reads the whole body in `transformResponse`
+    // (`staging/src/k8s.io/client-go/rest/request.go`) and words any failure so.
+    let body_failed = |e: Box<pingora::Error>| {
+        TransportError::Body(match classify(&e, target) {
+            // Go's io.ReadAll on a body cut short: io.ErrUnexpectedEOF.
+            TransportError::Io(cause) if cause == "EOF" => "unexpected EOF".to_string(),
+            other => other.to_string(),
+        })
+    };
+    while let Some(chunk) = h1.read_body_bytes().await.map_err(body_failed)? {
         body.push(chunk);
     }
     let body = body.finish();
@@ -443,12 +456,11 @@ fn request_bytes(
 /// (`dial tcp ADDR: connect: connection refused`, `EOF`).
 fn classify(e: &pingora::Error, addr: &Target) -> TransportError {
     use pingora::ErrorType::*;
-    // The innermost cause carries the useful words (an io::Error or a rustls error).
-    let mut cause: &(dyn std::error::Error + 'static) = e;
-    while let Some(next) = cause.source() {
-        cause = next;
+    if closed_without_close_notify(e) {
+        return TransportError::Io("EOF".into());
     }
-    let cause = cause.to_string();
+    // pingora's own text, which names the rustls or I/O error (tls_sentence reads it).
+    let cause = e.to_string();
     match e.etype() {
         ConnectRefused => {
             TransportError::Connect(format!("dial tcp {addr}: connect: connection refused"))
@@ -465,6 +477,31 @@ fn classify(e: &pingora::Error, addr: &Target) -> TransportError {
         ConnectionClosed => TransportError::Io("EOF".into()),
         _ => TransportError::Io(cause),
     }
+}
+
+/// Whether `e` is the peer closing TCP without TLS close_notify (an I/O error of kind
+/// UnexpectedEof somewhere in its causes): Go reads that close as end of stream, and rustls' own
+/// text for it carries a documentation URL the caller should not see. pingora's error keeps
+/// its cause in a field, not in `source()`.
+fn closed_without_close_notify(e: &pingora::Error) -> bool {
+    let mut cause = e.cause.as_deref();
+    // Bounded: pingora nests a handful of contexts at most.
+    for _ in 0..16 {
+        let Some(c) = cause else { return false };
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::UnexpectedEof {
+                return true;
+            }
+            cause = io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + Send + Sync));
+        } else if let Some(p) = c.downcast_ref::<pingora::Error>() {
+            cause = p.cause.as_deref();
+        } else {
+            return false;
+        }
+    }
+    false
 }
 
 /// A TLS failure as one sentence in Go's words where Go has them (`x509: certificate signed by

@@ -39,6 +39,9 @@ pub enum CallFailure {
         class: &'static str,
         detail: String,
     },
+    /// The answer's body could not be read (client-go words it without the URL).
+    #[error("failed to call webhook: {0}")]
+    ReadBody(String),
     #[error("failed to call webhook: Post {url:?}: context deadline exceeded")]
     Timeout { url: String },
     /// A non-2xx answer; `code` only reaches metrics (dispatch notes §0.2).
@@ -75,6 +78,7 @@ impl CallFailure {
         match self {
             CallFailure::NoKnownReviewVersion => "no_review_version",
             CallFailure::Transport { class, .. } => class,
+            CallFailure::ReadBody(_) => "transport",
             CallFailure::Timeout { .. } => "timeout",
             CallFailure::Status { .. } => "status",
             CallFailure::Undecodable(_)
@@ -615,10 +619,13 @@ impl Dispatcher {
         let reply = match reply {
             Err(_) => return self.fail(webhook, review, CallFailure::Timeout { url: url() }),
             Ok(Err(e)) => {
-                let failure = CallFailure::Transport {
-                    url: url(),
-                    class: e.class(),
-                    detail: e.to_string(),
+                let failure = match e {
+                    TransportError::Body(_) => CallFailure::ReadBody(e.to_string()),
+                    e => CallFailure::Transport {
+                        url: url(),
+                        class: e.class(),
+                        detail: e.to_string(),
+                    },
                 };
                 return self.fail(webhook, review, failure);
             }
