@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use admission_proxy::config;
-use admission_proxy::dispatch::{Dispatcher, TraceContext};
+use admission_proxy::dispatch::Dispatcher;
 use admission_proxy::matching::{MatchCondition, MatchConditions, Namespaces};
 use admission_proxy::review::{ParsedReview, ReviewVersion};
+use admission_proxy::telemetry::TraceContext;
 use admission_proxy::tls::{CertResolver, TestPki};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 

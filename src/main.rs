@@ -55,7 +55,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve AdmissionReviews at POST /webhooks/{webhook name} over HTTPS.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run the serve path on 127.0.0.1 with the bundled config, an example legacy backend and
     /// real captured AdmissionReviews; print one line per request.
     Demo(DemoArgs),
@@ -551,7 +551,7 @@ fn run() -> anyhow::Result<()> {
         .build()
         .context("start the tokio runtime")?;
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Bench(args) => runtime.block_on(bench(args)),
         Command::Check(_) | Command::Explain(_) | Command::Registration(_) => {
             unreachable!("handled before the runtime starts")
