@@ -226,7 +226,7 @@ pub enum SideEffects {
 }
 
 impl SideEffects {
-    /// Whether the webhook may be called for a dry-run request (dispatch notes §10).
+    /// Whether the webhook may be called for a dry-run request (the dispatchers' `callHook`).
     pub fn supports_dry_run(self) -> bool {
         matches!(self, SideEffects::None | SideEffects::NoneOnDryRun)
     }

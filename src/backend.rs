@@ -1,5 +1,6 @@
 //! Where a legacy webhook or a CRD conversion webhook lives: `clientConfig` turned into a
-//! dialable target with its trust roots (dispatch notes §4). Depends on `api`.
+//! dialable target with its trust roots, as `ClientManager.HookClient` does
+//! (`staging/src/k8s.io/apiserver/pkg/util/webhook/client.go`). Depends on `api`.
 
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;

@@ -57,7 +57,8 @@ pub struct WebhookExplanation {
     pub match_conditions: Vec<ConditionCheck>,
     /// `Fail` or `Ignore`.
     pub failure_policy: &'static str,
-    /// What happens if the call to the backend fails (dispatch notes §18).
+    /// What happens if the call to the backend fails (failurePolicy, which kube-apiserver's
+    /// dispatchers apply to `ErrCallingWebhook` only).
     pub on_call_failure: &'static str,
     /// The `mode` webhook option: `Enforce` (as kube-apiserver), `Warn` or `Shadow`.
     pub mode: &'static str,
@@ -83,7 +84,8 @@ pub struct SelectorCheck {
     pub result: String,
 }
 
-/// objectSelector: labels of `object` and `oldObject` (matching notes §4, §0.7).
+/// objectSelector: labels of `object` and `oldObject`; either matching is enough
+/// (`MatchObjectSelector`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectSelectorCheck {
@@ -242,7 +244,7 @@ fn explain_webhook(
     };
     let seen = converted.as_ref().unwrap_or(review);
     let pending_conversion = matches!(decision, MatchDecision::ConvertByWebhook(_));
-    // The dry-run check comes after matching, before the call (dispatch notes §10).
+    // The dry-run check comes after matching, before the call (the dispatchers' `callHook`).
     if verdict == "call" && r.is_dry_run() && !webhook.side_effects.supports_dry_run() {
         verdict = "reject";
         reason = format!(

@@ -2,7 +2,9 @@
 //! metadata-only watch of Namespaces (list, then watch; re-list after 410 Gone and dropped
 //! connections with kube-runtime's backoff) published as [`Namespaces`] snapshots, and
 //! kube-apiserver's lister-miss fallback, a live GET of a namespace not yet in the cache
-//! (matching notes §3, step 3). Depends on `matching` and `metrics`.
+//! (`Provider.GetNamespace` in
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/namespace/matcher.go`).
+//! Depends on `matching` and `metrics`.
 //!
 //! Only `metadata` is transferred (`PartialObjectMetadata`), so memory stays at names and
 //! labels. The watch needs `get`, `list` and `watch` on `namespaces` (deploy/base/rbac.yaml).

@@ -1,10 +1,10 @@
 //! Hot reload of the webhook configuration, the namespaces file, the serving certificate and
 //! the client CA (`--client-ca-file`).
-//! As library-notes advise for ConfigMap/Secret volumes (which swap a `..data` symlink): watch
-//! the *directories* non-recursively, debounce, re-read and compare contents, validate, then
-//! swap the snapshot; a periodic re-read is the backstop. An invalid change is logged with its
-//! locations and the last good configuration keeps serving. Depends on `config`, `matching`,
-//! `server`, `tls` and `metrics`.
+//! For ConfigMap/Secret volumes (the kubelet swaps a `..data` symlink, so file watches go
+//! stale): watch the *directories* non-recursively, debounce, re-read and compare contents,
+//! validate, then swap the snapshot; a periodic re-read is the backstop. An invalid change is
+//! logged with its locations and the last good configuration keeps serving. Depends on
+//! `config`, `matching`, `server`, `tls` and `metrics`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

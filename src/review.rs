@@ -2,8 +2,10 @@
 //! re-address it to another review version without re-serialising it, and encode answers.
 //!
 //! Depends on nothing else in this crate. Field names follow `k8s.io/api/admission/v1`
-//! verbatim; the two versions carry identical request fields (dispatch notes §3), so converting
-//! an envelope means changing `apiVersion` and nothing else.
+//! verbatim; the two versions carry identical request fields (`CreateV1AdmissionReview` and
+//! `CreateV1beta1AdmissionReview` fill the same ones, in
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`), so
+//! converting an envelope means changing `apiVersion` and nothing else.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -15,7 +17,7 @@ use serde_json::value::RawValue;
 /// The API group of AdmissionReview.
 pub const ADMISSION_GROUP: &str = "admission.k8s.io";
 
-/// An AdmissionReview version kube-apiserver knows (dispatch notes §2).
+/// An AdmissionReview version kube-apiserver knows (`CreateAdmissionObjects`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReviewVersion {
     /// `admission.k8s.io/v1`: responses are verified strictly (uid, apiVersion/kind, patchType).
@@ -60,7 +62,7 @@ impl ReviewVersion {
     }
 
     /// The version kube-apiserver sends a webhook: the first entry of `admissionReviewVersions`
-    /// it knows, unknown entries skipped (dispatch notes §2, `CreateAdmissionObjects`).
+    /// it knows, unknown entries skipped (`CreateAdmissionObjects`).
     /// `None` when no entry is known; calling such a webhook is a call failure.
     pub fn negotiate<S: AsRef<str>>(admission_review_versions: &[S]) -> Option<Self> {
         admission_review_versions
@@ -169,7 +171,7 @@ pub struct AdmissionRequest<'a> {
 
 impl<'a> AdmissionRequest<'a> {
     /// The kind of the original request: `requestKind` when present, else `kind`
-    /// (dispatch notes §18 / matching notes §6: match against the original request).
+    /// (`CreateV1AdmissionReview` puts the original request's there; match against it).
     pub fn effective_kind(&self) -> &GroupVersionKind<'a> {
         self.request_kind.as_ref().unwrap_or(&self.kind)
     }
@@ -437,8 +439,9 @@ impl AdmissionResponse {
 }
 
 /// The body of a non-2xx HTTP answer: a `metav1.Status` (`kind: Status`, `apiVersion: v1`).
-/// kube-apiserver reads its `message` into `failed calling webhook "N": failed to call webhook: <message>`
-/// (dispatch notes §5, §18.2).
+/// kube-apiserver reads its `message` into
+/// `failed calling webhook "N": failed to call webhook: <message>` (client-go's
+/// `transformResponse` takes the Status's message; `ErrCallingWebhook.Error` adds the prefix).
 pub fn encode_status(status: &Status) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
         "kind": "Status",

@@ -128,7 +128,8 @@ async fn skipped_requests_never_reach_the_backend() {
     );
 }
 
-/// Denials pass through with their status, warnings and audit annotations (dispatch notes §7).
+/// Denials pass through with their status, warnings and audit annotations (kube-apiserver's
+/// `ToStatusErr` keeps a denial's status; the dispatchers keep both of the others).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn denials_pass_through() {
     let backend = TestBackend::start();
@@ -195,7 +196,7 @@ async fn v1beta1_backend_patch_reaches_v1_caller() {
 }
 
 /// Call failures follow failurePolicy: Ignore admits with a warning, Fail answers 500 with a
-/// Status and no Retry-After (dispatch notes §18.2).
+/// Status and no Retry-After (which client-go's `checkWait` would re-send on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_failures_follow_failure_policy() {
     let backend = TestBackend::start();
@@ -382,7 +383,7 @@ async fn dry_run_and_side_effects() {
 }
 
 /// namespaceSelector with the namespaces file, the automatic name label, a Namespace's own
-/// labels on CREATE, and 404 for an unknown namespace (matching notes §3).
+/// labels on CREATE, and 404 for an unknown namespace (`MatchNamespaceSelector`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_selector() {
     let backend = TestBackend::start();
@@ -436,7 +437,7 @@ async fn namespace_selector() {
 }
 
 /// objectSelector: either object or oldObject; null and metadata-less objects never match;
-/// NotIn matches an unlabeled object (matching notes §4).
+/// NotIn matches an unlabeled object (`MatchObjectSelector`, `Requirement.Matches`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn object_selector() {
     let backend = TestBackend::start();
@@ -615,7 +616,8 @@ async fn bad_requests_get_clear_errors() {
     assert_eq!(backend.recorder.calls(), 1);
 }
 
-/// YAML answers are accepted (the response Content-Type is ignored, dispatch notes §0.6).
+/// YAML answers are accepted (the webhook client ignores the response Content-Type:
+/// `NewClientManager` gives it one serializer for every media type).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn yaml_answers_are_accepted() {
     let backend = TestBackend::start();
@@ -641,8 +643,8 @@ async fn plain_http_loopback_backend() {
     assert_eq!((reply.decision.as_str(), recorder.calls()), ("denied", 1));
 }
 
-/// Rules are matched against requestResource, not resource (dispatch notes §18): the proxy's
-/// own registration may have been matched through an equivalent resource.
+/// Rules are matched against requestResource, not resource: the proxy's own registration may
+/// have been matched through an equivalent resource (`CreateV1AdmissionReview`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rules_match_the_original_request_resource() {
     let backend = TestBackend::start();

@@ -1,6 +1,7 @@
-//! matchPolicy Equivalent end to end (issue 5; matching notes §6): a legacy webhook registered
-//! for an old version receives the request converted to that version, and its patch comes back
-//! as a patch of the caller's object. Real proxy, real TLS, real example backend.
+//! matchPolicy Equivalent end to end (issue 5; KEP-492 "Convert to webhook-requested version"):
+//! a legacy webhook registered for an old version receives the request converted to that
+//! version, and its patch comes back as a patch of the caller's object. Real proxy, real TLS,
+//! real example backend.
 
 mod common;
 
@@ -100,8 +101,8 @@ async fn extensions_v1beta1_deployment_webhook_gets_v1beta1_and_patches_apps_v1(
     let reply = proxy.review("deploy.legacy.example.com", &review).await;
     assert!(reply.allowed(), "{}", reply.json);
 
-    // matching notes §6: kind/resource and the object are the invocation's; request* the
-    // original's.
+    // `CreateV1AdmissionReview`: kind/resource and the object are the invocation's; request*
+    // the original's.
     let sent = received(&backend);
     let request = &sent["request"];
     assert_eq!(
@@ -357,7 +358,8 @@ async fn a_review_already_converted_by_kube_apiserver_is_converted_from_its_kind
 
 /// A mutating backend's patch whose result Kubernetes cannot convert back (a v2beta2 tolerance
 /// annotation that is not a Quantity) is a patch failure: 500 whatever failurePolicy says
-/// (dispatch notes §3), never a silent allow.
+/// (`webhook/mutating/dispatcher.go` returns conversion errors as they are, not as call
+/// failures), never a silent allow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_patched_object_that_cannot_be_converted_back_is_an_internal_error() {
     let backend = TestBackend::start();

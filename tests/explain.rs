@@ -48,7 +48,7 @@ fn webhook<'a>(explanation: &'a serde_json::Value, name: &str) -> &'a serde_json
         .unwrap_or_else(|| panic!("webhook {name} explained"))
 }
 
-/// A Namespace CREATE: namespaceSelector reads the object's own labels (matching notes §0.6);
+/// A Namespace CREATE: namespaceSelector reads the object's own labels (`GetNamespaceLabels`);
 /// the v1beta1-only legacy webhook is sent the same review re-enveloped as v1beta1, byte for
 /// byte otherwise; the v1 webhook gets the captured bytes unchanged.
 #[test]
@@ -95,7 +95,8 @@ fn namespace_create_on_the_bundled_config() {
     let quota = webhook(&e, "quota.policy.example.com");
     assert_eq!(quota["verdict"], "skip");
     assert_eq!(quota["reason"], "no rule matches");
-    // A Namespace is cluster-scoped; scope is the first part tested (matching notes §0.5).
+    // A Namespace is cluster-scoped; scope is the first part tested (`predicates/rules/rules.go`
+    // `Matcher.Matches`).
     assert_eq!(quota["rules"][0]["result"], "scope does not match");
     assert!(quota.get("call").is_none());
 }
@@ -103,7 +104,7 @@ fn namespace_create_on_the_bundled_config() {
 /// The bundled legacy webhook registered for extensions/v1beta1 deployments (matchPolicy
 /// Equivalent by the v1 default) is called for an apps/v1 Deployment with the request
 /// converted: kind, resource and object in extensions/v1beta1, requestKind still apps/v1
-/// (matching notes §6).
+/// (`CreateV1AdmissionReview`).
 #[test]
 fn deployment_create_is_converted_for_the_extensions_v1beta1_webhook() {
     let e = json(&review_path("0064-create-apps-v1-deployments-v1.json"));
@@ -156,7 +157,7 @@ fn text_output_shows_evidence_and_the_exact_body() {
 }
 
 /// A namespaced request whose namespace is unknown: the 404 is held back and shown as the
-/// reason only because a rule matches (matching notes §0.2).
+/// reason only because a rule matches (`ShouldCallHook`).
 #[test]
 fn unknown_namespace_is_a_held_back_not_found() {
     let path = review_path("0001-create-core-v1-namespaces-v1.json");

@@ -1,11 +1,12 @@
-//! Exactly one call per admission, and client-go's retry (dispatch notes §4): the proxy never
-//! re-sends a POST after writing it (a garbage answer, a connection closed after the request,
-//! on fresh and pooled connections), replaces a pooled connection the backend closed while idle
-//! without a failure, and re-sends after a 429/5xx with an integer `Retry-After` within the
-//! deadline. Each test counts what the backend received, with a raw TLS backend on 127.0.0.1
-//! whose every answer the test scripts. Trace context (issue 26 §11) rides on the same call:
-//! forwarded as received, or, with `--otlp-endpoint`, the proxy's own spans exported to a
-//! stand-in OTLP collector.
+//! Exactly one call per admission, and client-go's retry (`checkWait` in
+//! `staging/src/k8s.io/client-go/rest/with_retry.go`): the proxy never re-sends a POST after
+//! writing it (a garbage answer, a connection closed after the request, on fresh and pooled
+//! connections), replaces a pooled connection the backend closed while idle without a failure,
+//! and re-sends after a 429/5xx with an integer `Retry-After` within the deadline. Each test
+//! counts what the backend received, with a raw TLS backend on 127.0.0.1 whose every answer
+//! the test scripts. Trace context (issue 26 §11) rides on the same call: forwarded as
+//! received, or, with `--otlp-endpoint`, the proxy's own spans exported to a stand-in OTLP
+//! collector.
 
 mod common;
 

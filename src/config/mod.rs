@@ -1,7 +1,9 @@
 //! Webhook configuration from files: discovery, parsing (YAML multi-doc, JSON, `List`),
-//! per-version defaults (matching notes §9), validation as kube-apiserver does on create
-//! (matching notes §10), and compilation into a [`Snapshot`] the request path reads without
-//! locks. CustomResourceDefinitions in the same files declare custom resources for matchPolicy
+//! per-version defaults (`SetDefaults_ValidatingWebhook` and `SetDefaults_MutatingWebhook` in
+//! `pkg/apis/admissionregistration/v1/defaults.go` and `.../v1beta1/defaults.go`), validation
+//! as kube-apiserver does on create (`pkg/apis/admissionregistration/validation/validation.go`),
+//! and compilation into a [`Snapshot`] the request path reads without locks.
+//! CustomResourceDefinitions in the same files declare custom resources for matchPolicy
 //! Equivalent. Depends on `api`, `backend`, `review`, `conversion` and `matching`.
 
 pub mod crd;
@@ -673,7 +675,8 @@ fn webhook_name_at(value: &serde_json::Value, path: &str) -> Option<String> {
 /// `(field, message)` problems of one object.
 type FieldProblems = Vec<(String, String)>;
 
-/// Defaults (matching notes §9), validates (§10) and compiles one webhook.
+/// Defaults (`defaults.go` of the webhook's API version), validates (`validation.go`,
+/// `ValidateValidatingWebhookConfiguration` and its mutating twin) and compiles one webhook.
 /// Returns the webhook and its warnings, or every `(field, message)` problem found.
 fn compile_webhook(
     hook: &api::Webhook,
@@ -900,7 +903,7 @@ fn compile_webhook(
     }
 }
 
-/// Rule validation of `validation.go` (matching notes §10).
+/// Rule validation of `validation.go` (`validateRule`).
 fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(&str, String)) {
     let star_alone = |list: &[String], field: &str, bad: &mut dyn FnMut(&str, String)| {
         if list.is_empty() {
@@ -942,7 +945,8 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
         double |= entry == "*/*";
         single |= entry == "*";
         let Some((res, sub)) = entry.split_once('/') else {
-            // Upstream overwrites this flag per entry instead of accumulating it (quirk, §10).
+            // Upstream overwrites this flag per entry instead of accumulating it
+            // (`validateResources`).
             plain = entry != "*";
             continue;
         };

@@ -69,7 +69,7 @@ mod tests {
         assert!(!is_fully_qualified_name("example.com"), "two segments");
         assert!(
             !is_fully_qualified_name("disallow"),
-            "the upstream unit tests' names fail (dispatch notes §0.17)"
+            "the upstream unit tests' names fail (webhook/testing/testcase.go)"
         );
         assert!(!is_fully_qualified_name("Policy.example.com"));
         assert!(is_dns1035_label("v1beta1") && !is_dns1035_label("1v"));

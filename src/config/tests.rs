@@ -1,5 +1,6 @@
-//! Config loading tests: defaults per API version (matching notes §9), validation (§10), and
-//! error locations.
+//! Config loading tests: defaults per API version
+//! (`pkg/apis/admissionregistration/v1/defaults.go`, `.../v1beta1/defaults.go`), validation
+//! (`pkg/apis/admissionregistration/validation/validation.go`), and error locations.
 
 use super::*;
 

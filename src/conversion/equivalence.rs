@@ -1,6 +1,6 @@
 //! Which group/version/resources are the same resource under other names (kube-apiserver's
-//! `EquivalentResourceRegistry`; matching notes §6), for matchPolicy Equivalent. Plain data;
-//! depends on `custom` (the declared custom resources) only.
+//! `EquivalentResourceRegistry`, `staging/src/k8s.io/apimachinery/pkg/runtime/mapper.go`), for
+//! matchPolicy Equivalent. Plain data; depends on `custom` (the declared custom resources) only.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use super::custom::CustomResource;
 pub type GroupVersion = (&'static str, &'static str);
 
 /// A resource and every group/version serving the same objects, hub (newest) first; this is the
-/// registry order the Equivalent pass walks (matching notes §6: rule order first, then this).
+/// registry order the Equivalent pass walks (`ShouldCallHook`: rule order first, then this).
 #[derive(Debug)]
 pub struct Equivalence {
     pub resource: &'static str,
@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn scale_kinds_follow_kind_for() {
-        // Matching notes §6: for apps/v1 deployments/scale the kind is autoscaling/v1 Scale.
+        // As upstream `KindFor`: for apps/v1 deployments/scale the kind is autoscaling/v1 Scale.
         let e: Vec<_> = equivalents("extensions", "v1beta1", "deployments", "scale").collect();
         assert_eq!(e[0].group, "apps");
         assert_eq!(

@@ -1,6 +1,6 @@
-//! matchPolicy Equivalent (matching notes §6; KEP-492 "Convert to webhook-requested
-//! version"): the equivalence table, object conversion, rewriting the AdmissionReview a legacy
-//! webhook receives, and carrying its patch back to the caller's version. Depends on `review`.
+//! matchPolicy Equivalent (KEP-492 "Convert to webhook-requested version"): the equivalence
+//! table, object conversion, rewriting the AdmissionReview a legacy webhook receives, and
+//! carrying its patch back to the caller's version. Depends on `review`.
 
 pub mod custom;
 pub mod equivalence;
@@ -20,8 +20,9 @@ use crate::review::{ParsedReview, Status};
 use custom::{ConversionStrategy, CustomResource};
 
 /// Why a request could not be rewritten for a webhook, or its patch carried back. kube-apiserver
-/// answers both with 500 InternalError whatever failurePolicy says (dispatch notes §7: patch
-/// problems and conversion are not call failures).
+/// answers both with 500 InternalError whatever failurePolicy says: the dispatchers
+/// (`webhook/validating/dispatcher.go`, `webhook/mutating/dispatcher.go`) return them as
+/// `apierrors.NewInternalError`, not as call failures (`ErrCallingWebhook`).
 #[derive(Debug, thiserror::Error)]
 pub enum EquivalentError {
     #[error(transparent)]
@@ -39,7 +40,7 @@ pub enum EquivalentError {
 }
 
 /// The 500 kube-apiserver answers a conversion or patch problem with, whatever failurePolicy
-/// says (`apierrors.NewInternalError`; dispatch notes §7).
+/// says (`apierrors.NewInternalError` in the dispatchers).
 pub fn internal_error(e: &dyn std::fmt::Display) -> Status {
     Status::failure(
         500,
@@ -130,8 +131,8 @@ pub fn take_objects(review: &ParsedReview<'_>) -> Result<Unconverted, Equivalent
     Ok(Unconverted { envelope, objects })
 }
 
-/// The AdmissionReview `review` becomes for a webhook matched through `invocation` (matching
-/// notes §6, `CreateV1AdmissionReview`): `kind`, `resource` and `object`/`oldObject` (given,
+/// The AdmissionReview `review` becomes for a webhook matched through `invocation`
+/// (`CreateV1AdmissionReview`): `kind`, `resource` and `object`/`oldObject` (given,
 /// converted, in `converted`) are the invocation's; `requestKind`, `requestResource` and
 /// `requestSubResource` keep the original; everything else is unchanged. The result is in the
 /// caller's AdmissionReview version.
@@ -272,9 +273,9 @@ pub fn patch_back(
     patch_between(original, &back)
 }
 
-/// Applies JSON Patch operations one by one with evanphx/json-patch v4's leniencies (dispatch
-/// notes §0.4; library-notes "json-patch 5"): `replace` of a missing object member adds it, and
-/// a negative array index counts from the end.
+/// Applies JSON Patch operations one by one with the leniencies of evanphx/json-patch v4, which
+/// `webhook/mutating/dispatcher.go` applies patches with (the `json-patch` crate is strict):
+/// `replace` of a missing object member adds it, and a negative array index counts from the end.
 fn apply_v4(doc: &mut Value, operations: Vec<Value>) -> Result<(), EquivalentError> {
     for mut op in operations {
         for key in ["path", "from"] {

@@ -1,6 +1,6 @@
 //! Converting built-in objects between the group/versions of one resource, field by field as
-//! Kubernetes' conversion functions do (matching notes §6; KEP-492 "Convert to
-//! webhook-requested version"). Works on JSON; depends on `equivalence` only.
+//! Kubernetes' conversion functions do (KEP-492 "Convert to webhook-requested version").
+//! Works on JSON; depends on `equivalence` only.
 //!
 //! Every conversion goes through the hub (the first, newest version in
 //! [`super::equivalence::EQUIVALENCES`]), as Kubernetes goes through its internal version. A

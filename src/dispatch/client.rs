@@ -233,7 +233,8 @@ impl HttpClient {
     /// kube-apiserver sends, and `extra_headers`. The request is sent exactly once: like Go's
     /// transport for a POST, nothing is re-sent after any byte of it was written (a backend
     /// with side effects must not see one admission twice). A pooled connection the backend
-    /// closed while it was idle is detected before writing and replaced (dispatch notes §4).
+    /// closed while it was idle is detected before writing and replaced (Go's `net/http`
+    /// `Transport` retries only a request it wrote nothing of, `shouldRetryRequest`).
     ///
     /// # Errors
     /// [`TransportError`] for connect, TLS and I/O or protocol failures. No timeout is applied

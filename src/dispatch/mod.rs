@@ -1,7 +1,9 @@
 //! From "this webhook matched" to the answer for kube-apiserver: dry-run vs sideEffects,
 //! AdmissionReview version negotiation, the deadline, the backend call, verification, and
-//! failurePolicy (dispatch notes §2-§10, §18). Every failure is classified once as a
-//! [`CallFailure`], which drives the answer, the log line and the metrics.
+//! failurePolicy, as `callHook` and `Dispatch` in `validating/dispatcher.go` and
+//! `callAttrMutatingHook` in `mutating/dispatcher.go` do (both under
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/`). Every failure is classified
+//! once as a [`CallFailure`], which drives the answer, the log line and the metrics.
 //! Depends on `config`, `conversion`, `matching`, `review`, `metrics` and `telemetry` (its
 //! phases and backend calls become spans when the proxy exports them).
 
@@ -27,7 +29,7 @@ pub use client::{HttpClient, HttpReply, Target, TransportError};
 pub use verify::VerifiedResponse;
 
 /// Why a call to a backend failed. Exactly the failures kube-apiserver submits to
-/// failurePolicy (`ErrCallingWebhook`, dispatch notes §9).
+/// failurePolicy (`ErrCallingWebhook`, `staging/src/k8s.io/apiserver/pkg/util/webhook/error.go`).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CallFailure {
     /// `admissionReviewVersions` lists no version kube-apiserver knows.
@@ -44,7 +46,7 @@ pub enum CallFailure {
     ReadBody(String),
     #[error("failed to call webhook: Post {url:?}: context deadline exceeded")]
     Timeout { url: String },
-    /// A non-2xx answer; `code` only reaches metrics (dispatch notes §0.2).
+    /// A non-2xx answer; `code` only reaches metrics (as in `ErrCallingWebhook.Status`).
     #[error("failed to call webhook: {message}")]
     Status { code: u16, message: String },
     #[error("failed to call webhook: {0}")]
@@ -93,8 +95,9 @@ impl CallFailure {
     }
 
     /// What the proxy puts in the message of its HTTP 500 Status so that kube-apiserver prints
-    /// `failed calling webhook "N": failed to call webhook: <this>` (dispatch notes §18.2):
-    /// the reason without its `failed to call webhook: ` prefix.
+    /// `failed calling webhook "N": failed to call webhook: <this>` (`ErrCallingWebhook.Error`
+    /// around client-go's error for a non-2xx Status body, whose text is its `message`): the
+    /// reason without its `failed to call webhook: ` prefix.
     pub fn status_message(&self) -> String {
         let reason = self.to_string();
         match reason.strip_prefix("failed to call webhook: ") {
@@ -127,12 +130,13 @@ pub(crate) fn cow_entry<T>(
 /// How long a call waits for a `maxConcurrentCalls` slot unless `--call-queue-timeout-ms` says.
 pub const DEFAULT_CALL_QUEUE_TIMEOUT: Duration = Duration::from_millis(100);
 
-/// How many times client-go re-sends one webhook call (`maxRetries`, dispatch notes §4).
+/// How many times client-go re-sends one webhook call (`maxRetries: 10` in `NewRequest`,
+/// `staging/src/k8s.io/client-go/rest/request.go`).
 const MAX_RETRIES: usize = 10;
 
-/// client-go's `checkWait` (`rest/request.go`, dispatch notes §4 "Retries"): a 429 or 5xx
-/// answer with an integer `Retry-After` (seconds, `strconv.Atoi`; negative waits none) is
-/// re-sent, same body and uid, after that long. Any other answer is final.
+/// client-go's `checkWait` (`rest/with_retry.go`; `rest/request.go` in older client-go): a 429
+/// or 5xx answer with an integer `Retry-After` (seconds, `strconv.Atoi`; negative waits none)
+/// is re-sent, same body and uid, after that long. Any other answer is final.
 fn retry_after(reply: &HttpReply) -> Option<Duration> {
     if reply.status != 429 && reply.status < 500 {
         return None;
@@ -250,8 +254,9 @@ struct Clock {
     caller_timeout: Option<Duration>,
 }
 
-/// The backend deadline: `min(timeoutSeconds, caller's ?timeout - margin - time already spent)`
-/// (dispatch notes §4, §18.4). `None` caller timeout means no caller bound.
+/// The backend deadline: `min(timeoutSeconds, caller's ?timeout - margin - time already spent)`,
+/// as `callHook` bounds a call by `timeoutSeconds` within the request's deadline; the margin
+/// allows for kube-apiserver rounding its `?timeout=` up. `None` caller timeout means no bound.
 pub fn backend_budget(
     webhook_timeout: Duration,
     caller_timeout: Option<Duration>,
@@ -264,7 +269,7 @@ pub fn backend_budget(
     }
 }
 
-/// The `?timeout=` sent on: the budget rounded up to whole seconds (dispatch notes §0.13).
+/// The `?timeout=` sent on: the budget rounded up to whole seconds (as `callHook` does).
 pub fn timeout_param(budget: Duration) -> u64 {
     let secs = budget.as_secs() + u64::from(budget.subsec_nanos() > 0);
     secs.max(1)
@@ -474,7 +479,7 @@ impl Dispatcher {
         let mut decision = webhook.matcher.decide(review, namespaces);
         if let MatchDecision::ConvertByWebhook(invocation) = decision {
             // kube-apiserver converts before matchConditions; a failed conversion is a 500
-            // whatever failurePolicy says (matching notes §1 B.7).
+            // whatever failurePolicy says (`ShouldCallHook`: `apierrors.NewInternalError`).
             let mut span = trace_context.phase("conversion");
             decision = match self.rewrite_by_webhook(review, &invocation, clock).await {
                 Ok(body) => webhook.matcher.decide_converted(*invocation, body),
@@ -521,7 +526,7 @@ impl Dispatcher {
             }
         };
         let sent = converted_review.as_ref().unwrap_or(review);
-        // Dry run: Unknown/Some is a 400 that failurePolicy does not cover (dispatch notes §10).
+        // Dry run: Unknown/Some is a 400 that failurePolicy does not cover.
         // kube-apiserver's own text is `admission webhook "X" does not support dry run`
         // (`NewDryRunUnsupportedErr`); through the proxy it arrives as a denial, which
         // kube-apiserver prefixes with `admission webhook "X" denied the request: `
@@ -673,8 +678,8 @@ impl Dispatcher {
 
     /// The backend's patch (against the converted object in `sent`) as a patch against the
     /// caller's object in `review`; `None` when the result equals the caller's object. Errors
-    /// are the 500 kube-apiserver answers patch and conversion problems with (dispatch notes
-    /// §7).
+    /// are the 500 kube-apiserver answers patch and conversion problems with
+    /// (`apierrors.NewInternalError` in `callAttrMutatingHook`).
     async fn patch_back(
         &self,
         review: &ParsedReview<'_>,
@@ -715,8 +720,10 @@ impl Dispatcher {
         self.fail(webhook, review, CallFailure::ShuttingDown { url })
     }
 
-    /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation;
-    /// Fail answers HTTP 500 with a Status and no Retry-After (dispatch notes §18.2, §18.3).
+    /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation
+    /// (standing in for kube-apiserver's `failed-open` one); Fail answers HTTP 500 with a Status,
+    /// which kube-apiserver reports as its own call failure, and no Retry-After, which would make
+    /// client-go re-send (`checkWait`).
     fn fail(&self, webhook: &Webhook, review: &ParsedReview<'_>, failure: CallFailure) -> Answer {
         webhook.metrics.call_failure(failure.class());
         match webhook.failure_policy() {
@@ -870,7 +877,7 @@ fn match_summary(decision: &MatchDecision) -> String {
 
 /// What the webhook's matchConditions did in `decision` (kube-apiserver counts evaluations,
 /// exclusions and errors: `apiserver_admission_match_condition_*`). Only matchCondition errors
-/// under Fail make the matcher reject with 403 (matching notes §8).
+/// under Fail make the matcher reject with 403 (`apierrors.NewForbidden` in `ShouldCallHook`).
 fn conditions_outcome(webhook: &Webhook, decision: &MatchDecision) -> Conditions {
     if webhook.matcher.match_conditions.is_empty() {
         return Conditions::NotEvaluated;
@@ -899,7 +906,8 @@ fn deny(review: &ParsedReview<'_>, status: Status, decision: Decision) -> Answer
 mod tests {
     use super::*;
 
-    /// Dispatch notes §8/§18.4: min(timeoutSeconds, caller time left - margin), rounded up.
+    /// [`backend_budget`], [`timeout_param`]: min(timeoutSeconds, caller time left - margin),
+    /// rounded up.
     #[test]
     fn deadline() {
         let s = Duration::from_secs;

@@ -1,5 +1,7 @@
 //! Turning a backend's HTTP answer into a verified webhook response, exactly as kube-apiserver
-//! does (client-go `transformResponse`, `VerifyAdmissionResponse`; dispatch notes §5, §6).
+//! does: client-go's `transformResponse` and `Result.Into`
+//! (`staging/src/k8s.io/client-go/rest/request.go`), then `VerifyAdmissionResponse`
+//! (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`).
 //! Depends on `api`, `review` and the client's [`HttpReply`].
 
 use std::borrow::Cow;
@@ -84,7 +86,9 @@ pub fn verify(
             reply.content_type().unwrap_or("application/json")
         )));
     }
-    // The response Content-Type is ignored: JSON and YAML are both sniffed (dispatch notes §0.6).
+    // The response Content-Type is ignored: JSON and YAML are both sniffed, as the webhook
+    // client has one serializer for every media type (`NewClientManager`,
+    // `staging/src/k8s.io/apiserver/pkg/util/webhook/client.go`).
     // A well-formed JSON answer is decoded in one pass; anything else (YAML, duplicate keys,
     // wrong types) goes through a map, which keeps the last of duplicate keys as
     // sigs.k8s.io/json does and reports the first problem in kube-apiserver's words.
@@ -117,7 +121,8 @@ pub fn verify(
     let expected = version.api_version();
     let gvk_ok = api_version == expected && kind == "AdmissionReview";
     if !gvk_ok && !api_version.is_empty() && !kind.is_empty() {
-        // A wrong but present apiVersion/kind fails in the decoder (dispatch notes §0.7).
+        // A wrong but present apiVersion/kind fails in the decoder (`Result.Into`), before
+        // `VerifyAdmissionResponse` looks at it.
         let message = match ReviewVersion::from_api_version(api_version) {
             Some(other) if kind == "AdmissionReview" => format!(
                 "converting ({}.AdmissionReview) to ({}.AdmissionReview): unknown conversion",
@@ -187,7 +192,8 @@ pub fn verify(
             }
         }
         // v1beta1 checks only that a response is present; validating webhooks' patches are
-        // ignored and a mutating patch is JSONPatch whatever its patchType (dispatch notes §6).
+        // ignored and a mutating patch is JSONPatch whatever its patchType
+        // (`VerifyAdmissionResponse`).
         ReviewVersion::V1beta1 => {}
     }
     let mut verified = VerifiedResponse {
@@ -201,7 +207,7 @@ pub fn verify(
         warnings: response.warnings.unwrap_or_default(),
         audit_annotations: response.audit_annotations.unwrap_or_default(),
     };
-    // A denial ignores any patch (mutating dispatcher, dispatch notes §12 step 1).
+    // A denial ignores any patch (`callAttrMutatingHook` returns on `!result.Allowed` first).
     if response.allowed && has_patch && webhook_type == WebhookType::Mutating {
         if version == ReviewVersion::V1 {
             if let Some(t) = response.patch_type.as_deref().filter(|t| *t != "JSONPatch") {
@@ -242,7 +248,9 @@ fn decode_patch(patch: &str) -> Result<usize, String> {
     Ok(ops.len())
 }
 
-/// The message client-go derives from a non-2xx answer (dispatch notes §5 table).
+/// The message client-go derives from a non-2xx answer: a Status body's `message`, else the
+/// wording of `newUnstructuredResponseError` (`rest/request.go`) and apimachinery's
+/// `NewGenericServerResponse` for the status code.
 fn status_message(reply: &HttpReply) -> String {
     #[derive(Deserialize)]
     struct StatusBody {
@@ -328,7 +336,7 @@ mod tests {
         );
     }
 
-    /// Dispatch notes §6, each v1 rule in order; verification comes before `allowed` (§0.9).
+    /// `VerifyAdmissionResponse`, each v1 rule in order; it runs before `allowed` is read.
     #[test]
     fn v1_verification_order() {
         use WebhookType::*;
@@ -438,7 +446,10 @@ mod tests {
     #[test]
     fn allowed_is_case_sensitive_and_defaults_to_false() {
         let r = v1(r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u1","Allowed":true}}"#, WebhookType::Validating).unwrap();
-        assert!(!r.allowed, "dispatch notes §0.8");
+        assert!(
+            !r.allowed,
+            "`VerifyAdmissionResponse`: allowed defaults to false"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! The Kubernetes CEL environment for matchConditions (matching notes §8; Kubernetes
-//! `apiserver/pkg/cel/environment/base.go`): the `cel` crate's standard library, the Kubernetes
-//! libraries from `kube-cel`, and regular expressions compiled once. Depends only on `cel`,
-//! `kube-cel` and `regex`.
+//! The Kubernetes CEL environment for matchConditions (`MustBaseEnvSet` in
+//! `staging/src/k8s.io/apiserver/pkg/cel/environment/base.go`): the `cel` crate's standard
+//! library, the Kubernetes libraries from `kube-cel`, and regular expressions compiled once.
+//! Depends only on `cel`, `kube-cel` and `regex`.
 //!
 //! Which crate provides what was measured (README, "CEL compatibility"): `cel` 0.15 alone lacks
 //! every Kubernetes library; `kube-cel` 0.8 on its own `cel` 0.13 lacks optional types. `kube-cel`
@@ -41,7 +41,8 @@ thread_local! {
 fn root_context() -> Context<'static, 'static> {
     let mut context = Context::with_env(env());
     context.register_all();
-    // Cached regular expressions replace the compile-per-call versions (library-notes).
+    // Cached regular expressions replace the `cel` crate's versions, which compile the pattern on
+    // every call.
     let _ = context.add_function("matches", matches);
     let _ = context.add_function("find", find);
     let _ = context.add_function("findAll", find_all);

@@ -1,6 +1,8 @@
-//! CEL `matchConditions` (KEP-3716; matching notes §8): compiled once at config load, evaluated
-//! against `object`, `oldObject` and `request`, converted to CEL values only when an expression
-//! references them. Depends on `review` and the `cel` crate.
+//! CEL `matchConditions` (KEP-3716; upstream `Match` in
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions/matcher.go`):
+//! compiled once at config load, evaluated against `object`, `oldObject` and `request`,
+//! converted to CEL values only when an expression references them. Depends on `review` and
+//! the `cel` crate.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,8 +15,9 @@ use super::cost::{self, Cancelled};
 
 use crate::review::ParsedReview;
 
-/// Variables of the webhook CEL environment (matching notes §8). `authorizer` is declared there
-/// but has no implementation here; `namespaceObject` is always null for webhooks.
+/// Variables of the webhook CEL environment (`apiserver/pkg/admission/plugin/cel/compile.go`).
+/// `authorizer` is declared there but has no implementation here; `namespaceObject` is always
+/// null for webhooks (`Match` binds no namespace).
 const VARIABLES: [&str; 5] = [
     "object",
     "oldObject",
@@ -52,7 +55,8 @@ struct Names {
 /// Collects the free identifiers and the functions an expression calls.
 ///
 /// # Errors
-/// Two-variable comprehensions: the `cel` crate ignores the second variable (library-notes).
+/// Two-variable comprehensions: the `cel` crate's own free-variable walk ignores the second
+/// variable.
 fn free_variables(
     expr: &cel::common::ast::Expr,
     bound: &mut Vec<String>,
@@ -339,10 +343,10 @@ impl MatchConditions {
         self.conditions.iter()
     }
 
-    /// Evaluates every condition in order (no short-circuit between conditions, matching notes
-    /// §8), then: the webhook's cost budget ran out → [`ConditionsResult::Error`] whatever the
-    /// results; first `false` → [`ConditionsResult::NoMatch`]; else any error (a per-call cost
-    /// limit included) → [`ConditionsResult::Error`]; else [`ConditionsResult::Match`].
+    /// Evaluates every condition in order (no short-circuit between conditions, as upstream
+    /// `Match`), then: the webhook's cost budget ran out → [`ConditionsResult::Error`] whatever
+    /// the results; first `false` → [`ConditionsResult::NoMatch`]; else any error (a per-call
+    /// cost limit included) → [`ConditionsResult::Error`]; else [`ConditionsResult::Match`].
     ///
     /// A non-bool result of a `dyn` expression counts as "not false", as in matcher.go, which
     /// only compares results with `celtypes.False`.
@@ -432,7 +436,7 @@ impl MatchConditions {
         Ok(ran)
     }
 
-    /// Adds the variables the conditions reference (matching notes §8) to `context`.
+    /// Adds the variables the conditions reference (see [`VARIABLES`]) to `context`.
     fn bind(&self, context: &mut cel::Context<'_, 'static>, review: &ParsedReview<'_>) {
         let request = &review.request;
         if self.uses.object {
@@ -670,7 +674,7 @@ mod tests {
         );
     }
 
-    /// Matching notes §0.3: any false wins over errors; errors count only without a false.
+    /// As upstream `Match`: any false wins over errors; errors count only without a false.
     #[test]
     fn any_false_wins_and_errors_aggregate() {
         let err = "object.spec.missing.field == 1";

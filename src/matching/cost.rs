@@ -1,6 +1,7 @@
-//! CEL runtime cost of matchConditions (KEP-3716 "Cost limits"; matching notes §8 "Cost
-//! limits"): what kube-apiserver's CEL interpreter charges an expression, the per-call limit and
-//! the per-webhook budget. Depends on the `cel` crate and `cel_env` (function namespaces).
+//! CEL runtime cost of matchConditions (KEP-3716 "Performance"; the limits are in
+//! `staging/src/k8s.io/apiserver/pkg/apis/cel/config.go`): what kube-apiserver's CEL interpreter
+//! charges an expression, the per-call limit and the per-webhook budget. Depends on the `cel`
+//! crate and `cel_env` (function namespaces).
 //!
 //! The `cel` crate tracks no cost, so this module walks an expression the way cel-go's
 //! interpreter steps through it and charges what cel-go's `CostObserver` charges

@@ -1,5 +1,6 @@
 //! Whether kube-apiserver would call a webhook for a request: `ShouldCallHook` of
-//! `apiserver/admission/plugin/webhook/generic/webhook.go` (matching notes §1).
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`; upstream
+//! paths below are relative to that `plugin/webhook/` directory.
 //! Depends on `api`, `review` and `conversion`; everything here is compiled at config load.
 
 pub mod cel_env;
@@ -30,9 +31,11 @@ pub struct Matcher {
     pub namespace_selector: LabelSelector,
     pub object_selector: LabelSelector,
     pub match_conditions: MatchConditions,
-    /// Only consulted for matchCondition errors here (matching notes §0.1).
+    /// Only consulted for matchCondition errors here (`matchconditions/matcher.go` `Match`):
+    /// `ShouldCallHook` returns its other errors whatever failurePolicy says.
     pub failure_policy: FailurePolicy,
-    /// Equivalent also tries the request's equivalent resources (matching notes §6).
+    /// Equivalent also tries the request's equivalent resources (second pass of
+    /// `ShouldCallHook`).
     pub match_policy: MatchPolicy,
     /// The custom resources the configuration declares: their versions are equivalents too.
     pub custom_resources: Arc<CustomResources>,
@@ -41,7 +44,8 @@ pub struct Matcher {
 /// Why a webhook is not called.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SkipReason {
-    /// The request's kind is an admission configuration kind (matching notes §7).
+    /// The request's kind is an admission configuration kind
+    /// (`predicates/rules/rules.go` `IsExemptAdmissionConfigurationResource`).
     ExemptKind,
     NamespaceSelector,
     ObjectSelector,
@@ -72,7 +76,7 @@ impl std::fmt::Display for SkipReason {
 pub enum MatchDecision {
     Call,
     /// Call, with the request rewritten for a rule matched through an equivalent resource
-    /// (matchPolicy Equivalent, matching notes §6).
+    /// (matchPolicy Equivalent; `request/admissionreview.go` `CreateV1AdmissionReview`).
     CallConverted(Box<Converted>),
     /// The Equivalent pass matched a custom resource whose objects only its conversion webhook
     /// can convert: the caller converts (asynchronously) and then asks
@@ -141,16 +145,17 @@ impl ObjectLabels {
 }
 
 impl Matcher {
-    /// `ShouldCallHook` for one webhook, in kube-apiserver's order (matching notes §1 B):
+    /// `ShouldCallHook` (`generic/webhook.go`) for one webhook, in kube-apiserver's order:
     /// namespaceSelector, objectSelector, rules, held-back selector errors, matchConditions.
-    /// matchPolicy Equivalent matches through equivalent resources (matching notes §6).
+    /// matchPolicy Equivalent matches through equivalent resources (its second rule pass).
     pub fn decide(
         &self,
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
     ) -> MatchDecision {
         let request = &review.request;
-        // Dispatch-level exemption, before any webhook is looked at (matching notes §1 A.1).
+        // Dispatch-level exemption, before any webhook is looked at (`generic/webhook.go`
+        // `Dispatch`).
         if rules::is_exempt_admission_configuration(request.effective_kind()) {
             return MatchDecision::Skip(SkipReason::ExemptKind);
         }
@@ -172,8 +177,8 @@ impl Matcher {
         } else {
             match self.equivalent_match(&input) {
                 Some(equivalent) => Some(equivalent),
-                // Held-back selector errors are dropped when no rule matches (matching notes
-                // §0.2).
+                // Held-back selector errors are dropped when no rule matches (`ShouldCallHook`
+                // returns before looking at them).
                 None => return MatchDecision::Skip(SkipReason::NoRuleMatched),
             }
         };
@@ -218,7 +223,7 @@ impl Matcher {
         })
     }
 
-    /// The Equivalent pass (matching notes §6): rules in order, and for each the request's
+    /// The Equivalent pass of `ShouldCallHook`: rules in order, and for each the request's
     /// equivalent resources in registry order; the first match. `None` under Exact.
     pub fn equivalent_match(&self, input: &RuleInput<'_>) -> Option<Equivalent> {
         if self.match_policy != MatchPolicy::Equivalent {
@@ -266,8 +271,8 @@ impl Matcher {
     }
 
     /// Whether deciding `review` needs the labels of a namespace `namespaces` does not list:
-    /// the case where kube-apiserver falls back from its cache to a live GET (matching notes
-    /// §3, step 3).
+    /// the case where kube-apiserver falls back from its cache to a live GET
+    /// (`predicates/namespace/matcher.go` `Provider.GetNamespace`).
     pub fn namespace_missing(
         &self,
         review: &ParsedReview<'_>,
@@ -280,7 +285,8 @@ impl Matcher {
             )
     }
 
-    /// `MatchNamespaceSelector` (matching notes §3): `(matches, error held back)`.
+    /// `MatchNamespaceSelector` (`predicates/namespace/matcher.go`); returns
+    /// `(matches, error held back)`.
     fn match_namespace_selector(
         &self,
         review: &ParsedReview<'_>,
@@ -311,7 +317,8 @@ impl Matcher {
         }
     }
 
-    /// `MatchObjectSelector` (matching notes §4): either object or oldObject matching is enough.
+    /// `MatchObjectSelector` (`predicates/object/matcher.go`): either object or oldObject
+    /// matching is enough.
     fn match_object_selector(&self, review: &ParsedReview<'_>) -> bool {
         if self.object_selector.is_empty() {
             return true;
@@ -323,7 +330,8 @@ impl Matcher {
         )
     }
 
-    /// objectSelector against both objects: either one matching is enough (matching notes §0.7).
+    /// objectSelector against both objects: either one matching is enough
+    /// (`MatchObjectSelector`).
     pub fn object_selector_matches(
         &self,
         object: &ObjectLabels,
@@ -335,24 +343,26 @@ impl Matcher {
     }
 }
 
-/// A namespaceSelector error held back until a rule matches (matching notes §0.2).
+/// A namespaceSelector error held back until a rule matches (`ShouldCallHook`).
 enum HeldBack {
     Status(Status),
     Unavailable(String),
 }
 
-/// Where namespaceSelector reads a request's namespace labels from (matching notes §3, §0.6).
+/// Where namespaceSelector reads a request's namespace labels from (`MatchNamespaceSelector`
+/// and `GetNamespaceLabels`, `predicates/namespace/matcher.go`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum NamespaceLabels<'n> {
     /// A cluster-scoped object that is not a Namespace: namespaceSelector never excludes it.
-    /// Only the resource *name* is tested, not the group (matching notes §3).
+    /// Only the resource *name* is tested, not the group, as `MatchNamespaceSelector` does.
     ClusterScoped,
     /// CREATE or UPDATE of a Namespace itself: the object's own labels (none if it has no
     /// metadata).
     Object(BTreeMap<String, String>),
     /// The namespace as stored: the `--namespaces-file` entry.
     Stored(&'n BTreeMap<String, String>),
-    /// The namespace is not known: a 404 held back until a rule matches (matching notes §0.2).
+    /// The namespace is not known: a 404 (`MatchNamespaceSelector`) held back until a rule
+    /// matches.
     NotFound,
     /// The namespace is not known and the proxy could not find out whether it exists: why.
     Unavailable(&'n str),
@@ -385,7 +395,8 @@ pub fn namespace_labels<'n>(
 }
 
 /// The 403 kube-apiserver returns for a matchCondition error under Fail:
-/// `<resource>[.<group>] "<name>" is forbidden: <errors>` (matching notes §8).
+/// `<resource>[.<group>] "<name>" is forbidden: <errors>` (`apierrors.NewForbidden` in
+/// `ShouldCallHook`).
 fn forbidden(review: &ParsedReview<'_>, message: &str) -> Status {
     let resource = review.request.effective_resource();
     let group_resource = if resource.group.is_empty() {

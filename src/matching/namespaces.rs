@@ -1,6 +1,8 @@
 //! The namespace labels namespaceSelector needs: kube-apiserver reads them from its informer
-//! cache, the proxy from a `kubectl get namespaces -o yaml` file or a live watch
-//! (`namespace_watch`) (matching notes §3). Depends on nothing else in this crate.
+//! cache (`GetNamespaceLabels` in
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/namespace/matcher.go`),
+//! the proxy from a `kubectl get namespaces -o yaml` file or a live watch (`namespace_watch`).
+//! Depends on nothing else in this crate.
 
 use std::collections::{BTreeMap, HashMap};
 

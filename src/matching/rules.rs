@@ -1,5 +1,5 @@
-//! Rule matching (`RuleWithOperations`), exactly as kube-apiserver's
-//! `apiserver/admission/plugin/webhook/predicates/rules/rules.go` (matching notes §2).
+//! Rule matching (`RuleWithOperations`), exactly as kube-apiserver's `Matcher.Matches` in
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`.
 //! Depends on `api` and `review`.
 
 use crate::api::RuleWithOperations;
@@ -26,8 +26,9 @@ pub struct Rule {
     scope: Scope,
 }
 
-/// What a rule is matched against: the original request (dispatch notes §18: `requestResource`
-/// etc. when present).
+/// What a rule is matched against: the original request, `requestResource` etc. when present
+/// (`CreateV1AdmissionReview` fills `resource`/`kind` from what the proxy's own registration
+/// matched, possibly an equivalent resource).
 #[derive(Clone, Copy, Debug)]
 pub struct RuleInput<'r> {
     pub operation: Operation,
@@ -84,7 +85,7 @@ impl Rule {
     }
 
     /// `"r/*"` also matches `r` itself; `"*"` matches no subresource; `"*/*"` matches all
-    /// (matching notes §0.4).
+    /// (`Matcher.resource`).
     fn matches_resource(&self, resource: &str, sub_resource: &str) -> bool {
         self.resources.iter().any(|(res, sub)| {
             (res == "*" || res == resource) && (sub == "*" || sub == sub_resource)
@@ -92,7 +93,7 @@ impl Rule {
     }
 
     /// The Namespace resource (exact GVR `v1 namespaces`, any subresource) is always
-    /// cluster-scoped even though `request.namespace` carries its name (matching notes §0.5).
+    /// cluster-scoped even though `request.namespace` carries its name (`Matcher.scope`).
     fn matches_scope(&self, input: &RuleInput<'_>) -> bool {
         let is_namespace = input.resource.group.is_empty()
             && input.resource.version == "v1"
@@ -147,7 +148,8 @@ fn any_or_star(list: &[String], value: &str) -> bool {
 }
 
 /// `rules.IsExemptAdmissionConfigurationResource`: requests whose *kind* is one of the
-/// admission configuration kinds never reach API-registered webhooks (matching notes §7).
+/// admission configuration kinds never reach API-registered webhooks (`generic/webhook.go`
+/// `Dispatch` checks it before any webhook).
 pub fn is_exempt_admission_configuration(kind: &GroupVersionKind) -> bool {
     kind.group == "admissionregistration.k8s.io"
         && matches!(
@@ -190,7 +192,8 @@ mod tests {
         }
     }
 
-    /// The resources/subresources table of matching notes §2 (rules_test.go `TestResource`).
+    /// Resource entries against `pods`, `pods/status` and `deployments/scale`
+    /// (`Matcher.resource`; rules_test.go `TestResource`).
     #[test]
     fn resource_table() {
         let cases = [
@@ -219,7 +222,7 @@ mod tests {
         }
     }
 
-    /// Scope (matching notes §2, §0.5): Namespaces are cluster-scoped, also their subresources.
+    /// Scope (`Matcher.scope`): Namespaces are cluster-scoped, also their subresources.
     #[test]
     fn scope_namespace_special_cases() {
         let ns = gvr("", "v1", "namespaces");

@@ -1,5 +1,6 @@
 //! Label selectors (`namespaceSelector`, `objectSelector`), compiled once at config load into
-//! `kube_core::Selector` (matching notes §5). Depends on `api`.
+//! `kube_core::Selector`, which matches as apimachinery's `Requirement.Matches`
+//! (`staging/src/k8s.io/apimachinery/pkg/labels/selector.go`). Depends on `api`.
 
 use std::collections::BTreeMap;
 
@@ -7,8 +8,9 @@ use kube_core::{Expression, Selector, SelectorExt};
 
 use crate::api;
 
-/// A compiled `metav1.LabelSelector`. The v1 API defaults an omitted selector to `{}`, which
-/// matches everything, so an absent selector compiles to the empty one (matching notes §5).
+/// A compiled `metav1.LabelSelector`. The v1 API defaults an omitted selector to `{}`
+/// (`pkg/apis/admissionregistration/v1/defaults.go`), which matches everything
+/// (`LabelSelectorAsSelector`), so an absent selector compiles to the empty one.
 #[derive(Clone, Debug, Default)]
 pub struct LabelSelector {
     /// `None` for the empty selector: no labels are looked up at all.
@@ -109,7 +111,7 @@ mod tests {
             .collect()
     }
 
-    /// `TestRequirementSelectorMatching` semantics (matching notes §5).
+    /// Semantics of apimachinery's `labels/selector_test.go` `TestRequirementSelectorMatching`.
     #[test]
     fn operators() {
         let none = labels(&[]);

@@ -33,7 +33,8 @@ mod connection;
 pub use connection::{Closed, Limits};
 use connection::{ConnIo, ConnectionCount, ServerStream, Watch};
 
-/// Default request body limit: kube-apiserver's own 3 MiB (dispatch notes §4).
+/// Default request body limit: kube-apiserver's own 3 MiB (`MaxRequestBodyBytes` in `NewConfig`,
+/// `staging/src/k8s.io/apiserver/pkg/server/config.go`).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Response header naming the proxy's decision (`Decision::as_str`: `skipped`, `allowed`,
@@ -464,7 +465,8 @@ impl Respond for AdmissionApp {
             && self.state.in_flight() > self.state.limits.max_requests_inflight
         {
             // kube-apiserver's own max-in-flight answer; its webhook client waits Retry-After
-            // and re-sends within its deadline (dispatch notes: client-go's retry).
+            // and re-sends within its deadline (client-go's `checkWait`,
+            // `staging/src/k8s.io/client-go/rest/with_retry.go`).
             crate::metrics::throttled();
             let mut response = status_reply(
                 429,
@@ -713,9 +715,10 @@ async fn namespaces_for(
 /// The longest a live namespace lookup may take (also bounded by the webhook's timeout).
 const NAMESPACE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// kube-apiserver's lister-miss fallback (matching notes §3, step 3) for a namespace the watch
-/// has not (yet) seen: its labels, `None` when it does not exist (the matcher then answers
-/// 404 as usual), or why it cannot be known (failurePolicy decides).
+/// kube-apiserver's lister-miss fallback (`Provider.GetNamespace` in
+/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/namespace/matcher.go`)
+/// for a namespace the watch has not (yet) seen: its labels, `None` when it does not exist (the
+/// matcher then answers 404 as usual), or why it cannot be known (failurePolicy decides).
 async fn live_namespace(
     watch: &NamespaceWatch,
     name: &str,
