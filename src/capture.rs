@@ -121,6 +121,17 @@ impl Capture {
     }
 }
 
+/// Captures written by this process: the second part of every file name.
+static CAPTURES_WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A capture's file name: `{unix ms}-{sequence}-{uid}.capture.json`, which sorts oldest first.
+/// The sequence keeps apart two captures of one uid in the same millisecond (one review sent
+/// to two webhooks, or a burst the writer thread catches up on), which once shared a name: the
+/// second overwrote the first and the pruning then removed a file still counted as kept.
+fn capture_name(unix_ms: u128, sequence: u64, uid: &str) -> String {
+    format!("{unix_ms:013}-{sequence:010}-{uid}.capture.json")
+}
+
 /// Capture files already in `dir`, oldest first (names start with a millisecond timestamp).
 fn existing_captures(dir: &Path) -> std::io::Result<VecDeque<(PathBuf, u64)>> {
     let mut files: Vec<(PathBuf, u64)> = std::fs::read_dir(dir)?
@@ -167,9 +178,11 @@ fn write_capture(
         );
     }
     let text = serde_json::to_vec_pretty(&review).map_err(std::io::Error::other)?;
-    let path = settings
-        .dir
-        .join(format!("{:013}-{uid}.capture.json", now.as_millis()));
+    let path = settings.dir.join(capture_name(
+        now.as_millis(),
+        CAPTURES_WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        &uid,
+    ));
     let tmp = path.with_extension("tmp");
     {
         use std::io::Write as _;
@@ -198,6 +211,18 @@ fn write_capture(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn captures_of_one_uid_in_one_millisecond_get_their_own_files() {
+        let (a, b) = (
+            super::capture_name(1_764_000_000_000, 7, "u-1"),
+            super::capture_name(1_764_000_000_000, 8, "u-1"),
+        );
+        assert_ne!(a, b);
+        assert!(a < b, "names sort in writing order");
+        assert!(super::capture_name(999, 9_999_999, "u") < super::capture_name(1_000, 0, "u"));
+        assert_eq!(a, "1764000000000-0000000007-u-1.capture.json");
+    }
+
     use super::*;
 
     #[test]
