@@ -92,7 +92,7 @@ pub struct Webhook {
 }
 
 /// `WebhookClientConfig`: exactly one of `url` or `service`; `caBundle` is base64 PEM.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, Hash)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WebhookClientConfig {
     #[serde(default)]
@@ -104,7 +104,7 @@ pub struct WebhookClientConfig {
 }
 
 /// `ServiceReference`: `https://{name}.{namespace}.svc:{port}{path}`, port defaulting to 443.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, Hash)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ServiceReference {
     #[serde(default)]

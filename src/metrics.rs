@@ -13,7 +13,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram};
+use metrics::{Counter, Gauge, Histogram, Label};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Histogram buckets, seconds: 50 µs to 30 s (kube-apiserver's own webhook histogram starts at
@@ -203,7 +203,9 @@ pub const EAGER_WEBHOOKS: usize = 100;
 /// "Memory across reloads").
 #[derive(Debug)]
 pub struct WebhookMetrics {
-    name: String,
+    /// The `name` label's value, shared by every series of the webhook: the registry keeps a
+    /// label value it is handed as an owned string as a copy of its own per series.
+    name: std::sync::Arc<str>,
     webhook_type: &'static str,
     admissions: [Counter; DECISIONS.len()],
     /// End to end, backend, the proxy's own.
@@ -233,10 +235,10 @@ pub enum Conditions {
 impl WebhookMetrics {
     /// The series of webhook `name` of `webhook_type` (`validating`/`mutating`), at zero.
     pub fn new(name: &str, webhook_type: &'static str) -> Self {
-        let labels = webhook_labels(name, webhook_type);
-        let counter = |family: &'static str| metrics::counter!(family, &labels);
+        let name: std::sync::Arc<str> = name.into();
+        let labels = webhook_labels(&name, webhook_type);
+        let counter = |family: &'static str| metrics::counter!(family, labels.to_vec());
         WebhookMetrics {
-            name: name.to_string(),
             webhook_type,
             admissions: DECISIONS.map(|(decision, rejected)| {
                 let l = with_labels(
@@ -246,15 +248,16 @@ impl WebhookMetrics {
                         ("rejected", if rejected { "true" } else { "false" }),
                     ],
                 );
-                metrics::counter!("admission_proxy_webhook_admissions_total", &l)
+                metrics::counter!("admission_proxy_webhook_admissions_total", l)
             }),
             durations: OnceLock::new(),
             call_failures: [const { OnceLock::new() }; FAILURE_CLASSES.len()],
             retries: counter("admission_proxy_webhook_retries_total"),
-            in_flight: metrics::gauge!("admission_proxy_webhook_in_flight", &labels),
+            in_flight: metrics::gauge!("admission_proxy_webhook_in_flight", labels.to_vec()),
             condition_evaluations: counter("admission_proxy_match_condition_evaluations_total"),
             condition_exclusions: counter("admission_proxy_match_condition_exclusions_total"),
             condition_errors: counter("admission_proxy_match_condition_evaluation_errors_total"),
+            name,
         }
     }
 
@@ -270,7 +273,7 @@ impl WebhookMetrics {
         self.call_failures[class].get_or_init(|| {
             let labels = webhook_labels(&self.name, self.webhook_type);
             let l = with_labels(&labels, &[("class", FAILURE_CLASSES[class])]);
-            metrics::counter!("admission_proxy_webhook_call_failures_total", &l)
+            metrics::counter!("admission_proxy_webhook_call_failures_total", l)
         })
     }
 
@@ -283,7 +286,7 @@ impl WebhookMetrics {
                 "admission_proxy_webhook_backend_duration_seconds",
                 "admission_proxy_webhook_proxy_duration_seconds",
             ]
-            .map(|family| metrics::histogram!(family, &labels))
+            .map(|family| metrics::histogram!(family, labels.to_vec()))
         })
     }
 
@@ -348,20 +351,18 @@ impl WebhookMetrics {
 }
 
 /// A webhook's own labels, as kube-apiserver names them.
-fn webhook_labels(name: &str, webhook_type: &'static str) -> [(&'static str, String); 2] {
+fn webhook_labels(name: &std::sync::Arc<str>, webhook_type: &'static str) -> [Label; 2] {
     [
-        ("name", name.to_string()),
-        ("type", webhook_type.to_string()),
+        Label::new("name", metrics::SharedString::from_shared(name.clone())),
+        Label::from_static_parts("type", webhook_type),
     ]
 }
 
-/// `labels` plus `extra`.
-fn with_labels(
-    labels: &[(&'static str, String)],
-    extra: &[(&'static str, &str)],
-) -> Vec<(&'static str, String)> {
-    let mut l = labels.to_vec();
-    l.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+/// `labels` plus `extra` (static values: decisions, classes, booleans).
+fn with_labels(labels: &[Label; 2], extra: &[(&'static str, &'static str)]) -> Vec<Label> {
+    let mut l = Vec::with_capacity(labels.len() + extra.len());
+    l.extend_from_slice(labels);
+    l.extend(extra.iter().map(|(k, v)| Label::from_static_parts(k, v)));
     l
 }
 

@@ -308,6 +308,7 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
     };
     let mut compiled: Vec<Webhook> = Vec::new();
     let mut custom = CustomResources::default();
+    let mut backends = Backends::default();
     for (file, text) in files {
         snapshot.files.push(file.clone());
         let is_json = file.extension().is_some_and(|e| e == "json");
@@ -358,6 +359,7 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                     item,
                     &prefix,
                     &base,
+                    &mut backends,
                     &mut errors,
                     &mut snapshot.warnings,
                 ) else {
@@ -442,8 +444,10 @@ fn configuration_items(
         | "ValidatingWebhookConfigurationList"
         | "MutatingWebhookConfigurationList"
         | "CustomResourceDefinitionList" => {
-            let items = match value.get("items") {
-                Some(serde_json::Value::Array(items)) => items.clone(),
+            let mut value = value;
+            // Moved out, not cloned: a List is the whole file's configuration.
+            let items = match value.get_mut("items").map(serde_json::Value::take) {
+                Some(serde_json::Value::Array(items)) => items,
                 None | Some(serde_json::Value::Null) => Vec::new(),
                 Some(_) => {
                     errors.push(Problem {
@@ -516,6 +520,7 @@ fn compile_configuration(
     value: serde_json::Value,
     prefix: &str,
     base: &Problem,
+    backends: &mut Backends,
     errors: &mut Vec<Problem>,
     warnings: &mut Vec<Problem>,
 ) -> Option<Vec<Webhook>> {
@@ -559,7 +564,8 @@ fn compile_configuration(
             return None;
         }
     };
-    let config: api::WebhookConfiguration = match serde_path_to_error::deserialize(value.clone()) {
+    // From a reference: the value is only needed again to name the webhook of an error.
+    let config: api::WebhookConfiguration = match serde_path_to_error::deserialize(&value) {
         Ok(c) => c,
         Err(e) => {
             let path = e.path().to_string();
@@ -571,6 +577,8 @@ fn compile_configuration(
             return None;
         }
     };
+    // The JSON tree is as large as the compiled webhooks: freed before they are built.
+    drop(value);
     let before = errors.len();
     if !names::is_dns1123_subdomain(&config.metadata.name) {
         errors.push(problem(
@@ -582,7 +590,7 @@ fn compile_configuration(
         ));
     }
     let mut seen = HashSet::new();
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(config.webhooks.len());
     for (i, hook) in config.webhooks.iter().enumerate() {
         let at = |field: &str| {
             format!(
@@ -605,7 +613,7 @@ fn compile_configuration(
         if !seen.insert(hook.name.clone()) {
             push("name", format!("Duplicate value: {:?}", hook.name));
         }
-        match compile_webhook(hook, v1beta1, webhook_type) {
+        match compile_webhook(hook, v1beta1, webhook_type, backends) {
             Ok((webhook, hook_warnings)) => {
                 for (field, message) in hook_warnings {
                     warnings.push(Problem {
@@ -640,7 +648,11 @@ fn compile_configuration(
                         ..problem(format!("{prefix}{}", options::field()), format!("Invalid value: tlsServerName needs an https backend, and {} is plain http", webhook.backend.url))
                     });
                 }
-                std::sync::Arc::make_mut(&mut webhook.backend).set_server_name(o.tls_server_name);
+                if o.tls_server_name.is_some() {
+                    // This webhook's own copy: the backend may be shared with others.
+                    std::sync::Arc::make_mut(&mut webhook.backend)
+                        .set_server_name(o.tls_server_name);
+                }
                 webhook.mode = o.mode;
                 webhook.call_slots = o.max_concurrent_calls.map(|max| CallSlots {
                     max,
@@ -675,6 +687,25 @@ fn webhook_name_at(value: &serde_json::Value, path: &str) -> Option<String> {
 /// `(field, message)` problems of one object.
 type FieldProblems = Vec<(String, String)>;
 
+/// The backends of one load, one per distinct `clientConfig`: webhooks that call the same
+/// backend with the same `caBundle` share its parsed trust roots (about 4 KB each), which
+/// would otherwise be kept once per webhook.
+#[derive(Default)]
+struct Backends(HashMap<api::WebhookClientConfig, Arc<Backend>>);
+
+impl Backends {
+    /// The backend `cc` names, built on first use. Errors: [`Backend::from_client_config`]'s
+    /// `(field, message)`.
+    fn get(&mut self, cc: &api::WebhookClientConfig) -> Result<Arc<Backend>, (String, String)> {
+        if let Some(backend) = self.0.get(cc) {
+            return Ok(backend.clone());
+        }
+        let backend = Arc::new(Backend::from_client_config(cc)?);
+        self.0.insert(cc.clone(), backend.clone());
+        Ok(backend)
+    }
+}
+
 /// Defaults (`defaults.go` of the webhook's API version), validates (`validation.go`,
 /// `ValidateValidatingWebhookConfiguration` and its mutating twin) and compiles one webhook.
 /// Returns the webhook and its warnings, or every `(field, message)` problem found.
@@ -682,6 +713,7 @@ fn compile_webhook(
     hook: &api::Webhook,
     v1beta1: bool,
     webhook_type: WebhookType,
+    backends: &mut Backends,
 ) -> Result<(Webhook, FieldProblems), FieldProblems> {
     let mut problems: FieldProblems = Vec::new();
     let mut warnings: FieldProblems = Vec::new();
@@ -862,7 +894,7 @@ fn compile_webhook(
             bad("clientConfig", "Required value".into());
             None
         }
-        Some(cc) => match Backend::from_client_config(cc) {
+        Some(cc) => match backends.get(cc) {
             Ok(b) => Some(b),
             Err((field, message)) => {
                 bad(&field, message);
@@ -877,7 +909,11 @@ fn compile_webhook(
                 configuration: String::new(),
                 index: 0,
                 webhook_type,
-                spec: hook.clone(),
+                // The backend holds what clientConfig says; the caBundle is not kept twice.
+                spec: api::Webhook {
+                    client_config: None,
+                    ..hook.clone()
+                },
                 source: PathBuf::new(),
                 matcher: Matcher {
                     rules: hook.rules.iter().map(Rule::new).collect(),
@@ -894,7 +930,7 @@ fn compile_webhook(
                 call_slots: None,
                 admission_review_versions,
                 review_version,
-                backend: backend.into(),
+                backend,
                 metrics: WebhookMetrics::new(&hook.name, webhook_type.as_str()),
             },
             warnings,
