@@ -133,15 +133,12 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     let config_dir = config_with_ca(&opts.config, &tmp, &pki.ca_bundle(), backend.local_addr)?;
     let snapshot = config::load(&config_dir)?;
     let _ = std::fs::remove_dir_all(&tmp);
-    let namespaces = match &opts.namespaces_file {
-        Some(f) => Some(
-            Namespaces::parse(
-                &std::fs::read_to_string(f).map_err(io(format!("read {}", f.display())))?,
-            )
-            .map_err(|e| DemoError::Setup(format!("{}: {e}", f.display())))?,
-        ),
-        None => None,
-    };
+    let namespaces = opts
+        .namespaces_file
+        .as_deref()
+        .map(Namespaces::load)
+        .transpose()
+        .map_err(|e| DemoError::Setup(e.to_string()))?;
     for w in &snapshot.warnings {
         println!("config warning: {w}");
     }

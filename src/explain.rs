@@ -245,11 +245,14 @@ fn explain_webhook(
     let seen = converted.as_ref().unwrap_or(review);
     let pending_conversion = matches!(decision, MatchDecision::ConvertByWebhook(_));
     // The dry-run check comes after matching, before the call (the dispatchers' `callHook`).
-    if verdict == "call" && r.is_dry_run() && !webhook.side_effects.supports_dry_run() {
+    if let Some(refusal) = webhook
+        .dry_run_refusal(review)
+        .filter(|_| verdict == "call")
+    {
         verdict = "reject";
         reason = format!(
-            "400 BadRequest: admission webhook {:?} does not support dry run (sideEffects {:?})",
-            webhook.name, webhook.side_effects
+            "400 BadRequest: admission webhook {:?} {refusal}",
+            webhook.name
         );
     }
 

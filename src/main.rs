@@ -618,19 +618,17 @@ fn check(args: &CheckArgs) -> bool {
             format!("{}: cannot be read", args.config.display())
         }
     };
-    let namespaces = args.namespaces_file.as_ref().map(|f| {
-        match std::fs::read_to_string(f)
-            .map_err(|e| e.to_string())
-            .and_then(|t| Namespaces::parse(&t).map_err(|e| e.to_string()))
-        {
+    let namespaces = args
+        .namespaces_file
+        .as_ref()
+        .map(|f| match Namespaces::load(f) {
             Ok(ns) => format!("; {}: {} namespace(s)", f.display(), ns.len()),
             Err(e) => {
-                println!("error: {}: {e}", f.display());
+                println!("error: {e}");
                 problems += 1;
                 format!("; {}: invalid", f.display())
             }
-        }
-    });
+        });
     let verdict = if problems == 0 { "valid" } else { "INVALID" };
     println!("{verdict}: {summary}{}", namespaces.unwrap_or_default());
     problems == 0
@@ -693,15 +691,11 @@ fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
 fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     let snapshot = config::load(&args.config)
         .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
-    let namespaces = match &args.namespaces_file {
-        Some(f) => Some(
-            Namespaces::parse(
-                &std::fs::read_to_string(f).with_context(|| format!("read {}", f.display()))?,
-            )
-            .with_context(|| format!("parse {}", f.display()))?,
-        ),
-        None => None,
-    };
+    let namespaces = args
+        .namespaces_file
+        .as_deref()
+        .map(Namespaces::load)
+        .transpose()?;
     let body =
         std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
     let review = admission_proxy::review::ParsedReview::parse(&body)
@@ -750,12 +744,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(config = %args.config.display(), "no webhooks are configured: /readyz fails until a configuration with webhooks is loaded");
     }
     let namespaces = match &args.namespaces_file {
-        Some(f) => Some(
-            Namespaces::parse(
-                &std::fs::read_to_string(f).with_context(|| format!("read {}", f.display()))?,
-            )
-            .with_context(|| format!("parse {}", f.display()))?,
-        ),
+        Some(f) => Some(Namespaces::load(f)?),
         None => {
             if !args.watch_namespaces
                 && snapshot

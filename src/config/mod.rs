@@ -75,6 +75,22 @@ impl Webhook {
     pub fn failure_policy(&self) -> FailurePolicy {
         self.matcher.failure_policy
     }
+
+    /// kube-apiserver's dry-run rule, for dispatch and `explain` alike: a dry-run request to a
+    /// webhook whose sideEffects is Unknown or Some is refused with 400 BadRequest, whatever
+    /// failurePolicy says (`callHook` in `webhook/validating/dispatcher.go` and
+    /// `callAttrMutatingHook` in `webhook/mutating/dispatcher.go`, both under
+    /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/`: `NewDryRunUnsupportedErr`). The
+    /// refusal's message without the webhook's name (kube-apiserver puts it in front), `None`
+    /// when the call may go ahead.
+    pub fn dry_run_refusal(&self, review: &crate::review::ParsedReview<'_>) -> Option<String> {
+        (review.request.is_dry_run() && !self.side_effects.supports_dry_run()).then(|| {
+            format!(
+                "does not support dry run (sideEffects {:?})",
+                self.side_effects
+            )
+        })
+    }
 }
 
 /// An immutable, compiled configuration. Swapped whole on reload.

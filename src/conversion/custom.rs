@@ -7,13 +7,10 @@
 //! (`RegisterKindFor(resource, "", kind)`), the `status` subresource for versions that have it,
 //! and `scale` with kind autoscaling/v1 Scale.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::backend::Backend;
-
-use super::equivalence::Equivalent;
 
 /// One CustomResourceDefinition as far as matchPolicy Equivalent needs it.
 #[derive(Debug)]
@@ -150,59 +147,6 @@ impl CustomResources {
 
     pub fn is_empty(&self) -> bool {
         self.by_group.is_empty()
-    }
-
-    /// The equivalents of `group/version/resource` with `sub_resource`, in registry order
-    /// (`spec.versions` order), the request's own version excluded: every other version for
-    /// the main resource, the versions with a `status` (or `scale`) subresource for those. Empty
-    /// when no declared custom resource serves `group/version/resource`.
-    pub fn equivalents(
-        &self,
-        group: &str,
-        version: &str,
-        resource: &str,
-        sub_resource: &str,
-    ) -> Vec<Equivalent> {
-        let Some(crd) = self.get(group, resource) else {
-            return Vec::new();
-        };
-        let has = |v: &CustomVersion| match sub_resource {
-            "" => true,
-            "status" => v.status,
-            "scale" => v.scale,
-            _ => false,
-        };
-        if !crd.versions.iter().any(|v| v.name == version && has(v)) {
-            return Vec::new();
-        }
-        crd.versions
-            .iter()
-            .filter(|v| v.name != version && has(v))
-            .map(|v| {
-                let (kind_group, kind_version, kind) = if sub_resource == "scale" {
-                    (
-                        Cow::Borrowed("autoscaling"),
-                        Cow::Borrowed("v1"),
-                        Cow::Borrowed("Scale"),
-                    )
-                } else {
-                    (
-                        Cow::Owned(crd.group.clone()),
-                        Cow::Owned(v.name.clone()),
-                        Cow::Owned(crd.kind.clone()),
-                    )
-                };
-                Equivalent {
-                    group: Cow::Owned(crd.group.clone()),
-                    version: Cow::Owned(v.name.clone()),
-                    resource: Cow::Owned(crd.plural.clone()),
-                    kind_group,
-                    kind_version,
-                    kind,
-                    custom: Some(crd.clone()),
-                }
-            })
-            .collect()
     }
 }
 

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::custom::CustomResource;
+use super::custom::{CustomResource, CustomResources, CustomVersion};
 
 /// A group and version, `("apps", "v1")`; the core group is `""`.
 pub type GroupVersion = (&'static str, &'static str);
@@ -266,6 +266,63 @@ pub fn table_version(group: &str, version: &str) -> Option<GroupVersion> {
         .flat_map(|e| e.versions.iter().chain(e.scale.into_iter().flatten()))
         .find(|&&(g, v)| g == group && v == version)
         .copied()
+}
+
+/// Kept here rather than with [`CustomResources`]: the table of equivalents is this module's,
+/// and custom.rs then needs nothing from it (no import circle).
+impl CustomResources {
+    /// The equivalents of `group/version/resource` with `sub_resource`, in registry order
+    /// (`spec.versions` order), the request's own version excluded: every other version for
+    /// the main resource, the versions with a `status` (or `scale`) subresource for those. Empty
+    /// when no declared custom resource serves `group/version/resource`.
+    pub fn equivalents(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+        sub_resource: &str,
+    ) -> Vec<Equivalent> {
+        let Some(crd) = self.get(group, resource) else {
+            return Vec::new();
+        };
+        let has = |v: &CustomVersion| match sub_resource {
+            "" => true,
+            "status" => v.status,
+            "scale" => v.scale,
+            _ => false,
+        };
+        if !crd.versions.iter().any(|v| v.name == version && has(v)) {
+            return Vec::new();
+        }
+        crd.versions
+            .iter()
+            .filter(|v| v.name != version && has(v))
+            .map(|v| {
+                let (kind_group, kind_version, kind) = if sub_resource == "scale" {
+                    (
+                        Cow::Borrowed("autoscaling"),
+                        Cow::Borrowed("v1"),
+                        Cow::Borrowed("Scale"),
+                    )
+                } else {
+                    (
+                        Cow::Owned(crd.group.clone()),
+                        Cow::Owned(v.name.clone()),
+                        Cow::Owned(crd.kind.clone()),
+                    )
+                };
+                Equivalent {
+                    group: Cow::Owned(crd.group.clone()),
+                    version: Cow::Owned(v.name.clone()),
+                    resource: Cow::Owned(crd.plural.clone()),
+                    kind_group,
+                    kind_version,
+                    kind,
+                    custom: Some(crd.clone()),
+                }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

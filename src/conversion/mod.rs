@@ -252,27 +252,6 @@ pub fn patch_between(original: &Value, result: &Value) -> Result<Option<String>,
     Ok(Some(base64::engine::general_purpose::STANDARD.encode(json)))
 }
 
-/// Carries a mutating webhook's patch back (issue 5) without any webhook: [`apply_patch`] to
-/// `converted`, [`convert_locally`] back from `invocation` to the caller's version, then
-/// [`patch_between`] the caller's `original` and the result.
-///
-/// # Errors
-/// [`EquivalentError::Patch`] when the patch does not decode or apply;
-/// [`EquivalentError::Conversion`] when the result cannot be converted back.
-pub fn patch_back(
-    original: &Value,
-    converted: &Value,
-    patch_base64: &str,
-    kind: &str,
-    caller: (&str, &str),
-    invocation: (&str, &str),
-    custom: Option<&CustomResource>,
-) -> Result<Option<String>, EquivalentError> {
-    let patched = apply_patch(converted, patch_base64)?;
-    let back = convert_locally(&patched, kind, invocation, caller, custom)?;
-    patch_between(original, &back)
-}
-
 /// Applies JSON Patch operations one by one with the leniencies of evanphx/json-patch v4, which
 /// `webhook/mutating/dispatcher.go` applies patches with (the `json-patch` crate is strict):
 /// `replace` of a missing object member adds it, and a negative array index counts from the end.
@@ -329,6 +308,28 @@ fn resolve_negative(doc: &Value, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What dispatch does with a mutating webhook's patch (issue 5), composed here without any
+    /// webhook: [`apply_patch`] to
+    /// `converted`, [`convert_locally`] back from `invocation` to the caller's version, then
+    /// [`patch_between`] the caller's `original` and the result.
+    ///
+    /// # Errors
+    /// [`EquivalentError::Patch`] when the patch does not decode or apply;
+    /// [`EquivalentError::Conversion`] when the result cannot be converted back.
+    fn patch_back(
+        original: &Value,
+        converted: &Value,
+        patch_base64: &str,
+        kind: &str,
+        caller: (&str, &str),
+        invocation: (&str, &str),
+        custom: Option<&CustomResource>,
+    ) -> Result<Option<String>, EquivalentError> {
+        let patched = apply_patch(converted, patch_base64)?;
+        let back = convert_locally(&patched, kind, invocation, caller, custom)?;
+        patch_between(original, &back)
+    }
     use serde_json::json;
 
     fn b64(v: Value) -> String {

@@ -6,7 +6,6 @@
 //! the log and `admission_proxy_conversion_webhook_failures_total`. Depends on `conversion`
 //! and the HTTP client.
 
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -99,30 +98,9 @@ fn status_error(code: u16, body: &[u8]) -> String {
     }
 }
 
-/// A random version-4 UUID for each ConversionReview (`uuid.NewUUID()` upstream), from the
-/// standard library's randomly keyed hasher.
+/// A random version-4 UUID for each ConversionReview (`uuid.NewUUID()` upstream).
 fn fresh_uid() -> String {
-    let random = || {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        h.finish()
-    };
-    let bits = (u128::from(random()) << 64) | u128::from(random());
-    // Version 4, variant 10.
-    let bits = (bits & !(0xf << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
-    let hex = format!("{bits:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 #[cfg(test)]

@@ -275,37 +275,6 @@ pub fn timeout_param(budget: Duration) -> u64 {
     secs.max(1)
 }
 
-/// Parses a Go duration as kube-apiserver writes `?timeout=` (`10s`, `1m0s`, `500ms`).
-pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let value: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return None,
-        };
-        total += value * scale;
-        rest = &rest[unit_len..];
-    }
-    (total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
-}
-
 impl Dispatcher {
     /// A dispatcher answering `timeout_margin` before kube-apiserver's deadline.
     pub fn new(timeout_margin: Duration) -> Self {
@@ -531,11 +500,7 @@ impl Dispatcher {
         // (`NewDryRunUnsupportedErr`); through the proxy it arrives as a denial, which
         // kube-apiserver prefixes with `admission webhook "X" denied the request: `
         // (`ToStatusErr` in `.../webhook/errors/statuserror.go`), so the name is not repeated.
-        if review.request.is_dry_run() && !webhook.side_effects.supports_dry_run() {
-            let message = format!(
-                "does not support dry run (sideEffects {:?})",
-                webhook.side_effects
-            );
+        if let Some(message) = webhook.dry_run_refusal(review) {
             return deny(
                 review,
                 Status::failure(400, "BadRequest", message),
@@ -927,16 +892,6 @@ mod tests {
         assert_eq!(timeout_param(ms(8750)), 9);
         assert_eq!(timeout_param(s(5)), 5);
         assert_eq!(timeout_param(ms(1)), 1);
-    }
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(parse_go_duration("1m0s"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_go_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_go_duration("ten"), None);
-        assert_eq!(parse_go_duration(""), None);
     }
 
     #[test]

@@ -25,6 +25,20 @@ pub struct Namespaces {
 pub enum NamespacesError {
     #[error("document {doc}: {message}")]
     Invalid { doc: usize, message: String },
+    /// [`Namespaces::load`]: the file cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// [`Namespaces::load`]: the file is not a namespaces file.
+    #[error("{}: {source}", path.display())]
+    File {
+        path: std::path::PathBuf,
+        #[source]
+        source: Box<NamespacesError>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -46,13 +60,29 @@ struct Meta {
 }
 
 impl Namespaces {
+    /// Reads and parses a namespaces file (`--namespaces-file`): the one loader `serve`,
+    /// `check`, `explain` and `demo` share.
+    ///
+    /// # Errors
+    /// [`NamespacesError::Read`] or [`NamespacesError::File`], each naming the file.
+    pub fn load(path: &std::path::Path) -> Result<Self, NamespacesError> {
+        let text = std::fs::read_to_string(path).map_err(|source| NamespacesError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| NamespacesError::File {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
+    }
+
     /// Parses YAML or JSON holding a `NamespaceList`/`List` (as `kubectl get namespaces -o yaml`
     /// prints it) or `Namespace` documents, multi-document YAML included. Each namespace also
     /// gets the automatic `kubernetes.io/metadata.name=<name>` label.
     ///
     /// # Errors
-    /// [`NamespacesError`] naming the document that is not YAML or holds something other than
-    /// Namespaces.
+    /// [`NamespacesError::Invalid`] naming the document that is not YAML or holds something
+    /// other than Namespaces.
     pub fn parse(text: &str) -> Result<Self, NamespacesError> {
         let mut out = Namespaces::default();
         for (doc, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
