@@ -70,32 +70,11 @@ pub async fn convert(
     if !(200..300).contains(&reply.status) {
         return Err(fail(
             "status",
-            format!("failed: {}", status_error(reply.status, &reply.body)),
+            format!("failed: {}", super::verify::status_message(&reply)),
         ));
     }
     converted_object(version, &uid, &reply.body, object, desired_api_version)
         .map_err(|detail| fail("bad_answer", detail))
-}
-
-/// client-go's error for a non-2xx answer: the `Status` message when the body is one,
-/// otherwise the generic texts of `rest.Request.transformResponse`.
-fn status_error(code: u16, body: &[u8]) -> String {
-    let status: Option<Value> = serde_json::from_slice(body).ok();
-    let message = status
-        .as_ref()
-        .filter(|s| s.get("kind").and_then(Value::as_str) == Some("Status"))
-        .and_then(|s| s.get("message"))
-        .and_then(Value::as_str);
-    match message {
-        Some(m) => m.to_string(),
-        None if body.is_empty() => {
-            format!("the server responded with the status code {code} but did not return more information")
-        }
-        None => format!(
-            "an error on the server ({:?}) has prevented the request from succeeding",
-            String::from_utf8_lossy(&body[..body.len().min(256)])
-        ),
-    }
 }
 
 /// A random version-4 UUID for each ConversionReview (`uuid.NewUUID()` upstream).
@@ -116,19 +95,33 @@ mod tests {
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
     }
 
+    /// The same client-go messages as an admission webhook's non-2xx answer (one
+    /// `transformResponse`): a Status body's message, else `NewGenericServerResponse`'s text
+    /// for the code (a 500 without a body is "an error on the server (\"unknown\") …", not the
+    /// unknown-code text this copy used to give).
     #[test]
     fn non_2xx_messages() {
+        let reply = |status: u16, body: &'static [u8]| crate::dispatch::HttpReply {
+            status,
+            headers: http::HeaderMap::new(),
+            body: bytes::Bytes::from_static(body),
+        };
+        let message = |status, body| super::super::verify::status_message(&reply(status, body));
         assert_eq!(
-            status_error(500, b""),
-            "the server responded with the status code 500 but did not return more information"
+            message(500, b""),
+            "an error on the server (\"unknown\") has prevented the request from succeeding"
         );
         assert_eq!(
-            status_error(403, br#"{"kind":"Status","message":"nope"}"#),
+            message(403, br#"{"kind":"Status","message":"nope"}"#),
             "nope"
         );
         assert_eq!(
-            status_error(502, b"bad gateway"),
+            message(502, b"bad gateway"),
             "an error on the server (\"bad gateway\") has prevented the request from succeeding"
+        );
+        assert_eq!(
+            message(418, b""),
+            "the server responded with the status code 418 but did not return more information"
         );
     }
 }

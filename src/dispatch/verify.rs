@@ -248,10 +248,12 @@ fn decode_patch(patch: &str) -> Result<usize, String> {
     Ok(ops.len())
 }
 
-/// The message client-go derives from a non-2xx answer: a Status body's `message`, else the
-/// wording of `newUnstructuredResponseError` (`rest/request.go`) and apimachinery's
-/// `NewGenericServerResponse` for the status code.
-fn status_message(reply: &HttpReply) -> String {
+/// The message client-go derives from a non-2xx answer, for admission and CRD conversion
+/// webhook calls alike (kube-apiserver calls both with client-go): a Status body's `message`,
+/// else the wording of `newUnstructuredResponseError` (`transformResponse`,
+/// `staging/src/k8s.io/client-go/rest/request.go`: the body cut at 2048 bytes) and
+/// apimachinery's `NewGenericServerResponse` for the status code.
+pub(crate) fn status_message(reply: &HttpReply) -> String {
     #[derive(Deserialize)]
     struct StatusBody {
         kind: Option<String>,
