@@ -12,6 +12,7 @@ pub mod bench;
 pub mod capture;
 pub mod config;
 pub mod conversion;
+pub mod decision;
 pub mod demo;
 pub mod dispatch;
 pub mod example_backend;

@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Label};
+
+use crate::decision::Decision;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Histogram buckets, seconds: 50 µs to 30 s (kube-apiserver's own webhook histogram starts at
@@ -25,21 +27,6 @@ pub const BUCKETS: [f64; 18] = [
 
 /// How often histogram samples are folded into their buckets.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Decisions, in the order of the proxy's `Decision` enum (dispatch), with whether each one
-/// rejects the request (kube-apiserver's `rejected` label).
-pub const DECISIONS: [(&str, bool); 10] = [
-    ("skipped", false),
-    ("allowed", false),
-    ("denied", true),
-    ("failed-open", false),
-    ("failed-closed", true),
-    ("rejected-dry-run", true),
-    ("rejected", true),
-    ("would-deny", false),
-    ("would-patch", false),
-    ("shadowed", false),
-];
 
 /// AdmissionReview operations, in the order of `review::Operation`.
 pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
@@ -177,12 +164,12 @@ pub fn install(version: &'static str, commit: &'static str) -> Option<Prometheus
 }
 
 /// `admission_proxy_admissions_total{operation,decision}`, every series resolved once.
-fn by_operation() -> &'static [[Counter; DECISIONS.len()]; OPERATIONS.len()] {
-    static HANDLES: OnceLock<[[Counter; DECISIONS.len()]; OPERATIONS.len()]> = OnceLock::new();
+fn by_operation() -> &'static [[Counter; Decision::ALL.len()]; OPERATIONS.len()] {
+    static HANDLES: OnceLock<[[Counter; Decision::ALL.len()]; OPERATIONS.len()]> = OnceLock::new();
     HANDLES.get_or_init(|| {
         OPERATIONS.map(|operation| {
-            DECISIONS.map(|(decision, rejected)| {
-                metrics::counter!("admission_proxy_admissions_total", "operation" => operation, "decision" => decision, "rejected" => if rejected { "true" } else { "false" })
+            Decision::ALL.map(|d| {
+                metrics::counter!("admission_proxy_admissions_total", "operation" => operation, "decision" => d.as_str(), "rejected" => if d.rejects() { "true" } else { "false" })
             })
         })
     })
@@ -207,7 +194,7 @@ pub struct WebhookMetrics {
     /// label value it is handed as an owned string as a copy of its own per series.
     name: std::sync::Arc<str>,
     webhook_type: &'static str,
-    admissions: [Counter; DECISIONS.len()],
+    admissions: [Counter; Decision::ALL.len()],
     /// End to end, backend, the proxy's own.
     durations: OnceLock<[Histogram; 3]>,
     call_failures: [OnceLock<Counter>; FAILURE_CLASSES.len()],
@@ -240,12 +227,12 @@ impl WebhookMetrics {
         let counter = |family: &'static str| metrics::counter!(family, labels.to_vec());
         WebhookMetrics {
             webhook_type,
-            admissions: DECISIONS.map(|(decision, rejected)| {
+            admissions: Decision::ALL.map(|d| {
                 let l = with_labels(
                     &labels,
                     &[
-                        ("decision", decision),
-                        ("rejected", if rejected { "true" } else { "false" }),
+                        ("decision", d.as_str()),
+                        ("rejected", if d.rejects() { "true" } else { "false" }),
                     ],
                 );
                 metrics::counter!("admission_proxy_webhook_admissions_total", l)
@@ -290,21 +277,23 @@ impl WebhookMetrics {
         })
     }
 
-    /// One admission answered: its decision (index into [`DECISIONS`]), operation (index into
-    /// [`OPERATIONS`]), end-to-end time, the backend call's time if it was called, and what
-    /// matchConditions did.
+    /// One admission answered: its decision, operation (index into [`OPERATIONS`]), end-to-end
+    /// time, the backend call's time if it was called, and what matchConditions did.
     pub fn admission(
         &self,
-        decision: usize,
+        decision: Decision,
         operation: usize,
         total: Duration,
         backend: Option<Duration>,
         conditions: Conditions,
     ) {
-        if let Some(c) = self.admissions.get(decision) {
+        if let Some(c) = self.admissions.get(decision.index()) {
             c.increment(1);
         }
-        if let Some(c) = by_operation().get(operation).and_then(|d| d.get(decision)) {
+        if let Some(c) = by_operation()
+            .get(operation)
+            .and_then(|d| d.get(decision.index()))
+        {
             c.increment(1);
         }
         let [duration, backend_duration, proxy_duration] = self.durations();

@@ -21,6 +21,7 @@ use crate::api::FailurePolicy;
 use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, Equivalent, EquivalentError};
+pub use crate::decision::Decision;
 use crate::matching::{Converted, MatchDecision, Namespaces, SkipReason};
 use crate::metrics::Conditions;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
@@ -171,45 +172,6 @@ pub(crate) async fn post_as_client_go(
                 tokio::time::sleep(wait).await;
             }
             _ => return Ok(reply),
-        }
-    }
-}
-
-/// What happened to one admission, for logs and metrics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Not sent to the backend: kube-apiserver would not have called it.
-    Skipped,
-    Allowed,
-    Denied,
-    FailedOpen,
-    FailedClosed,
-    /// Dry-run request to a webhook whose sideEffects is Unknown or Some.
-    RejectedDryRun,
-    /// Rejected before calling (namespace not found, matchCondition error under Fail).
-    Rejected,
-    /// `mode: Warn`: the backend denied; answered allowed with a warning.
-    WouldDeny,
-    /// `mode: Warn`: the backend allowed with a patch, which was dropped.
-    WouldPatch,
-    /// `mode: Shadow`: answered allowed at once; the backend is called in the background.
-    Shadowed,
-}
-
-impl Decision {
-    /// The log/metric spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Skipped => "skipped",
-            Decision::Allowed => "allowed",
-            Decision::Denied => "denied",
-            Decision::FailedOpen => "failed-open",
-            Decision::FailedClosed => "failed-closed",
-            Decision::RejectedDryRun => "rejected-dry-run",
-            Decision::Rejected => "rejected",
-            Decision::WouldDeny => "would-deny",
-            Decision::WouldPatch => "would-patch",
-            Decision::Shadowed => "shadowed",
         }
     }
 }
@@ -940,24 +902,10 @@ mod metric_index_tests {
     use super::*;
     use crate::review::Operation;
 
-    /// The metrics module indexes its series by `Decision as usize` and `Operation as usize`.
+    /// The metrics module indexes its series by `Operation as usize` and names failure
+    /// classes from its table.
     #[test]
-    fn decision_and_operation_indices_match_the_metric_label_tables() {
-        let decisions = [
-            Decision::Skipped,
-            Decision::Allowed,
-            Decision::Denied,
-            Decision::FailedOpen,
-            Decision::FailedClosed,
-            Decision::RejectedDryRun,
-            Decision::Rejected,
-            Decision::WouldDeny,
-            Decision::WouldPatch,
-            Decision::Shadowed,
-        ];
-        for d in decisions {
-            assert_eq!(crate::metrics::DECISIONS[d as usize].0, d.as_str());
-        }
+    fn operation_indices_and_failure_classes_match_the_metric_tables() {
         for o in [
             Operation::Create,
             Operation::Update,

@@ -623,7 +623,7 @@ impl Respond for AdmissionApp {
             }
         }
         webhook.metrics.admission(
-            answer.decision as usize,
+            answer.decision,
             review.operation as usize,
             latency,
             answer.backend,

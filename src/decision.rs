@@ -1,0 +1,87 @@
+//! What happened to one admission: the [`Decision`] every answer carries, with its spelling in
+//! logs, metrics and the `x-admission-proxy-decision` answer header, and whether it rejects the
+//! request (kube-apiserver's `rejected` metric label). The metrics module builds its series
+//! from [`Decision::ALL`] and indexes them with [`Decision::index`], so the two cannot drift
+//! apart. Uses nothing else of the crate.
+
+/// What happened to one admission, for logs and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Not sent to the backend: kube-apiserver would not have called it.
+    Skipped,
+    Allowed,
+    Denied,
+    FailedOpen,
+    FailedClosed,
+    /// Dry-run request to a webhook whose sideEffects is Unknown or Some.
+    RejectedDryRun,
+    /// Rejected before calling (namespace not found, matchCondition error under Fail).
+    Rejected,
+    /// `mode: Warn`: the backend denied; answered allowed with a warning.
+    WouldDeny,
+    /// `mode: Warn`: the backend allowed with a patch, which was dropped.
+    WouldPatch,
+    /// `mode: Shadow`: answered allowed at once; the backend is called in the background.
+    Shadowed,
+}
+
+impl Decision {
+    /// Every decision, in [`Decision::index`] order.
+    pub const ALL: [Decision; 10] = [
+        Decision::Skipped,
+        Decision::Allowed,
+        Decision::Denied,
+        Decision::FailedOpen,
+        Decision::FailedClosed,
+        Decision::RejectedDryRun,
+        Decision::Rejected,
+        Decision::WouldDeny,
+        Decision::WouldPatch,
+        Decision::Shadowed,
+    ];
+
+    /// The log/metric spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Skipped => "skipped",
+            Decision::Allowed => "allowed",
+            Decision::Denied => "denied",
+            Decision::FailedOpen => "failed-open",
+            Decision::FailedClosed => "failed-closed",
+            Decision::RejectedDryRun => "rejected-dry-run",
+            Decision::Rejected => "rejected",
+            Decision::WouldDeny => "would-deny",
+            Decision::WouldPatch => "would-patch",
+            Decision::Shadowed => "shadowed",
+        }
+    }
+
+    /// Whether kube-apiserver ends up refusing the request (its admission metrics'
+    /// `rejected` label): denials, failures closed and the proxy's own rejections.
+    pub fn rejects(self) -> bool {
+        matches!(
+            self,
+            Decision::Denied
+                | Decision::FailedClosed
+                | Decision::RejectedDryRun
+                | Decision::Rejected
+        )
+    }
+
+    /// The position in [`Decision::ALL`] (the metrics' series arrays).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_is_in_index_order() {
+        for (i, d) in Decision::ALL.iter().enumerate() {
+            assert_eq!(d.index(), i, "{d:?}");
+        }
+    }
+}
