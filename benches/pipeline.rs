@@ -4,7 +4,7 @@
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use admission_proxy::config;
 use admission_proxy::dispatch::Dispatcher;
@@ -190,7 +190,7 @@ fn pipeline(c: &mut Criterion) {
                                 &review,
                                 Some(&ns),
                                 Some(Duration::from_secs(10)),
-                                Instant::now(),
+                                tokio::time::Instant::now(),
                                 TraceContext::default(),
                             )
                             .await

@@ -31,7 +31,9 @@
 //! Uses only review and configuration types (for attribute values); the server and dispatch
 //! use it.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::{

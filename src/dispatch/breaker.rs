@@ -95,9 +95,25 @@ impl Breaker {
         )
     }
 
+    /// The next call's permit as a guard ([`CallPermit`]), or the refusal's reason when the
+    /// breaker is open.
+    ///
+    /// # Errors
+    /// The open breaker's reason (failures counted, backend, cool-down), for failurePolicy.
+    pub fn admit(self: &Arc<Self>) -> Result<CallPermit, String> {
+        match self.permit() {
+            Permit::Refuse(reason) => Err(reason),
+            permit => Ok(CallPermit {
+                breaker: self.clone(),
+                permit,
+                recorded: false,
+            }),
+        }
+    }
+
     /// A permit that was not used (the call never went out): a probe goes back, so that the
     /// next call probes instead.
-    pub fn release(&self, permit: &Permit) {
+    fn release(&self, permit: &Permit) {
         if *permit == Permit::Probe {
             self.probing.store(false, Ordering::Release);
         }
@@ -153,6 +169,38 @@ impl Breakers {
     }
 }
 
+/// A call let through by a backend's breaker. Its outcome is recorded with
+/// [`CallPermit::record`]; dropped unrecorded (the call never went out: no call slot, or the
+/// admission was abandoned at shutdown), a probe goes back, so that the next call probes
+/// instead. A probe lost that way used to leave the breaker refusing every call for good.
+#[derive(Debug)]
+pub struct CallPermit {
+    breaker: Arc<Breaker>,
+    permit: Permit,
+    recorded: bool,
+}
+
+impl CallPermit {
+    /// The call's outcome: `failed` for connect, TLS and timeout failures.
+    pub fn record(mut self, failed: bool) {
+        self.breaker.record(&self.permit, failed);
+        self.recorded = true;
+    }
+
+    /// Whether this call is the half-open breaker's one probe.
+    pub fn is_probe(&self) -> bool {
+        self.permit == Permit::Probe
+    }
+}
+
+impl Drop for CallPermit {
+    fn drop(&mut self) {
+        if !self.recorded {
+            self.breaker.release(&self.permit);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +253,28 @@ mod tests {
         assert!(matches!(b.permit(), Permit::Refuse(_)));
         tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(b.permit(), Permit::Probe);
+    }
+
+    /// A probe whose call never went out (dropped: no call slot, or the admission abandoned)
+    /// goes back: the next call probes, instead of the breaker refusing for good.
+    #[tokio::test(start_paused = true)]
+    async fn an_abandoned_probe_goes_back() {
+        let b = Arc::new(breaker());
+        for _ in 0..3 {
+            b.record(&Permit::Call, true);
+        }
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let probe = b.admit().expect("the cool-down is over");
+        assert!(probe.is_probe());
+        assert!(b.admit().is_err(), "one probe at a time");
+        drop(probe);
+        let again = b.admit().expect("the abandoned probe went back");
+        assert!(again.is_probe());
+        again.record(false);
+        assert!(
+            b.admit().is_ok_and(|p| !p.is_probe()),
+            "closed by the probe's success"
+        );
     }
 
     #[test]

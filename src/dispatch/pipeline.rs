@@ -1,0 +1,353 @@
+//! The phases of one admission for one webhook, in kube-apiserver's order, each a function
+//! that either answers (`ControlFlow::Break`) or hands the next phase what it needs:
+//!
+//! 1. [`select`](Dispatcher::select): `ShouldCallHook`
+//!    (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`): rules,
+//!    selectors and matchConditions, with the request converted first for an Equivalent rule
+//!    (by table, or by the custom resource's conversion webhook);
+//! 2. [`guard`](Dispatcher::guard): what `callHook` (`webhook/validating/dispatcher.go`) and
+//!    `callAttrMutatingHook` (`webhook/mutating/dispatcher.go`) check before calling (dry run
+//!    against sideEffects, the AdmissionReview version) and the proxy's own limits (deadline
+//!    budget, circuit breaker, maxConcurrentCalls); the permit and the call slot are guards
+//!    released on drop, whichever way the admission ends;
+//! 3. [`call`](Dispatcher::call): one POST per attempt with client-go's Retry-After, within the
+//!    budget;
+//! 4. [`respond`](Dispatcher::respond): verify the answer (`VerifyAdmissionResponse`), carry a
+//!    patch back to the caller's version, apply mode Warn.
+//!
+//! Any failure on the way is one [`CallFailure`], answered by failurePolicy
+//! ([`Dispatcher::fail`]).
+
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::breaker::CallPermit;
+use super::{
+    answer, conditions_outcome, denial_message, deny, match_summary, post_as_client_go,
+    timeout_param, verify, warn_only, Answer, CallFailure, Clock, Decision, Dispatcher, HttpReply,
+    Target, Trace, TransportError,
+};
+use crate::config::options::Mode;
+use crate::config::Webhook;
+use crate::conversion;
+use crate::matching::{Converted, MatchDecision, Namespaces};
+use crate::review::{AdmissionResponse, ParsedReview, ReviewVersion, Status};
+use crate::telemetry::TraceContext;
+
+/// What [`Dispatcher::guard`] lets through: the call's version, deadline and held permits.
+struct Guarded<'w> {
+    version: ReviewVersion,
+    /// How long the call may take, all attempts and Retry-After waits included.
+    budget: Duration,
+    /// The whole seconds sent as `?timeout=`.
+    timeout: u64,
+    permit: Option<CallPermit>,
+    /// maxConcurrentCalls: held until the call ends.
+    _slot: Option<tokio::sync::SemaphorePermit<'w>>,
+}
+
+impl Dispatcher {
+    /// [`Dispatcher::admit`], noting in `trace` what its metrics need.
+    pub(super) async fn decide_and_call(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        clock: Clock,
+        trace_context: TraceContext<'_>,
+        trace: &mut Trace,
+    ) -> Answer {
+        let selected = self.select(webhook, review, namespaces, clock, trace_context, trace);
+        let converted = match selected.await {
+            ControlFlow::Break(answer) => return answer,
+            ControlFlow::Continue(converted) => converted,
+        };
+        // The matcher built the rewritten review (and parsed it only for matchConditions).
+        let converted_review = converted.as_deref().map(|c| ParsedReview::parse(&c.body));
+        let converted_review = match converted_review.transpose() {
+            Ok(r) => r,
+            Err(e) => return deny(review, conversion::internal_error(&e), Decision::Rejected),
+        };
+        let sent = converted_review.as_ref().unwrap_or(review);
+        let guarded = match self.guard(webhook, review, clock).await {
+            ControlFlow::Break(answer) => return answer,
+            ControlFlow::Continue(guarded) => guarded,
+        };
+        let version = guarded.version;
+        let reply = match self
+            .call(webhook, review, sent, guarded, trace_context, trace)
+            .await
+        {
+            ControlFlow::Break(answer) => return answer,
+            ControlFlow::Continue(reply) => reply,
+        };
+        let converted = converted.as_deref();
+        self.respond(
+            webhook,
+            review,
+            sent,
+            converted,
+            &reply,
+            version,
+            clock,
+            trace_context,
+        )
+        .await
+    }
+
+    /// Phase 1, `ShouldCallHook`: the match decision, a request an Equivalent rule matched
+    /// converted first (a conversion webhook call when the custom resource needs one, since
+    /// matchConditions see the converted object). Continues with the rewritten request, if
+    /// any; answers a skip (allowed), a rejection, or failurePolicy for unknown namespaces.
+    async fn select(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        clock: Clock,
+        trace_context: TraceContext<'_>,
+        trace: &mut Trace,
+    ) -> ControlFlow<Answer, Option<Box<Converted>>> {
+        let mut span = trace_context.phase("matching");
+        let mut decision = webhook.matcher.decide(review, namespaces);
+        let converted = loop {
+            if !matches!(decision, MatchDecision::ConvertByWebhook(_)) {
+                if let Some(span) = &mut span {
+                    span.set("result", match_summary(&decision));
+                }
+                trace.conditions = conditions_outcome(webhook, &decision);
+            }
+            match decision {
+                MatchDecision::Call => break None,
+                MatchDecision::CallConverted(converted) => break Some(converted),
+                // kube-apiserver converts before matchConditions; a failed conversion is a 500
+                // whatever failurePolicy says (`ShouldCallHook`: `apierrors.NewInternalError`).
+                MatchDecision::ConvertByWebhook(invocation) => {
+                    let mut conversion = trace_context.phase("conversion");
+                    decision = match self.rewrite_by_webhook(review, &invocation, clock).await {
+                        Ok(body) => webhook.matcher.decide_converted(*invocation, body),
+                        Err(e) => {
+                            if let Some(span) = &mut conversion {
+                                span.fail(e.to_string());
+                            }
+                            MatchDecision::Reject(conversion::internal_error(&e))
+                        }
+                    };
+                }
+                MatchDecision::Skip(reason) => {
+                    let allow = AdmissionResponse::allow(&review.request.uid);
+                    let skipped = answer(review, allow, Decision::Skipped, reason.to_string());
+                    return ControlFlow::Break(skipped);
+                }
+                MatchDecision::Reject(status) => {
+                    return ControlFlow::Break(deny(review, status, Decision::Rejected))
+                }
+                MatchDecision::NamespaceUnavailable(reason) => {
+                    let failure = CallFailure::NamespaceUnavailable(reason);
+                    return ControlFlow::Break(self.fail(webhook, review, failure));
+                }
+            }
+        };
+        ControlFlow::Continue(converted)
+    }
+
+    /// Phase 2: what must hold before the call. Dry run against sideEffects (a 400 that
+    /// failurePolicy does not cover; kube-apiserver's `NewDryRunUnsupportedErr`, whose name
+    /// kube-apiserver puts in front of the denial itself, `ToStatusErr` in
+    /// `.../webhook/errors/statuserror.go`), an AdmissionReview version the webhook accepts,
+    /// then the deadline budget, the backend's circuit breaker and a maxConcurrentCalls slot
+    /// (waited for within the queue time and the budget).
+    async fn guard<'w>(
+        &self,
+        webhook: &'w Webhook,
+        review: &ParsedReview<'_>,
+        clock: Clock,
+    ) -> ControlFlow<Answer, Guarded<'w>> {
+        if let Some(message) = webhook.dry_run_refusal(review) {
+            let status = Status::failure(400, "BadRequest", message);
+            return ControlFlow::Break(deny(review, status, Decision::RejectedDryRun));
+        }
+        let Some(version) = webhook.review_version else {
+            return ControlFlow::Break(self.fail(
+                webhook,
+                review,
+                CallFailure::NoKnownReviewVersion,
+            ));
+        };
+        let limit = self
+            .max_timeout
+            .map_or(webhook.timeout, |cap| webhook.timeout.min(cap));
+        let mut budget = self.budget(limit, clock);
+        let permit = match &self.breakers {
+            None => None,
+            Some(breakers) => {
+                let backend = &webhook.backend;
+                let breaker = breakers.get(backend.pool_key, || {
+                    format!("{}:{}", backend.host, backend.port)
+                });
+                match breaker.admit() {
+                    Ok(permit) => Some(permit),
+                    Err(reason) => {
+                        let failure = CallFailure::CircuitOpen(reason);
+                        return ControlFlow::Break(self.fail(webhook, review, failure));
+                    }
+                }
+            }
+        };
+        let slot = match &webhook.call_slots {
+            None => None,
+            Some(slots) => match slots.slots.try_acquire() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    let wait = self.call_queue_timeout.min(budget);
+                    match tokio::time::timeout(wait, slots.slots.acquire()).await {
+                        Ok(Ok(slot)) => {
+                            // The time spent queueing comes off the call's budget.
+                            budget = self.budget(limit, clock);
+                            Some(slot)
+                        }
+                        _ => {
+                            let reason = format!("webhook {:?} is overloaded: all its calls (maxConcurrentCalls) stayed busy for {} ms", webhook.name, wait.as_millis());
+                            let failure = CallFailure::Overloaded(reason);
+                            return ControlFlow::Break(self.fail(webhook, review, failure));
+                        }
+                    }
+                }
+            },
+        };
+        ControlFlow::Continue(Guarded {
+            version,
+            budget,
+            timeout: timeout_param(budget),
+            permit,
+            _slot: slot,
+        })
+    }
+
+    /// Phase 3: the backend call, `sent` in the version [`Dispatcher::guard`] chose, within
+    /// its budget; the breaker learns the outcome. Continues with the backend's HTTP answer;
+    /// a timeout or transport failure goes to failurePolicy.
+    async fn call(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        sent: &ParsedReview<'_>,
+        guarded: Guarded<'_>,
+        trace_context: TraceContext<'_>,
+        trace: &mut Trace,
+    ) -> ControlFlow<Answer, HttpReply> {
+        let Guarded {
+            version,
+            budget,
+            timeout,
+            permit,
+            _slot,
+        } = guarded;
+        // Sized once and appended: `format!` grows its String twice for this.
+        let mut path = String::with_capacity(webhook.backend.path.len() + 32);
+        path.push_str(&webhook.backend.path);
+        path.push_str("?timeout=");
+        path.push_str(itoa::Buffer::new().format(timeout));
+        path.push('s');
+        let body = sent.body_as(version);
+        let target = Target::shared(webhook.backend.clone());
+        let (mut span, call_headers) = trace_context.call(webhook);
+        let trace_headers = call_headers.headers();
+        // Pinned where it is made: moved into `timeout`, the call's (large) state would be
+        // copied once more per admission.
+        let call = std::pin::pin!(post_as_client_go(
+            &self.client,
+            &target,
+            &path,
+            &body,
+            &trace_headers,
+            || webhook.metrics.retry(),
+        ));
+        let started = Instant::now();
+        let reply = tokio::time::timeout(budget, call).await;
+        trace.backend = Some(started.elapsed());
+        if let Some(span) = &mut span {
+            match &reply {
+                Ok(Ok(reply)) => span.set("http.response.status_code", i64::from(reply.status)),
+                Ok(Err(e)) => span.fail(e.class()),
+                Err(_) => span.fail("timeout"),
+            }
+        }
+        if let Some(permit) = permit {
+            permit.record(match &reply {
+                Err(_) => true,
+                Ok(Err(e)) => matches!(e, TransportError::Connect(_) | TransportError::Tls(_)),
+                Ok(Ok(_)) => false,
+            });
+        }
+        // The URL only appears in failure messages; built there, not on every call.
+        let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
+        let failure = match reply {
+            Ok(Ok(reply)) => return ControlFlow::Continue(reply),
+            Err(_) => CallFailure::Timeout { url: url() },
+            Ok(Err(e @ TransportError::Body(_))) => CallFailure::ReadBody(e.to_string()),
+            Ok(Err(e)) => CallFailure::Transport {
+                url: url(),
+                class: e.class(),
+                detail: e.to_string(),
+            },
+        };
+        ControlFlow::Break(self.fail(webhook, review, failure))
+    }
+
+    /// Phase 4: the backend's answer verified as kube-apiserver verifies it, a patch carried
+    /// back to the caller's version (an internal error when it cannot be), mode Warn applied.
+    #[allow(clippy::too_many_arguments)]
+    async fn respond(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        sent: &ParsedReview<'_>,
+        converted: Option<&Converted>,
+        reply: &HttpReply,
+        version: ReviewVersion,
+        clock: Clock,
+        trace_context: TraceContext<'_>,
+    ) -> Answer {
+        let uid = &review.request.uid;
+        let verified = match verify::verify(reply, version, uid, webhook.webhook_type) {
+            Ok(verified) => verified,
+            Err(failure) => return self.fail(webhook, review, failure),
+        };
+        let allowed = verified.allowed;
+        let mut response = AdmissionResponse {
+            uid: uid.to_string(),
+            allowed,
+            status: verified.status,
+            patch_type: verified.patch.as_ref().map(|_| "JSONPatch".to_string()),
+            patch: verified.patch,
+            audit_annotations: verified.audit_annotations,
+            warnings: verified.warnings,
+        };
+        if !allowed && response.status.is_none() {
+            response.status = Some(serde_json::json!({}));
+        }
+        if let (Some(c), Some(patch)) = (converted, response.patch.as_deref()) {
+            let _span = trace_context.phase("conversion");
+            match self.patch_back(review, sent, c, patch, clock).await {
+                Ok(back) => {
+                    response.patch_type = back.as_ref().map(|_| "JSONPatch".to_string());
+                    response.patch = back;
+                }
+                Err(status) => return deny(review, status, Decision::Rejected),
+            }
+        }
+        if self.mode_of(webhook) == Mode::Warn {
+            return warn_only(webhook, review, response);
+        }
+        let (decision, detail) = if allowed {
+            (Decision::Allowed, String::new())
+        } else {
+            // The denial's message goes into the admission log line.
+            (Decision::Denied, denial_message(&response).to_string())
+        };
+        answer(review, response, decision, detail)
+    }
+}
