@@ -196,34 +196,48 @@ impl Dispatcher {
                 }
             }
         };
-        let slot = match &webhook.call_slots {
-            None => None,
-            Some(slots) => match slots.slots.try_acquire() {
-                Ok(slot) => Some(slot),
-                Err(_) => {
-                    let wait = self.call_queue_timeout.min(budget);
-                    match tokio::time::timeout(wait, slots.slots.acquire()).await {
-                        Ok(Ok(slot)) => {
-                            // The time spent queueing comes off the call's budget.
-                            budget = self.budget(limit, clock);
-                            Some(slot)
-                        }
-                        _ => {
-                            let reason = format!("webhook {:?} is overloaded: all its calls (maxConcurrentCalls) stayed busy for {} ms", webhook.name, wait.as_millis());
-                            let failure = CallFailure::Overloaded(reason);
-                            return ControlFlow::Break(self.fail(webhook, review, failure));
-                        }
-                    }
-                }
-            },
+        let slot = match self.call_slot(webhook, budget).await {
+            Ok(slot) => slot,
+            Err(failure) => return ControlFlow::Break(self.fail(webhook, review, failure)),
         };
+        if slot.as_ref().is_some_and(|(_, queued)| *queued) {
+            // The time spent queueing comes off the call's budget.
+            budget = self.budget(limit, clock);
+        }
         ControlFlow::Continue(Guarded {
             version,
             budget,
             timeout: timeout_param(budget),
             permit,
-            _slot: slot,
+            _slot: slot.map(|(slot, _)| slot),
         })
+    }
+
+    /// A maxConcurrentCalls slot of `webhook`: `None` without the option, else a free slot at
+    /// once or within the queue time (and the budget), with whether it had to queue.
+    ///
+    /// # Errors
+    /// [`CallFailure::Overloaded`] when every slot stayed busy.
+    async fn call_slot<'w>(
+        &self,
+        webhook: &'w Webhook,
+        budget: Duration,
+    ) -> Result<Option<(tokio::sync::SemaphorePermit<'w>, bool)>, CallFailure> {
+        let Some(slots) = &webhook.call_slots else {
+            return Ok(None);
+        };
+        if let Ok(slot) = slots.slots.try_acquire() {
+            return Ok(Some((slot, false)));
+        }
+        let wait = self.call_queue_timeout.min(budget);
+        match tokio::time::timeout(wait, slots.slots.acquire()).await {
+            Ok(Ok(slot)) => Ok(Some((slot, true))),
+            _ => Err(CallFailure::Overloaded(format!(
+                "webhook {:?} is overloaded: all its calls (maxConcurrentCalls) stayed busy for {} ms",
+                webhook.name,
+                wait.as_millis()
+            ))),
+        }
     }
 
     /// Phase 3: the backend call, `sent` in the version [`Dispatcher::guard`] chose, within
@@ -253,7 +267,7 @@ impl Dispatcher {
         path.push('s');
         let body = sent.body_as(version);
         let target = Target::shared(webhook.backend.clone());
-        let (mut span, call_headers) = trace_context.call(webhook);
+        let (span, call_headers) = trace_context.call(webhook);
         let trace_headers = call_headers.headers();
         // Pinned where it is made: moved into `timeout`, the call's (large) state would be
         // copied once more per admission.
@@ -268,20 +282,7 @@ impl Dispatcher {
         let started = Instant::now();
         let reply = tokio::time::timeout(budget, call).await;
         trace.backend = Some(started.elapsed());
-        if let Some(span) = &mut span {
-            match &reply {
-                Ok(Ok(reply)) => span.set("http.response.status_code", i64::from(reply.status)),
-                Ok(Err(e)) => span.fail(e.class()),
-                Err(_) => span.fail("timeout"),
-            }
-        }
-        if let Some(permit) = permit {
-            permit.record(match &reply {
-                Err(_) => true,
-                Ok(Err(e)) => matches!(e, TransportError::Connect(_) | TransportError::Tls(_)),
-                Ok(Ok(_)) => false,
-            });
-        }
+        note_outcome(&reply, span, permit);
         // The URL only appears in failure messages; built there, not on every call.
         let url = || format!("{}?timeout={timeout}s", webhook.backend.url);
         let failure = match reply {
@@ -349,5 +350,28 @@ impl Dispatcher {
             (Decision::Denied, denial_message(&response).to_string())
         };
         answer(review, response, decision, detail)
+    }
+}
+
+/// A call's outcome, noted where it is watched: its span (status code, or the failure's
+/// class) and the backend's breaker (down on connect, TLS and timeout failures).
+fn note_outcome(
+    reply: &Result<Result<HttpReply, TransportError>, tokio::time::error::Elapsed>,
+    span: Option<crate::telemetry::PhaseSpan>,
+    permit: Option<CallPermit>,
+) {
+    if let Some(mut span) = span {
+        match reply {
+            Ok(Ok(reply)) => span.set("http.response.status_code", i64::from(reply.status)),
+            Ok(Err(e)) => span.fail(e.class()),
+            Err(_) => span.fail("timeout"),
+        }
+    }
+    if let Some(permit) = permit {
+        permit.record(match reply {
+            Err(_) => true,
+            Ok(Err(e)) => matches!(e, TransportError::Connect(_) | TransportError::Tls(_)),
+            Ok(Ok(_)) => false,
+        });
     }
 }
