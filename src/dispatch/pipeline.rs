@@ -375,3 +375,142 @@ fn note_outcome(
         });
     }
 }
+
+/// The deadline rules with tokio's paused clock, no real sleeps: the backend is a listener
+/// that never answers (the TCP handshake completes in the kernel's backlog, the TLS handshake
+/// never does), so the runtime idles and time jumps straight to the deadline that ends the
+/// call. Each test checks the virtual time the answer took and the failure it gives.
+#[cfg(test)]
+mod deadline_tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use crate::config::{self, Webhook};
+    use crate::decision::Decision;
+    use crate::dispatch::{Answer, Dispatcher};
+    use crate::review::ParsedReview;
+    use crate::telemetry::TraceContext;
+
+    /// A loopback listener that accepts nothing and answers nothing; `https://` URL for it.
+    fn black_hole() -> (std::net::TcpListener, String) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("https://{}/hook", listener.local_addr().unwrap());
+        (listener, url)
+    }
+
+    /// One validating webhook `w.example.com` calling `url`, failurePolicy Fail, with `extra`
+    /// webhook fields and configuration `annotations`.
+    fn webhook(url: &str, extra: &str, annotations: &str) -> Arc<Webhook> {
+        let ca = crate::tls::TestPki::generate(&["127.0.0.1"])
+            .unwrap()
+            .ca_bundle();
+        let yaml = format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
+             metadata: {{name: c{annotations}}}\nwebhooks:\n- name: w.example.com\n  \
+             clientConfig: {{url: \"{url}\", caBundle: \"{ca}\"}}\n  \
+             rules: [{{operations: [\"*\"], apiGroups: [\"*\"], apiVersions: [\"*\"], resources: [\"*/*\"]}}]\n  \
+             sideEffects: None\n  admissionReviewVersions: [v1]\n  failurePolicy: Fail\n  {extra}\n"
+        );
+        let snapshot = config::load_contents(&[(PathBuf::from("t.yaml"), yaml)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let webhook = snapshot.webhooks().next().unwrap().clone();
+        webhook
+    }
+
+    fn pod() -> Vec<u8> {
+        std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/admission-reviews/0096-create-core-v1-pods-v1.json"
+        ))
+        .unwrap()
+    }
+
+    /// Admits the pod review with the caller's `?timeout=`; the answer and the virtual time
+    /// it took.
+    async fn admit(d: &Dispatcher, w: &Webhook, caller: Option<Duration>) -> (Answer, Duration) {
+        let body = pod();
+        let review = ParsedReview::parse(&body).unwrap();
+        let received = Instant::now();
+        let answer = d
+            .admit(w, &review, None, caller, received, TraceContext::default())
+            .await;
+        (answer, received.elapsed())
+    }
+
+    fn message(answer: &Answer) -> String {
+        let v: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+        v["message"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// `?timeout=3s` with timeoutSeconds 10: the call ends 250 ms (the margin) before the
+    /// caller's deadline, and the backend was told `?timeout=3s` (2.75 s rounded up).
+    #[tokio::test(start_paused = true)]
+    async fn the_callers_deadline_less_the_margin_bounds_the_call() {
+        let (_listener, url) = black_hole();
+        let w = webhook(&url, "timeoutSeconds: 10", "");
+        let d = Dispatcher::new(Duration::from_millis(250));
+        let (answer, took) = admit(&d, &w, Some(Duration::from_secs(3))).await;
+        assert_eq!(answer.decision, Decision::FailedClosed);
+        assert_eq!(took, Duration::from_millis(2750));
+        assert_eq!(
+            message(&answer),
+            format!("Post \"{url}?timeout=3s\": context deadline exceeded")
+        );
+    }
+
+    /// No caller deadline: timeoutSeconds alone; `--max-timeout-seconds` caps it.
+    #[tokio::test(start_paused = true)]
+    async fn timeout_seconds_and_the_max_timeout_cap() {
+        let (_listener, url) = black_hole();
+        let w = webhook(&url, "timeoutSeconds: 2", "");
+        let d = Dispatcher::new(Duration::from_millis(250));
+        let (answer, took) = admit(&d, &w, None).await;
+        assert_eq!(
+            (answer.decision, took),
+            (Decision::FailedClosed, Duration::from_secs(2))
+        );
+        let w = webhook(&url, "timeoutSeconds: 10", "");
+        let capped =
+            Dispatcher::new(Duration::from_millis(250)).with_max_timeout(Duration::from_secs(1));
+        let (answer, took) = admit(&capped, &w, None).await;
+        assert_eq!(
+            (answer.decision, took),
+            (Decision::FailedClosed, Duration::from_secs(1))
+        );
+        assert!(
+            message(&answer).contains("?timeout=1s"),
+            "{}",
+            message(&answer)
+        );
+    }
+
+    /// maxConcurrentCalls 1: while one call holds the slot, the next waits the queue time
+    /// (100 ms by default) and is answered by failurePolicy as overloaded; the first still
+    /// ends at its own deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_call_slot_waits_the_queue_time() {
+        let (_listener, url) = black_hole();
+        let options = ", annotations: {admission-proxy.io/webhook-options: '{\"w.example.com\": {\"maxConcurrentCalls\": 1}}'}";
+        let w = webhook(&url, "timeoutSeconds: 5", options);
+        let d = Dispatcher::new(Duration::from_millis(250));
+        let ((first, first_took), (second, second_took)) =
+            tokio::join!(admit(&d, &w, None), async {
+                tokio::task::yield_now().await;
+                admit(&d, &w, None).await
+            });
+        assert_eq!(
+            (first.decision, first_took),
+            (Decision::FailedClosed, Duration::from_secs(5))
+        );
+        assert_eq!(second.decision, Decision::FailedClosed);
+        assert_eq!(second_took, Duration::from_millis(100));
+        assert!(
+            message(&second).contains("overloaded"),
+            "{}",
+            message(&second)
+        );
+    }
+}
