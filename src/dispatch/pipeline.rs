@@ -19,6 +19,7 @@
 //! ([`Dispatcher::fail`]).
 
 use std::ops::ControlFlow;
+use std::pin::pin;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -59,10 +60,16 @@ impl Dispatcher {
         trace_context: TraceContext<'_>,
         trace: &mut Trace,
     ) -> Answer {
-        let selected = self.select(webhook, review, namespaces, clock, trace_context, trace);
-        let converted = match selected.await {
-            ControlFlow::Break(answer) => return answer,
-            ControlFlow::Continue(converted) => converted,
+        // Each phase's future is pinned where it is made (in a block, which ends its borrows):
+        // awaited as a temporary, it would be moved into this one's state, a memcpy of its
+        // whole size (the call phase holds the HTTP exchange) per admission.
+        let converted = {
+            let select =
+                pin!(self.select(webhook, review, namespaces, clock, trace_context, trace));
+            match select.await {
+                ControlFlow::Break(answer) => return answer,
+                ControlFlow::Continue(converted) => converted,
+            }
         };
         // The matcher built the rewritten review (and parsed it only for matchConditions).
         let converted_review = converted.as_deref().map(|c| ParsedReview::parse(&c.body));
@@ -76,25 +83,18 @@ impl Dispatcher {
             ControlFlow::Continue(guarded) => guarded,
         };
         let version = guarded.version;
-        let reply = match self
-            .call(webhook, review, sent, guarded, trace_context, trace)
-            .await
-        {
-            ControlFlow::Break(answer) => return answer,
-            ControlFlow::Continue(reply) => reply,
+        let reply = {
+            let call = pin!(self.call(webhook, review, sent, guarded, trace_context, trace));
+            match call.await {
+                ControlFlow::Break(answer) => return answer,
+                ControlFlow::Continue(reply) => reply,
+            }
         };
         let converted = converted.as_deref();
-        self.respond(
-            webhook,
-            review,
-            sent,
-            converted,
-            &reply,
-            version,
-            clock,
-            trace_context,
-        )
-        .await
+        let respond = (clock, trace_context);
+        let respond =
+            pin!(self.respond(webhook, review, sent, converted, &reply, version, respond));
+        respond.await
     }
 
     /// Phase 1, `ShouldCallHook`: the match decision, a request an Equivalent rule matched
@@ -126,7 +126,10 @@ impl Dispatcher {
                 // whatever failurePolicy says (`ShouldCallHook`: `apierrors.NewInternalError`).
                 MatchDecision::ConvertByWebhook(invocation) => {
                     let mut conversion = trace_context.phase("conversion");
-                    decision = match self.rewrite_by_webhook(review, &invocation, clock).await {
+                    // Boxed: the conversion webhook calls' state would otherwise size every admission's
+                    // future.
+                    let rewrite = Box::pin(self.rewrite_by_webhook(review, &invocation, clock));
+                    decision = match rewrite.await {
                         Ok(body) => webhook.matcher.decide_converted(*invocation, body),
                         Err(e) => {
                             if let Some(span) = &mut conversion {
@@ -300,7 +303,6 @@ impl Dispatcher {
 
     /// Phase 4: the backend's answer verified as kube-apiserver verifies it, a patch carried
     /// back to the caller's version (an internal error when it cannot be), mode Warn applied.
-    #[allow(clippy::too_many_arguments)]
     async fn respond(
         &self,
         webhook: &Webhook,
@@ -309,8 +311,7 @@ impl Dispatcher {
         converted: Option<&Converted>,
         reply: &HttpReply,
         version: ReviewVersion,
-        clock: Clock,
-        trace_context: TraceContext<'_>,
+        (clock, trace_context): (Clock, TraceContext<'_>),
     ) -> Answer {
         let uid = &review.request.uid;
         let verified = match verify::verify(reply, version, uid, webhook.webhook_type) {
@@ -332,7 +333,8 @@ impl Dispatcher {
         }
         if let (Some(c), Some(patch)) = (converted, response.patch.as_deref()) {
             let _span = trace_context.phase("conversion");
-            match self.patch_back(review, sent, c, patch, clock).await {
+            // Boxed: a conversion webhook call back would size every admission's future.
+            match Box::pin(self.patch_back(review, sent, c, patch, clock)).await {
                 Ok(back) => {
                     response.patch_type = back.as_ref().map(|_| "JSONPatch".to_string());
                     response.patch = back;
