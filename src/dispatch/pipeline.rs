@@ -37,6 +37,16 @@ use crate::matching::{Converted, MatchDecision, Namespaces};
 use crate::review::{AdmissionResponse, ParsedReview, ReviewVersion, Status};
 use crate::telemetry::TraceContext;
 
+/// One admission to one webhook: what every phase reads.
+#[derive(Clone, Copy)]
+struct Admission<'a> {
+    webhook: &'a Webhook,
+    /// The request as kube-apiserver sent it.
+    review: &'a ParsedReview<'a>,
+    clock: Clock,
+    trace_context: TraceContext<'a>,
+}
+
 /// What [`Dispatcher::guard`] lets through: the call's version, deadline and held permits.
 struct Guarded<'w> {
     version: ReviewVersion,
@@ -63,9 +73,14 @@ impl Dispatcher {
         // Each phase's future is pinned where it is made (in a block, which ends its borrows):
         // awaited as a temporary, it would be moved into this one's state, a memcpy of its
         // whole size (the call phase holds the HTTP exchange) per admission.
+        let a = Admission {
+            webhook,
+            review,
+            clock,
+            trace_context,
+        };
         let converted = {
-            let select =
-                pin!(self.select(webhook, review, namespaces, clock, trace_context, trace));
+            let select = pin!(self.select(a, namespaces, trace));
             match select.await {
                 ControlFlow::Break(answer) => return answer,
                 ControlFlow::Continue(converted) => converted,
@@ -78,22 +93,20 @@ impl Dispatcher {
             Err(e) => return deny(review, conversion::internal_error(&e), Decision::Rejected),
         };
         let sent = converted_review.as_ref().unwrap_or(review);
-        let guarded = match self.guard(webhook, review, clock).await {
+        let guarded = match self.guard(a).await {
             ControlFlow::Break(answer) => return answer,
             ControlFlow::Continue(guarded) => guarded,
         };
         let version = guarded.version;
         let reply = {
-            let call = pin!(self.call(webhook, review, sent, guarded, trace_context, trace));
+            let call = pin!(self.call(a, sent, guarded, trace));
             match call.await {
                 ControlFlow::Break(answer) => return answer,
                 ControlFlow::Continue(reply) => reply,
             }
         };
         let converted = converted.as_deref();
-        let respond = (clock, trace_context);
-        let respond =
-            pin!(self.respond(webhook, review, sent, converted, &reply, version, respond));
+        let respond = pin!(self.respond(a, sent, converted, &reply, version));
         respond.await
     }
 
@@ -103,13 +116,16 @@ impl Dispatcher {
     /// any; answers a skip (allowed), a rejection, or failurePolicy for unknown namespaces.
     async fn select(
         &self,
-        webhook: &Webhook,
-        review: &ParsedReview<'_>,
+        a: Admission<'_>,
         namespaces: Option<&Namespaces>,
-        clock: Clock,
-        trace_context: TraceContext<'_>,
         trace: &mut Trace,
     ) -> ControlFlow<Answer, Option<Box<Converted>>> {
+        let Admission {
+            webhook,
+            review,
+            clock,
+            trace_context,
+        } = a;
         let mut span = trace_context.phase("matching");
         let mut decision = webhook.matcher.decide(review, namespaces);
         let converted = loop {
@@ -162,12 +178,13 @@ impl Dispatcher {
     /// `.../webhook/errors/statuserror.go`), an AdmissionReview version the webhook accepts,
     /// then the deadline budget, the backend's circuit breaker and a maxConcurrentCalls slot
     /// (waited for within the queue time and the budget).
-    async fn guard<'w>(
-        &self,
-        webhook: &'w Webhook,
-        review: &ParsedReview<'_>,
-        clock: Clock,
-    ) -> ControlFlow<Answer, Guarded<'w>> {
+    async fn guard<'w>(&self, a: Admission<'w>) -> ControlFlow<Answer, Guarded<'w>> {
+        let Admission {
+            webhook,
+            review,
+            clock,
+            ..
+        } = a;
         if let Some(message) = webhook.dry_run_refusal(review) {
             let status = Status::failure(400, "BadRequest", message);
             return ControlFlow::Break(deny(review, status, Decision::RejectedDryRun));
@@ -248,13 +265,17 @@ impl Dispatcher {
     /// a timeout or transport failure goes to failurePolicy.
     async fn call(
         &self,
-        webhook: &Webhook,
-        review: &ParsedReview<'_>,
+        a: Admission<'_>,
         sent: &ParsedReview<'_>,
         guarded: Guarded<'_>,
-        trace_context: TraceContext<'_>,
         trace: &mut Trace,
     ) -> ControlFlow<Answer, HttpReply> {
+        let Admission {
+            webhook,
+            review,
+            trace_context,
+            ..
+        } = a;
         let Guarded {
             version,
             budget,
@@ -305,14 +326,18 @@ impl Dispatcher {
     /// back to the caller's version (an internal error when it cannot be), mode Warn applied.
     async fn respond(
         &self,
-        webhook: &Webhook,
-        review: &ParsedReview<'_>,
+        a: Admission<'_>,
         sent: &ParsedReview<'_>,
         converted: Option<&Converted>,
         reply: &HttpReply,
         version: ReviewVersion,
-        (clock, trace_context): (Clock, TraceContext<'_>),
     ) -> Answer {
+        let Admission {
+            webhook,
+            review,
+            clock,
+            trace_context,
+        } = a;
         let uid = &review.request.uid;
         let verified = match verify::verify(reply, version, uid, webhook.webhook_type) {
             Ok(verified) => verified,
