@@ -1,11 +1,10 @@
 //! End to end: real proxy, real legacy backends, real TLS on 127.0.0.1, real AdmissionReviews.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
 use serde_json::json;
+
+use crate::common::*;
 
 const HOOK: &str = "policy.example.com.test";
 

@@ -3,15 +3,14 @@
 //! version, and its patch comes back as a patch of the caller's object. Real proxy, real TLS,
 //! real example backend.
 
-mod common;
-
 use admission_proxy::api::RuleWithOperations;
 use admission_proxy::matching::{Rule, RuleInput};
 use admission_proxy::review::ParsedReview;
 use admission_proxy::{config, registration};
 use base64::Engine;
-use common::{fixture, webhook_config, TestBackend, TestProxy};
 use serde_json::{json, Value};
+
+use crate::common::{self, fixture, webhook_config, TestBackend, TestProxy};
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 

@@ -1,14 +1,13 @@
 //! Hot reload, through the real binary: a ConfigMap-style `..data` symlink swap, a plain file
 //! rewrite, and an invalid change that must not replace the last good configuration.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use admission_proxy::dispatch::{HttpClient, Target};
-use common::{BinaryProxy, Workspace};
+
+use crate::common::{self, BinaryProxy, Workspace};
 
 fn webhook(name: &str, operation: &str) -> String {
     format!(

@@ -4,8 +4,6 @@
 //! instead (README "Tests": a longer local run). Object conversions have their own property in
 //! `src/conversion/objects.rs` (it needs the per-kind sample objects).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -16,6 +14,8 @@ use admission_proxy::review::{ParsedReview, ReviewVersion};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::json;
+
+use crate::common;
 
 /// Runs `test` on `cases` values of `strategy` (or `PROPTEST_CASES`), from a fixed seed.
 fn check<S: Strategy>(

@@ -5,11 +5,10 @@
 //! it reproduces. All cases are loaded as one configuration and run one after another against
 //! one proxy; the failures are reported together.
 
-mod common;
-
 use base64::Engine as _;
-use common::{TestBackend, TestProxy};
 use serde_json::{json, Value};
+
+use crate::common::{self, TestBackend, TestProxy};
 
 /// What kube-apiserver does with the request, as the proxy must answer it.
 #[derive(Clone, Debug, PartialEq)]
@@ -356,7 +355,7 @@ fn groups_and_versions() -> Vec<Case> {
                     format!("apiGroups [{groups}] apiVersions [{versions}] vs {group}/{version}"),
                     "M§2",
                 )
-                // The exact pass; the Equivalent pass is `tests/equivalent.rs`'s.
+                // The exact pass; the Equivalent pass is `tests/it/equivalent.rs`'s.
                 .field("matchPolicy: Exact")
                 .rules(&rule("*", groups, versions, "*", None))
                 .review(request(Req {

@@ -1,8 +1,6 @@
 //! Test harness: a real proxy server and real example legacy backends on 127.0.0.1 with real
 //! TLS (rcgen certificates), configured through webhook configuration text.
 
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +45,8 @@ pub struct TestBackend {
     pub url: String,
     pub pki: TestPki,
     pub recorder: Arc<Recorder>,
-    handle: Option<ServerHandle>,
+    /// The backend's listener, kept with it (unread, like `TestProxy::_handle`).
+    _handle: Option<ServerHandle>,
 }
 
 impl TestBackend {
@@ -64,7 +63,7 @@ impl TestBackend {
             url: format!("https://{}", handle.local_addr),
             pki,
             recorder,
-            handle: Some(handle),
+            _handle: Some(handle),
         }
     }
 
@@ -81,6 +80,8 @@ impl TestBackend {
 
 /// The proxy under test and a client trusting it.
 pub struct TestProxy {
+    /// The server's state, for a test that inspects it (none does today).
+    #[allow(dead_code)]
     pub state: Arc<State>,
     pub addr: std::net::SocketAddr,
     /// The CA that signed the proxy's serving certificate, PEM.

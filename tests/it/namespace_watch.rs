@@ -5,18 +5,17 @@
 //! from live labels, flipping within 1 s of a watch event; kube-apiserver's lister-miss GET
 //! fallback; a failed lookup before sync decided by failurePolicy.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use admission_proxy::dispatch::HttpClient;
-use common::{BinaryProxy, TestBackend, Workspace};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+
+use crate::common::{self, BinaryProxy, TestBackend, Workspace};
 
 /// The stand-in API server's state, shared with the test.
 #[derive(Default)]

@@ -2,12 +2,11 @@
 //! (`maxTimeoutSeconds`, `--max-timeout-seconds`), end to end with real backends over TLS.
 //! With nothing configured the proxy behaves as kube-apiserver does (the other suites).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use admission_proxy::dispatch::HttpClient;
-use common::*;
+
+use crate::common::*;
 
 const POD: &str = "0096-create-core-v1-pods-v1.json";
 

@@ -3,8 +3,6 @@
 //! `--client-cn`, rotation), plain HTTP on the TLS port, mismatched serving pairs, `--version`
 //! and `--log-level` errors.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -14,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use admission_proxy::dispatch::HttpClient;
 use admission_proxy::tls::TestPki;
-use common::{
+
+use crate::common::{
     fixture, https_get, validating, wait_for_calls, BinaryProxy, TestBackend, Workspace, ALL,
 };
 

@@ -4,9 +4,7 @@
 //! counts, connections, build and configuration info; an unknown webhook name in a URL never
 //! becomes a label value.
 
-mod common;
-
-use common::{fixture, https_get, validating, BinaryProxy, TestBackend, Workspace, ALL};
+use crate::common::{fixture, https_get, validating, BinaryProxy, TestBackend, Workspace, ALL};
 
 /// The value of the series of `family` carrying every `labels` pair, if exported.
 fn value(metrics: &str, family: &str, labels: &[(&str, &str)]) -> Option<f64> {

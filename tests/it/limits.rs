@@ -2,14 +2,13 @@
 //! handshake that never completes, a trickled header, idle keep-alive connections, the
 //! connection cap and the in-flight cap. Timeouts are set to 1–2 s; each wait is bounded.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use admission_proxy::server::{Limits, DEFAULT_MAX_BODY_BYTES};
-use common::*;
+
+use crate::common::*;
 
 const WEBHOOK: &str = "slow.example.com";
 

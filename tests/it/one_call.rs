@@ -8,8 +8,6 @@
 //! received, or, with `--otlp-endpoint`, the proxy's own spans exported to a stand-in OTLP
 //! collector.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use admission_proxy::tls::TestPki;
-use common::{fixture, validating, TestProxy, ALL};
+
+use crate::common::{self, fixture, validating, TestProxy, ALL};
 
 /// What the backend does with the n-th request (0-based) it reads.
 #[derive(Clone, Copy, Debug)]

@@ -4,10 +4,9 @@
 //! and a mutating webhook sharing one name (cert-manager ships `webhook.cert-manager.io` in
 //! both), each on its typed route.
 
-mod common;
-
 use admission_proxy::tls::TestPki;
-use common::{fixture, webhook_config, TestBackend, TestProxy, ALL};
+
+use crate::common::{fixture, webhook_config, TestBackend, TestProxy, ALL};
 
 const POD: &str = "0096-create-core-v1-pods-v1.json";
 

@@ -1,0 +1,24 @@
+//! The integration tests, as one test binary (one link of the crate instead of one per file).
+//! Each module was a file of its own under `tests/`; a test is named by its module, e.g.
+//! `cargo test --test it one_call::` runs one module and `cargo test --test it
+//! hot_reload::reloads_under_load` one test. `common` is the shared harness.
+
+mod common;
+
+mod backends;
+mod bench;
+mod check;
+mod conformance;
+mod demo;
+mod end_to_end;
+mod equivalent;
+mod explain;
+mod hot_reload;
+mod limits;
+mod metrics;
+mod modes;
+mod namespace_watch;
+mod one_call;
+mod properties;
+mod registration;
+mod serving;
