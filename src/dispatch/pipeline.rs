@@ -16,7 +16,8 @@
 //!    patch back to the caller's version, apply mode Warn.
 //!
 //! Any failure on the way is one [`CallFailure`], answered by failurePolicy
-//! ([`Dispatcher::fail`]).
+//! ([`Dispatcher::fail`]). Uses what `dispatch` uses: `config`, `matching`, `conversion`,
+//! `review` and `telemetry`.
 
 use std::ops::ControlFlow;
 use std::pin::pin;

@@ -7,6 +7,7 @@
 //! `review`, `metrics`, `tls`.
 
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,7 @@ use tokio::sync::{watch, Notify};
 use crate::api::WebhookType;
 use crate::config::options::Mode;
 use crate::config::Snapshot;
-use crate::dispatch::{Decision, Dispatcher};
+use crate::dispatch::{Answer, Decision, Dispatcher};
 use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
@@ -457,30 +458,7 @@ impl Respond for AdmissionApp {
         let method = header.method.clone();
         let uri = header.uri.clone();
         let (path, query) = (uri.path(), uri.query().unwrap_or(""));
-        if method == "GET" {
-            if let Some(response) = observation(&self.state, path, Observations::ALL) {
-                return response;
-            }
-        }
-        if method == "POST"
-            && path.starts_with("/webhooks/")
-            && self.state.in_flight() > self.state.limits.max_requests_inflight
-        {
-            // kube-apiserver's own max-in-flight answer; its webhook client waits Retry-After
-            // and re-sends within its deadline (client-go's `checkWait`,
-            // `staging/src/k8s.io/client-go/rest/with_retry.go`).
-            crate::metrics::throttled();
-            let mut response = status_reply(
-                429,
-                "TooManyRequests",
-                format!(
-                    "Too many requests, please try again later: {} admissions are in flight (--max-requests-inflight)",
-                    self.state.limits.max_requests_inflight
-                ),
-            );
-            response
-                .headers_mut()
-                .insert("Retry-After", http::HeaderValue::from_static("1"));
+        if let Some(response) = self.before_body(&method, path) {
             return response;
         }
         let body = match read_body(session, self.state.max_body_bytes).await {
@@ -504,23 +482,13 @@ impl Respond for AdmissionApp {
                 return status_reply(400, "BadRequest", format!("cannot read request body: {e}"));
             }
         };
-        let Some((webhook_type, name)) = parse_route(path) else {
-            return status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}} or /webhooks/{{webhook name}}"));
-        };
-        if method != "POST" {
-            return status_reply(
-                405,
-                "MethodNotAllowed",
-                format!("{method} is not allowed: send AdmissionReviews with POST"),
-            );
-        }
-        let review = match ParsedReview::parse(&body) {
-            Ok(r) => r,
-            Err(e) => {
-                crate::metrics::bad_request("malformed");
-                tracing::warn!(webhook = name, error = %e, "rejected a request that is not an AdmissionReview");
-                return status_reply(400, "BadRequest", e.to_string());
-            }
+        let Routed {
+            webhook_type,
+            name,
+            review,
+        } = match resolve(&method, path, &body) {
+            ControlFlow::Continue(routed) => routed,
+            ControlFlow::Break(response) => return response,
         };
         let config = self.state.config.load();
         let webhook = match config.route(webhook_type, name) {
@@ -530,59 +498,130 @@ impl Respond for AdmissionApp {
                 return status_reply(404, "NotFound", e.to_string());
             }
         };
+        // Pinned where it is made: awaited as a temporary, the admission's (large) future would
+        // be copied into this one's state (34,000 instructions of memcpy, callgrind).
+        let answer = {
+            let headers = &session.req_header().headers;
+            let admit =
+                std::pin::pin!(self.admit(webhook, &review, &body, query, headers, received));
+            admit.await
+        };
+        self.observe(webhook, &review, &answer, received.elapsed());
+        let mut response = reply(answer.http_status, "application/json", answer.body);
+        response.headers_mut().insert(
+            DECISION_HEADER,
+            http::HeaderValue::from_static(answer.decision.as_str()),
+        );
+        response
+    }
+}
+
+impl AdmissionApp {
+    /// What is answered before the body is read: `/livez`, `/readyz`, `/metrics` on this
+    /// port, and the 429 of `--max-requests-inflight` for an admission over the limit.
+    fn before_body(&self, method: &http::Method, path: &str) -> Option<Response<Vec<u8>>> {
+        if method == "GET" {
+            return observation(&self.state, path, Observations::ALL);
+        }
+        if method != "POST"
+            || !path.starts_with("/webhooks/")
+            || self.state.in_flight() <= self.state.limits.max_requests_inflight
+        {
+            return None;
+        }
+        // kube-apiserver's own max-in-flight answer; its webhook client waits Retry-After and
+        // re-sends within its deadline (client-go's `checkWait`,
+        // `staging/src/k8s.io/client-go/rest/with_retry.go`).
+        crate::metrics::throttled();
+        let mut response = status_reply(
+            429,
+            "TooManyRequests",
+            format!(
+                "Too many requests, please try again later: {} admissions are in flight (--max-requests-inflight)",
+                self.state.limits.max_requests_inflight
+            ),
+        );
+        response
+            .headers_mut()
+            .insert("Retry-After", http::HeaderValue::from_static("1"));
+        Some(response)
+    }
+
+    /// The admission: `mode: Shadow` answers allowed at once and calls in the background;
+    /// otherwise the dispatcher decides (its phases in `dispatch/pipeline.rs`), within the
+    /// proxy's own span when spans are exported, and answered by failurePolicy if the shutdown
+    /// grace period runs out first.
+    async fn admit(
+        &self,
+        webhook: &Arc<crate::config::Webhook>,
+        review: &ParsedReview<'_>,
+        body: &[u8],
+        query: &str,
+        headers: &http::HeaderMap,
+        received: Instant,
+    ) -> Answer {
         let caller_timeout = caller_timeout(query);
         let _webhook_in_flight = webhook.metrics.in_flight();
-        let answer = if self.state.dispatcher.mode_of(webhook) == Mode::Shadow {
-            shadow(&self.state, webhook, &body, caller_timeout, received);
-            crate::dispatch::shadowed(&review)
-        } else {
-            // Static names: looked up without parsing the name per request.
-            static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
-            static TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
-            let headers = &session.req_header().headers;
-            let value = |name| headers.get(name).and_then(|v| v.to_str().ok());
-            let trace_context = TraceContext::new(value(&TRACEPARENT), value(&TRACESTATE));
-            // `--otlp-endpoint`: the proxy's own span for this admission, parented on the
-            // caller's context; without it nothing is allocated.
-            let span = self
-                .state
-                .spans
-                .as_ref()
-                .map(|s| s.admission(&trace_context, received, webhook, &review));
-            let answer = {
-                let trace_context = trace_context.with_span(span.as_ref());
-                // Pinned where it is made: moved into `select!`, the admission's (large) future
-                // was copied four times per admission (34,000 instructions of memcpy, callgrind).
-                let admit = std::pin::pin!(async {
-                    let namespaces = namespaces_for(&self.state, webhook, &review).await;
-                    self.state
-                        .dispatcher
-                        .admit(
-                            webhook,
-                            &review,
-                            namespaces.as_deref(),
-                            caller_timeout,
-                            received,
-                            trace_context,
-                        )
-                        .await
-                });
-                tokio::select! {
-                    biased;
-                    answer = admit => answer,
-                    () = self.state.grace_expired() => self.state.dispatcher.shutting_down(webhook, &review),
-                }
-            };
-            if let Some(span) = span {
-                let failed = matches!(
-                    answer.decision,
-                    Decision::FailedOpen | Decision::FailedClosed | Decision::Rejected
-                );
-                span.finish(answer.decision.as_str(), answer.http_status, failed);
+        if self.state.dispatcher.mode_of(webhook) == Mode::Shadow {
+            shadow(&self.state, webhook, body, caller_timeout, received);
+            return crate::dispatch::shadowed(review);
+        }
+        // Static names: looked up without parsing the name per request.
+        static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+        static TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
+        let value = |name| headers.get(name).and_then(|v| v.to_str().ok());
+        let trace_context = TraceContext::new(value(&TRACEPARENT), value(&TRACESTATE));
+        // `--otlp-endpoint`: the proxy's own span for this admission, parented on the caller's
+        // context; without it nothing is allocated.
+        let span = self
+            .state
+            .spans
+            .as_ref()
+            .map(|s| s.admission(&trace_context, received, webhook, review));
+        let answer = {
+            let trace_context = trace_context.with_span(span.as_ref());
+            // Pinned where it is made: moved into `select!`, the admission's (large) future was
+            // copied four times per admission (34,000 instructions of memcpy, callgrind).
+            let admit = std::pin::pin!(async {
+                let namespaces = namespaces_for(&self.state, webhook, review).await;
+                let dispatcher = &self.state.dispatcher;
+                let namespaces = namespaces.as_deref();
+                dispatcher
+                    .admit(
+                        webhook,
+                        review,
+                        namespaces,
+                        caller_timeout,
+                        received,
+                        trace_context,
+                    )
+                    .await
+            });
+            tokio::select! {
+                biased;
+                answer = admit => answer,
+                () = self.state.grace_expired() => self.state.dispatcher.shutting_down(webhook, review),
             }
-            answer
         };
-        let latency = received.elapsed();
+        if let Some(span) = span {
+            let failed = matches!(
+                answer.decision,
+                Decision::FailedOpen | Decision::FailedClosed | Decision::Rejected
+            );
+            span.finish(answer.decision.as_str(), answer.http_status, failed);
+        }
+        answer
+    }
+
+    /// Observation, once per admission: the log line, the redacted body at trace level, a
+    /// sampled capture, and the webhook's metrics.
+    fn observe(
+        &self,
+        webhook: &crate::config::Webhook,
+        review: &ParsedReview<'_>,
+        answer: &Answer,
+        latency: Duration,
+    ) {
         let request = &review.request;
         let resource = request.effective_resource();
         let sub = request.effective_sub_resource();
@@ -631,12 +670,46 @@ impl Respond for AdmissionApp {
             answer.backend,
             answer.conditions,
         );
-        let mut response = reply(answer.http_status, "application/json", answer.body);
-        response.headers_mut().insert(
-            DECISION_HEADER,
-            http::HeaderValue::from_static(answer.decision.as_str()),
-        );
-        response
+    }
+}
+
+/// An admission request routed: the webhook type and name from
+/// `POST /webhooks/{type}/{name}` and the body parsed once.
+struct Routed<'a> {
+    webhook_type: Option<WebhookType>,
+    name: &'a str,
+    review: ParsedReview<'a>,
+}
+
+/// The admission route and its AdmissionReview, or the answer: 404 for no route (a GET on an
+/// admission route included), 405 for another method, 400 for a body that is not an
+/// AdmissionReview.
+fn resolve<'a>(
+    method: &http::Method,
+    path: &'a str,
+    body: &'a [u8],
+) -> ControlFlow<Response<Vec<u8>>, Routed<'a>> {
+    let Some((webhook_type, name)) = parse_route(path) else {
+        return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}} or /webhooks/{{webhook name}}")));
+    };
+    if method != "POST" {
+        return ControlFlow::Break(status_reply(
+            405,
+            "MethodNotAllowed",
+            format!("{method} is not allowed: send AdmissionReviews with POST"),
+        ));
+    }
+    match ParsedReview::parse(body) {
+        Ok(review) => ControlFlow::Continue(Routed {
+            webhook_type,
+            name,
+            review,
+        }),
+        Err(e) => {
+            crate::metrics::bad_request("malformed");
+            tracing::warn!(webhook = name, error = %e, "rejected a request that is not an AdmissionReview");
+            ControlFlow::Break(status_reply(400, "BadRequest", e.to_string()))
+        }
     }
 }
 
