@@ -1,9 +1,17 @@
 //! Conformance with kube-apiserver, case by case, through the real server over TLS with a real
 //! legacy backend: each case is a webhook, a request, and what kube-apiserver would do (backend
-//! called or not, the proxy's decision, the status code). Every case cites the section of
-//! `../shared/reference/kube-apiserver-{matching,dispatch}-semantics.md` ("M§", "D§") or the KEP
-//! it reproduces. All cases are loaded as one configuration and run one after another against
-//! one proxy; the failures are reported together.
+//! called or not, the proxy's decision, the status code). All cases are loaded as one
+//! configuration and run one after another against one proxy; the failures are reported together.
+//!
+//! Every case cites the upstream code it reproduces, as `file function`. Paths are in
+//! kubernetes/kubernetes, relative to
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/`: `generic/webhook.go
+//! ShouldCallHook` is the function `ShouldCallHook` in
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`. Exceptions: a
+//! path starting with `pkg/` is relative to the repository root; one starting with `k8s.io/` is
+//! a staging module (`k8s.io/client-go/rest/request.go` is
+//! `staging/src/k8s.io/client-go/rest/request.go`); `KEP-3716` is kubernetes/enhancements
+//! `keps/sig-api-machinery/3716-admission-webhook-match-conditions` (matchConditions).
 
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -249,7 +257,8 @@ fn raw(code: u16, body: &str) -> String {
 // The cases, by section.
 // ---------------------------------------------------------------------------------------------
 
-/// M§2, M§0.4: the resources/subresources table.
+/// `predicates/rules/rules.go` `Matcher.resource` and `splitResource`: the resources/subresources
+/// table (`pods/*` also matches `pods`; `*` matches no subresource).
 fn resources() -> Vec<Case> {
     let requests = [
         ("pods", ""),
@@ -283,7 +292,7 @@ fn resources() -> Vec<Case> {
                         "resources [{entry}] vs {resource}{}{sub}",
                         if sub.is_empty() { "" } else { "/" }
                     ),
-                    "M§2, M§0.4",
+                    "predicates/rules/rules.go Matcher.Matches",
                 )
                 .rules(&rule("*", "", "v1", entry, None))
                 .review(request(Req {
@@ -301,7 +310,7 @@ fn resources() -> Vec<Case> {
     cases
 }
 
-/// M§2: operations, including CONNECT and `*`.
+/// `predicates/rules/rules.go` `Matcher.operation`: operations, including CONNECT and `*`.
 fn operations() -> Vec<Case> {
     let requests: [(&str, Req); 4] = [
         ("CREATE", Req::default()),
@@ -321,17 +330,21 @@ fn operations() -> Vec<Case> {
     for (ops, row) in table {
         for ((op, req), called) in requests.iter().zip(row) {
             cases.push(
-                Case::new(format!("operations [{ops}] vs {op}"), "M§2")
-                    .rules(&rule(ops, "*", "*", "*/*", None))
-                    .review(request(req.clone()))
-                    .expect(called_or_skipped(called)),
+                Case::new(
+                    format!("operations [{ops}] vs {op}"),
+                    "predicates/rules/rules.go Matcher.Matches",
+                )
+                .rules(&rule(ops, "*", "*", "*/*", None))
+                .review(request(req.clone()))
+                .expect(called_or_skipped(called)),
             );
         }
     }
     cases
 }
 
-/// M§2: apiGroups and apiVersions compare exactly, `*` is the only wildcard.
+/// `predicates/rules/rules.go` `Matcher.group`, `Matcher.version` (`exactOrWildcard`): apiGroups
+/// and apiVersions compare exactly, `*` is the only wildcard.
 fn groups_and_versions() -> Vec<Case> {
     let requests = [
         ("", "v1", "pods"),
@@ -353,7 +366,7 @@ fn groups_and_versions() -> Vec<Case> {
             cases.push(
                 Case::new(
                     format!("apiGroups [{groups}] apiVersions [{versions}] vs {group}/{version}"),
-                    "M§2",
+                    "predicates/rules/rules.go Matcher.Matches",
                 )
                 // The exact pass; the Equivalent pass is `tests/it/equivalent.rs`'s.
                 .field("matchPolicy: Exact")
@@ -372,7 +385,8 @@ fn groups_and_versions() -> Vec<Case> {
     cases
 }
 
-/// M§2, M§0.5: scope, with the Namespace resource always cluster-scoped.
+/// `predicates/rules/rules.go` `Matcher.scope`: scope, with the Namespace resource (any
+/// subresource) always cluster-scoped.
 fn scopes() -> Vec<Case> {
     let ns = |op: &'static str, namespace: &'static str, sub: &'static str| Req {
         op,
@@ -417,17 +431,23 @@ fn scopes() -> Vec<Case> {
     for (scope, row) in table {
         for ((what, req), called) in requests.iter().zip(row) {
             cases.push(
-                Case::new(format!("scope {scope} vs {what}"), "M§2, M§0.5")
-                    .rules(&rule("*", "*", "*", "*/*", Some(scope)))
-                    .review(request(req.clone()))
-                    .expect(called_or_skipped(called)),
+                Case::new(
+                    format!("scope {scope} vs {what}"),
+                    "predicates/rules/rules.go Matcher.Matches",
+                )
+                .rules(&rule("*", "*", "*", "*/*", Some(scope)))
+                .review(request(req.clone()))
+                .expect(called_or_skipped(called)),
             );
         }
     }
     cases
 }
 
-/// M§3, M§0.2, M§0.6: namespaceSelector and where the labels come from.
+/// `predicates/namespace/matcher.go` `MatchNamespaceSelector`, `GetNamespaceLabels`, and
+/// `generic/webhook.go` `ShouldCallHook` (a lookup error surfaces only once a rule matches):
+/// namespaceSelector and where the labels come from. Operators: `Requirement.Matches` in
+/// `k8s.io/apimachinery/pkg/labels/selector.go`.
 fn namespace_selectors() -> Vec<Case> {
     let prod = "namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: production}}";
     let env = "namespaceSelector: {matchLabels: {env: prod}}";
@@ -456,72 +476,113 @@ fn namespace_selectors() -> Vec<Case> {
         ..Req::default()
     };
     vec![
-        Case::new("stored labels match", "M§3").field(prod),
-        Case::new("stored labels do not match", "M§3")
-            .field(prod)
-            .review(request(in_ns("kube-system")))
-            .expect(Expect::Skip),
-        Case::new("NotIn matches production", "M§3, M§5").field(not_system),
-        Case::new("NotIn excludes kube-system", "M§3, M§5")
-            .field(not_system)
-            .review(request(in_ns("kube-system")))
-            .expect(Expect::Skip),
-        Case::new("unknown namespace, rule matches: 404", "M§0.1, M§3")
-            .field(prod)
-            .review(request(in_ns("ghost")))
-            .expect(Expect::Reject("rejected", 404))
-            .message("namespaces \"ghost\" not found"),
+        Case::new(
+            "stored labels match",
+            "predicates/namespace/matcher.go MatchNamespaceSelector",
+        )
+        .field(prod),
+        Case::new(
+            "stored labels do not match",
+            "predicates/namespace/matcher.go MatchNamespaceSelector",
+        )
+        .field(prod)
+        .review(request(in_ns("kube-system")))
+        .expect(Expect::Skip),
+        Case::new(
+            "NotIn matches production",
+            "predicates/namespace/matcher.go MatchNamespaceSelector",
+        )
+        .field(not_system),
+        Case::new(
+            "NotIn excludes kube-system",
+            "predicates/namespace/matcher.go MatchNamespaceSelector",
+        )
+        .field(not_system)
+        .review(request(in_ns("kube-system")))
+        .expect(Expect::Skip),
+        Case::new(
+            "unknown namespace, rule matches: 404",
+            "predicates/namespace/matcher.go MatchNamespaceSelector",
+        )
+        .field(prod)
+        .review(request(in_ns("ghost")))
+        .expect(Expect::Reject("rejected", 404))
+        .message("namespaces \"ghost\" not found"),
         Case::new(
             "unknown namespace with failurePolicy Ignore is still 404",
-            "M§0.1",
+            "generic/webhook.go ShouldCallHook",
         )
         .field(prod)
         .field("failurePolicy: Ignore")
         .review(request(in_ns("ghost")))
         .expect(Expect::Reject("rejected", 404)),
-        Case::new("unknown namespace, no rule matches: skip", "M§0.2")
-            .field(prod)
-            .rules(&rule("*", "", "v1", "services", None))
-            .review(request(in_ns("ghost")))
-            .expect(Expect::Skip),
-        Case::new("unknown namespace, objectSelector says no: skip", "M§0.2")
-            .field(prod)
-            .field("objectSelector: {matchLabels: {app: db}}")
-            .review(request(in_ns("ghost")))
-            .expect(Expect::Skip),
-        Case::new("empty selector never looks the namespace up", "M§3")
-            .field("namespaceSelector: {}")
-            .review(request(in_ns("ghost"))),
-        Case::new("cluster-scoped object is never excluded", "M§0.6")
-            .field(env)
-            .review(request(Req {
-                kind: "Node",
-                resource: "nodes",
-                namespace: "",
-                ..Req::default()
-            })),
-        Case::new("Namespace CREATE reads its own labels (match)", "M§0.6")
-            .field(env)
-            .review(request(ns("CREATE", "", "", json!({"env": "prod"})))),
-        Case::new("Namespace CREATE reads its own labels (no match)", "M§0.6")
-            .field(env)
-            .review(request(ns("CREATE", "", "", json!({"env": "dev"}))))
-            .expect(Expect::Skip),
-        Case::new("Namespace UPDATE reads its own new labels", "M§0.6")
-            .field(env)
-            .review(request(ns(
-                "UPDATE",
-                "production",
-                "",
-                json!({"env": "prod"}),
-            ))),
-        Case::new("Namespace DELETE reads the stored labels", "M§0.6")
-            .field(env)
-            .review(request(ns("DELETE", "production", "", Value::Null)))
-            .expect(Expect::Skip),
+        Case::new(
+            "unknown namespace, no rule matches: skip",
+            "generic/webhook.go ShouldCallHook",
+        )
+        .field(prod)
+        .rules(&rule("*", "", "v1", "services", None))
+        .review(request(in_ns("ghost")))
+        .expect(Expect::Skip),
+        Case::new(
+            "unknown namespace, objectSelector says no: skip",
+            "generic/webhook.go ShouldCallHook",
+        )
+        .field(prod)
+        .field("objectSelector: {matchLabels: {app: db}}")
+        .review(request(in_ns("ghost")))
+        .expect(Expect::Skip),
+        Case::new(
+            "empty selector never looks the namespace up",
+            "predicates/namespace/matcher.go MatchNamespaceSelector",
+        )
+        .field("namespaceSelector: {}")
+        .review(request(in_ns("ghost"))),
+        Case::new(
+            "cluster-scoped object is never excluded",
+            "predicates/namespace/matcher.go MatchNamespaceSelector",
+        )
+        .field(env)
+        .review(request(Req {
+            kind: "Node",
+            resource: "nodes",
+            namespace: "",
+            ..Req::default()
+        })),
+        Case::new(
+            "Namespace CREATE reads its own labels (match)",
+            "predicates/namespace/matcher.go GetNamespaceLabels",
+        )
+        .field(env)
+        .review(request(ns("CREATE", "", "", json!({"env": "prod"})))),
+        Case::new(
+            "Namespace CREATE reads its own labels (no match)",
+            "predicates/namespace/matcher.go GetNamespaceLabels",
+        )
+        .field(env)
+        .review(request(ns("CREATE", "", "", json!({"env": "dev"}))))
+        .expect(Expect::Skip),
+        Case::new(
+            "Namespace UPDATE reads its own new labels",
+            "predicates/namespace/matcher.go GetNamespaceLabels",
+        )
+        .field(env)
+        .review(request(ns(
+            "UPDATE",
+            "production",
+            "",
+            json!({"env": "prod"}),
+        ))),
+        Case::new(
+            "Namespace DELETE reads the stored labels",
+            "predicates/namespace/matcher.go GetNamespaceLabels",
+        )
+        .field(env)
+        .review(request(ns("DELETE", "production", "", Value::Null)))
+        .expect(Expect::Skip),
         Case::new(
             "namespaces/status reads the stored labels, not the object",
-            "M§0.6",
+            "predicates/namespace/matcher.go GetNamespaceLabels",
         )
         .field(env)
         .review(request(ns(
@@ -531,12 +592,15 @@ fn namespace_selectors() -> Vec<Case> {
             json!({"env": "prod"}),
         )))
         .expect(Expect::Skip),
-        Case::new("namespaces/finalize reads the stored labels", "M§0.6")
-            .field(prod)
-            .review(request(ns("UPDATE", "production", "finalize", json!({})))),
+        Case::new(
+            "namespaces/finalize reads the stored labels",
+            "predicates/namespace/matcher.go GetNamespaceLabels",
+        )
+        .field(prod)
+        .review(request(ns("UPDATE", "production", "finalize", json!({})))),
         Case::new(
             "a 'namespaces' resource of another group counts as Namespace",
-            "M§3",
+            "predicates/namespace/matcher.go GetNamespaceLabels",
         )
         .field(env)
         .review(request(Req {
@@ -551,7 +615,9 @@ fn namespace_selectors() -> Vec<Case> {
     ]
 }
 
-/// M§4, M§0.7, M§5: objectSelector on object and oldObject, every operator.
+/// `predicates/object/matcher.go` `MatchObjectSelector` (and `Requirement.Matches` in
+/// `k8s.io/apimachinery/pkg/labels/selector.go`): objectSelector on object and oldObject, every
+/// operator.
 fn object_selectors() -> Vec<Case> {
     let objects: [(&str, Req); 6] = [
         ("CREATE app=web", Req::default()),
@@ -612,7 +678,7 @@ fn object_selectors() -> Vec<Case> {
             cases.push(
                 Case::new(
                     format!("objectSelector {selector} vs {what}"),
-                    "M§4, M§0.7, M§5",
+                    "predicates/object/matcher.go MatchObjectSelector",
                 )
                 .field(format!("objectSelector: {selector}"))
                 .review(request(req.clone()))
@@ -623,7 +689,8 @@ fn object_selectors() -> Vec<Case> {
     cases
 }
 
-/// M§7, M§0.9: admission configuration kinds are exempt, by kind and group.
+/// `predicates/rules/rules.go` `IsExemptAdmissionConfigurationResource`, checked first by
+/// `generic/webhook.go` `Dispatch`: admission configuration kinds are exempt, by kind and group.
 fn exemptions() -> Vec<Case> {
     let mut cases = Vec::new();
     for kind in [
@@ -636,21 +703,28 @@ fn exemptions() -> Vec<Case> {
     ] {
         for version in ["v1", "v1beta1"] {
             cases.push(
-                Case::new(format!("exempt {kind} {version}"), "M§7, M§0.9")
-                    .review(request(Req {
-                        group: "admissionregistration.k8s.io",
-                        api_version: version,
-                        kind,
-                        resource: "things",
-                        namespace: "",
-                        ..Req::default()
-                    }))
-                    .expect(Expect::Skip),
+                Case::new(
+                    format!("exempt {kind} {version}"),
+                    "predicates/rules/rules.go IsExemptAdmissionConfigurationResource",
+                )
+                .review(request(Req {
+                    group: "admissionregistration.k8s.io",
+                    api_version: version,
+                    kind,
+                    resource: "things",
+                    namespace: "",
+                    ..Req::default()
+                }))
+                .expect(Expect::Skip),
             );
         }
     }
     cases.push(
-        Case::new("same kind in another group is not exempt", "M§7").review(request(Req {
+        Case::new(
+            "same kind in another group is not exempt",
+            "predicates/rules/rules.go IsExemptAdmissionConfigurationResource",
+        )
+        .review(request(Req {
             group: "example.com",
             kind: "ValidatingWebhookConfiguration",
             resource: "validatingwebhookconfigurations",
@@ -671,44 +745,54 @@ fn match_conditions_field(list: &[&str]) -> String {
     format!("matchConditions: [{}]", items.join(", "))
 }
 
-/// M§8, M§0.3, KEP-3716: matchConditions.
+/// `matchconditions/matcher.go` `Match` (any `false` wins, then failurePolicy),
+/// `generic/webhook.go` `ShouldCallHook` (after the rules; an error is a 403 Forbidden),
+/// KEP-3716: matchConditions.
 fn match_conditions() -> Vec<Case> {
     let cond = match_conditions_field;
     let err = "object.spec.missing == 1";
     vec![
-        Case::new("true calls", "M§8").field(cond(&["true"])),
-        Case::new("false skips", "M§8").field(cond(&["false"])).expect(Expect::Skip),
+        Case::new("true calls", "matchconditions/matcher.go Match").field(cond(&["true"])),
+        Case::new("false skips", "matchconditions/matcher.go Match")
+            .field(cond(&["false"])).expect(Expect::Skip),
         Case::new("object labels", "KEP-3716").field(cond(&["object.metadata.labels.app == 'web'"])),
-        Case::new("oldObject is null on CREATE", "M§8").field(cond(&["oldObject == null"])),
-        Case::new("namespaceObject is null for webhooks", "M§8").field(cond(&["namespaceObject == null"])),
-        Case::new("request.userInfo", "M§8").field(cond(&["request.userInfo.username == 'jane' && 'devs' in request.userInfo.groups"])),
-        Case::new("request fields", "M§8").field(cond(&["request.namespace == 'production' && request.resource.resource == 'pods' && request.operation == 'CREATE' && request.subResource == ''"])),
+        Case::new("oldObject is null on CREATE", "matchconditions/matcher.go Match")
+            .field(cond(&["oldObject == null"])),
+        Case::new("namespaceObject is null for webhooks", "matchconditions/matcher.go Match").field(cond(&["namespaceObject == null"])),
+        Case::new("request.userInfo", "matchconditions/matcher.go Match").field(cond(&["request.userInfo.username == 'jane' && 'devs' in request.userInfo.groups"])),
+        Case::new("request fields", "matchconditions/matcher.go Match").field(cond(&["request.namespace == 'production' && request.resource.resource == 'pods' && request.operation == 'CREATE' && request.subResource == ''"])),
         Case::new("exclude kubelet requests (KEP example)", "KEP-3716").field(cond(&["!('system:nodes' in request.userInfo.groups)"])),
-        Case::new("any false wins over an error under Fail", "M§0.3").field(cond(&[err, "false"])).expect(Expect::Skip),
-        Case::new("a false after an error still wins", "M§0.3").field(cond(&["false", err])).expect(Expect::Skip),
-        Case::new("error under Fail rejects 403", "M§8")
+        Case::new("any false wins over an error under Fail", "matchconditions/matcher.go Match").field(cond(&[err, "false"])).expect(Expect::Skip),
+        Case::new("a false after an error still wins", "matchconditions/matcher.go Match").field(cond(&["false", err])).expect(Expect::Skip),
+        Case::new("error under Fail rejects 403", "generic/webhook.go ShouldCallHook")
             .field(cond(&[err])).expect(Expect::Reject("rejected", 403))
             .message(format!("pods \"p\" is forbidden: expression '{err}' resulted in error")),
-        Case::new("error with a true under Fail rejects", "M§8").field(cond(&["true", err])).expect(Expect::Reject("rejected", 403)),
-        Case::new("two errors are aggregated", "M§8").field(cond(&[err, err])).expect(Expect::Reject("rejected", 403)).message("is forbidden: [expression"),
-        Case::new("error under Ignore skips", "M§0.3").field(cond(&[err])).field("failurePolicy: Ignore").expect(Expect::Skip),
-        Case::new("v1beta1 default failurePolicy Ignore skips on error", "M§9").field(cond(&[err])).v1beta1().expect(Expect::Skip),
-        Case::new("forbidden message names resource.group", "M§8")
+        Case::new("error with a true under Fail rejects", "matchconditions/matcher.go Match").field(cond(&["true", err])).expect(Expect::Reject("rejected", 403)),
+        Case::new("two errors are aggregated", "matchconditions/matcher.go Match").field(cond(&[err, err])).expect(Expect::Reject("rejected", 403)).message("is forbidden: [expression"),
+        Case::new("error under Ignore skips", "matchconditions/matcher.go Match").field(cond(&[err])).field("failurePolicy: Ignore").expect(Expect::Skip),
+        Case::new("v1beta1 default failurePolicy Ignore skips on error", "pkg/apis/admissionregistration/v1beta1/defaults.go").field(cond(&[err])).v1beta1().expect(Expect::Skip),
+        Case::new("forbidden message names resource.group", "generic/webhook.go ShouldCallHook")
             .field(cond(&[err]))
             .review(request(Req { group: "apps", kind: "Deployment", resource: "deployments", ..Req::default() }))
             .expect(Expect::Reject("rejected", 403)).message("deployments.apps \"p\" is forbidden"),
-        Case::new("conditions run after rules: no rule, no error", "M§1")
+        Case::new(
+            "conditions run after rules: no rule, no error",
+            "generic/webhook.go ShouldCallHook",
+        )
             .field(cond(&[err])).rules(&rule("*", "", "v1", "services", None)).expect(Expect::Skip),
-        Case::new("regex matches", "M§8").field(cond(&["object.metadata.name.matches('^p$')"])),
-        Case::new("optional field access", "M§8").field(cond(&["object.?spec.?nodeName.orValue('') == ''"])),
+        Case::new("regex matches", "k8s.io/apiserver/pkg/cel/environment/base.go")
+            .field(cond(&["object.metadata.name.matches('^p$')"])),
+        Case::new("optional field access", "k8s.io/apiserver/pkg/cel/environment/base.go").field(cond(&["object.?spec.?nodeName.orValue('') == ''"])),
     ]
     .into_iter()
     .chain(cost_limits())
     .collect()
 }
 
-/// M§8 "Cost limits", M§0.3: the per-call limit (1,000,000) is a per-condition error; the
-/// per-webhook budget (2,500,000) fails the whole evaluation, even over an earlier `false`.
+/// `k8s.io/apiserver/pkg/apis/cel/config.go` (`PerCallLimit`,
+/// `RuntimeCELCostBudgetMatchConditions`) and `matchconditions/matcher.go` `Match`: the per-call
+/// limit (1,000,000) is a per-condition error; the per-webhook budget (2,500,000) fails the whole
+/// evaluation, even over an earlier `false`.
 fn cost_limits() -> Vec<Case> {
     let cond = match_conditions_field;
     // `contains` costs ceil(len/10) × ceil(sub/10): 2 × 2 on 20 characters; 1,050 × 1,050
@@ -727,31 +811,46 @@ fn cost_limits() -> Vec<Case> {
     let budget = "is forbidden: validation failed due to running out of cost budget, no further validation rules will be run";
     let big = || annotated(10_500);
     vec![
-        Case::new("short strings are cheap: called", "M§8 cost limits")
-            .field(cond(&[contains]))
-            .review(annotated(20)),
-        Case::new("per-call limit under Fail rejects 403", "M§8 cost limits")
-            .field(cond(&[contains]))
-            .review(big())
-            .expect(Expect::Reject("rejected", 403))
-            .message(cancelled),
-        Case::new("per-call limit in a comprehension", "M§8 cost limits")
-            .field(cond(&[&looped]))
-            .review(annotated(3_000))
-            .expect(Expect::Reject("rejected", 403))
-            .message(cancelled),
-        Case::new("per-call limit under Ignore skips", "M§8 cost limits")
-            .field(cond(&[contains]))
-            .review(big())
-            .field("failurePolicy: Ignore")
-            .expect(Expect::Skip),
-        Case::new("per-call limit loses to a false", "M§0.3")
-            .field(cond(&[contains, "false"]))
-            .review(big())
-            .expect(Expect::Skip),
+        Case::new(
+            "short strings are cheap: called",
+            "k8s.io/apiserver/pkg/apis/cel/config.go",
+        )
+        .field(cond(&[contains]))
+        .review(annotated(20)),
+        Case::new(
+            "per-call limit under Fail rejects 403",
+            "k8s.io/apiserver/pkg/apis/cel/config.go",
+        )
+        .field(cond(&[contains]))
+        .review(big())
+        .expect(Expect::Reject("rejected", 403))
+        .message(cancelled),
+        Case::new(
+            "per-call limit in a comprehension",
+            "k8s.io/apiserver/pkg/apis/cel/config.go",
+        )
+        .field(cond(&[&looped]))
+        .review(annotated(3_000))
+        .expect(Expect::Reject("rejected", 403))
+        .message(cancelled),
+        Case::new(
+            "per-call limit under Ignore skips",
+            "matchconditions/matcher.go Match",
+        )
+        .field(cond(&[contains]))
+        .review(big())
+        .field("failurePolicy: Ignore")
+        .expect(Expect::Skip),
+        Case::new(
+            "per-call limit loses to a false",
+            "matchconditions/matcher.go Match",
+        )
+        .field(cond(&[contains, "false"]))
+        .review(big())
+        .expect(Expect::Skip),
         Case::new(
             "two cancelled conditions stay within the budget",
-            "M§8 cost limits",
+            "k8s.io/apiserver/pkg/apis/cel/config.go",
         )
         .field(cond(&[contains, contains]))
         .review(big())
@@ -759,20 +858,23 @@ fn cost_limits() -> Vec<Case> {
         .message("is forbidden: [expression"),
         Case::new(
             "budget out under Fail rejects even after a false",
-            "M§0.3, M§8",
+            "matchconditions/matcher.go Match",
         )
         .field(cond(&["false", contains, contains, contains]))
         .review(big())
         .expect(Expect::Reject("rejected", 403))
         .message(budget),
-        Case::new("budget out under Ignore skips", "M§8 cost limits")
-            .field(cond(&[contains, contains, contains]))
-            .review(big())
-            .field("failurePolicy: Ignore")
-            .expect(Expect::Skip),
+        Case::new(
+            "budget out under Ignore skips",
+            "matchconditions/matcher.go Match",
+        )
+        .field(cond(&[contains, contains, contains]))
+        .review(big())
+        .field("failurePolicy: Ignore")
+        .expect(Expect::Skip),
         Case::new(
             "one step over the whole budget is a budget error",
-            "M§8 cost limits",
+            "k8s.io/apiserver/pkg/apis/cel/config.go",
         )
         .field(cond(&[contains]))
         .review(annotated(20_000))
@@ -788,38 +890,51 @@ fn cel_library() -> Vec<Case> {
     for f in admission_proxy::matching::cel_env::FUNCTIONS {
         let condition = |e: String| format!("matchConditions: [{{name: f, expression: {e:?}}}]");
         cases.push(
-            Case::new(format!("CEL {} ({})", f.name, f.library), "M§8, base.go")
-                .field(condition(f.example.to_string())),
+            Case::new(
+                format!("CEL {} ({})", f.name, f.library),
+                "k8s.io/apiserver/pkg/cel/environment/base.go",
+            )
+            .field(condition(f.example.to_string())),
         );
         cases.push(
-            Case::new(format!("CEL {} negated", f.name), "M§8, base.go")
-                .field(condition(format!("!({})", f.example)))
-                .expect(Expect::Skip),
+            Case::new(
+                format!("CEL {} negated", f.name),
+                "k8s.io/apiserver/pkg/cel/environment/base.go",
+            )
+            .field(condition(format!("!({})", f.example)))
+            .expect(Expect::Skip),
         );
     }
     cases
 }
 
-/// M§9, D§16: v1 and v1beta1 defaults.
+/// `pkg/apis/admissionregistration/v1/defaults.go` and `.../v1beta1/defaults.go`: v1 and v1beta1
+/// defaults.
 fn defaults() -> Vec<Case> {
     let dead = "/status/503";
     vec![
-        Case::new("v1 failurePolicy defaults to Fail", "M§9")
-            .backend(dead)
-            .expect(Expect::Call("failed-closed", Some(500))),
-        Case::new("v1beta1 failurePolicy defaults to Ignore", "M§9")
-            .v1beta1()
-            .backend(dead)
-            .expect(Expect::Call("failed-open", None)),
+        Case::new(
+            "v1 failurePolicy defaults to Fail",
+            "pkg/apis/admissionregistration/v1/defaults.go",
+        )
+        .backend(dead)
+        .expect(Expect::Call("failed-closed", Some(500))),
+        Case::new(
+            "v1beta1 failurePolicy defaults to Ignore",
+            "pkg/apis/admissionregistration/v1beta1/defaults.go",
+        )
+        .v1beta1()
+        .backend(dead)
+        .expect(Expect::Call("failed-open", None)),
         Case::new(
             "v1beta1 admissionReviewVersions defaults to [v1beta1]",
-            "M§9",
+            "pkg/apis/admissionregistration/v1beta1/defaults.go",
         )
         .v1beta1()
         .backend("/only/v1beta1/allow"),
         Case::new(
             "v1beta1 sideEffects defaults to Unknown: dry run rejected",
-            "M§9, D§0.12",
+            "pkg/apis/admissionregistration/v1beta1/defaults.go",
         )
         .v1beta1()
         .review(request(Req {
@@ -828,29 +943,40 @@ fn defaults() -> Vec<Case> {
         }))
         .expect(Expect::Reject("rejected-dry-run", 400)),
         {
-            let mut c = Case::new("v1 timeoutSeconds defaults to 10", "M§9, D§0.13");
+            let mut c = Case::new(
+                "v1 timeoutSeconds defaults to 10",
+                "pkg/apis/admissionregistration/v1/defaults.go",
+            );
             c.caller_timeout = 30;
             c.backend_query = Some("?timeout=10s".into());
             c
         },
         {
-            let mut c = Case::new("v1beta1 timeoutSeconds defaults to 30", "M§9, D§0.13").v1beta1();
+            let mut c = Case::new(
+                "v1beta1 timeoutSeconds defaults to 30",
+                "pkg/apis/admissionregistration/v1beta1/defaults.go",
+            )
+            .v1beta1();
             c.caller_timeout = 30;
             c.backend_query = Some("?timeout=30s".into());
             c
         },
-        Case::new("v1beta1 rules scope defaults to *", "M§9")
-            .v1beta1()
-            .review(request(Req {
-                kind: "Node",
-                resource: "nodes",
-                namespace: "",
-                ..Req::default()
-            })),
+        Case::new(
+            "v1beta1 rules scope defaults to *",
+            "pkg/apis/admissionregistration/v1beta1/defaults.go",
+        )
+        .v1beta1()
+        .review(request(Req {
+            kind: "Node",
+            resource: "nodes",
+            namespace: "",
+            ..Req::default()
+        })),
     ]
 }
 
-/// D§2: AdmissionReview version negotiation; the caller is answered in its own version.
+/// `request/admissionreview.go` `CreateAdmissionObjects`: AdmissionReview version negotiation; the
+/// caller is answered in its own version.
 fn versions() -> Vec<Case> {
     let mut cases = Vec::new();
     for (list, sent) in [
@@ -864,7 +990,7 @@ fn versions() -> Vec<Case> {
         for caller in ["v1", "v1beta1"] {
             let mut c = Case::new(
                 format!("admissionReviewVersions {list}, caller {caller}"),
-                "D§2",
+                "request/admissionreview.go CreateAdmissionObjects",
             )
             .field(format!("admissionReviewVersions: {list}"))
             .backend(format!("/only/{sent}/allow"))
@@ -883,7 +1009,10 @@ fn versions() -> Vec<Case> {
     cases
 }
 
-/// D§6, D§0.7–0.9: response verification, in order, before `allowed` is read.
+/// `request/admissionreview.go` `VerifyAdmissionResponse`, called by `validating/dispatcher.go`
+/// `callHook` after `Result.Into` has decoded the answer into the version sent: response
+/// verification, in order, before `allowed` is read. Failures are call failures, so
+/// failurePolicy applies (`validating/dispatcher.go` `Dispatch`).
 fn verification() -> Vec<Case> {
     let v1 = |response: &str| {
         raw(
@@ -910,42 +1039,125 @@ fn verification() -> Vec<Case> {
     let patch = base64::engine::general_purpose::STANDARD
         .encode(r#"[{"op":"add","path":"/metadata/annotations","value":{"a":"b"}}]"#);
     vec![
-        Case::new("response absent", "D§6 v1.1").backend(raw(200, r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#))
-            .expect(Expect::Call("failed-closed", Some(500))).message("webhook response was absent"),
-        Case::new("uid mismatch", "D§6 v1.2").backend(v1(r#"{"uid":"other","allowed":true}"#))
-            .expect(Expect::Call("failed-closed", Some(500))).message("expected response.uid="),
-        Case::new("uid mismatch on a denial fails open under Ignore", "D§0.9").field("failurePolicy: Ignore")
-            .backend(v1(r#"{"uid":"other","allowed":false}"#)).expect(Expect::Call("failed-open", None)),
-        Case::new("apiVersion and kind missing", "D§6 v1.3").backend(raw(200, r#"{"response":{"uid":"$UID","allowed":true}}"#))
-            .expect(Expect::Call("failed-closed", Some(500))).message("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got /, Kind="),
-        Case::new("v1 request answered in v1beta1", "D§0.7").backend(beta(r#"{"uid":"$UID","allowed":true}"#))
-            .expect(Expect::Call("failed-closed", Some(500))),
-        Case::new("validating webhook returns a patch", "D§6 v1.5")
-            .backend(v1(&format!(r#"{{"uid":"$UID","allowed":true,"patchType":"JSONPatch","patch":"{patch}"}}"#)))
-            .expect(Expect::Call("failed-closed", Some(500))).message("validating webhook may not return response.patch"),
-        Case::new("mutating: patch without patchType", "D§6 v1.4").mutating()
-            .backend(v1(&format!(r#"{{"uid":"$UID","allowed":true,"patch":"{patch}"}}"#)))
-            .expect(Expect::Call("failed-closed", Some(500))).message("webhook returned response.patch but not response.patchType"),
-        Case::new("mutating: patchType without patch", "D§6 v1.4").mutating()
-            .backend(v1(r#"{"uid":"$UID","allowed":true,"patchType":"JSONPatch"}"#))
-            .expect(Expect::Call("failed-closed", Some(500))).message("webhook returned response.patchType but not response.patch"),
-        Case::new("mutating: empty patchType", "D§6 v1.4").mutating()
-            .backend(v1(&format!(r#"{{"uid":"$UID","allowed":true,"patchType":"","patch":"{patch}"}}"#)))
-            .expect(Expect::Call("failed-closed", Some(500))).message("invalid response.patchType"),
-        Case::new("missing allowed is a denial", "D§0.8").backend(v1(r#"{"uid":"$UID"}"#)).expect(Expect::Call("denied", Some(400))),
-        Case::new("'Allowed' (wrong case) is a denial", "D§0.8").backend(v1(r#"{"uid":"$UID","Allowed":true}"#)).expect(Expect::Call("denied", Some(400))),
-        Case::new("v1beta1 answer may omit uid, apiVersion and kind", "D§6 v1beta1")
-            .field("admissionReviewVersions: [v1beta1]").review(v1beta1_caller()).backend(raw(200, r#"{"response":{"allowed":true}}"#)),
-        Case::new("v1beta1 answer with wrong apiVersion fails", "D§0.7")
-            .field("admissionReviewVersions: [v1beta1]").review(v1beta1_caller())
-            .backend(v1(r#"{"uid":"$UID","allowed":true}"#)).expect(Expect::Call("failed-closed", Some(500))),
-        Case::new("v1beta1 validating patch is ignored", "D§6 v1beta1")
-            .field("admissionReviewVersions: [v1beta1]").review(v1beta1_caller())
-            .backend(beta(&format!(r#"{{"uid":"$UID","allowed":true,"patch":"{patch}"}}"#))),
+        Case::new(
+            "response absent",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .backend(raw(
+            200,
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+        ))
+        .expect(Expect::Call("failed-closed", Some(500)))
+        .message("webhook response was absent"),
+        Case::new(
+            "uid mismatch",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .backend(v1(r#"{"uid":"other","allowed":true}"#))
+        .expect(Expect::Call("failed-closed", Some(500)))
+        .message("expected response.uid="),
+        Case::new(
+            "uid mismatch on a denial fails open under Ignore",
+            "validating/dispatcher.go Dispatch",
+        )
+        .field("failurePolicy: Ignore")
+        .backend(v1(r#"{"uid":"other","allowed":false}"#))
+        .expect(Expect::Call("failed-open", None)),
+        Case::new(
+            "apiVersion and kind missing",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .backend(raw(200, r#"{"response":{"uid":"$UID","allowed":true}}"#))
+        .expect(Expect::Call("failed-closed", Some(500)))
+        .message(
+            "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got /, Kind=",
+        ),
+        Case::new(
+            "v1 request answered in v1beta1",
+            "validating/dispatcher.go callHook",
+        )
+        .backend(beta(r#"{"uid":"$UID","allowed":true}"#))
+        .expect(Expect::Call("failed-closed", Some(500))),
+        Case::new(
+            "validating webhook returns a patch",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .backend(v1(&format!(
+            r#"{{"uid":"$UID","allowed":true,"patchType":"JSONPatch","patch":"{patch}"}}"#
+        )))
+        .expect(Expect::Call("failed-closed", Some(500)))
+        .message("validating webhook may not return response.patch"),
+        Case::new(
+            "mutating: patch without patchType",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .mutating()
+        .backend(v1(&format!(
+            r#"{{"uid":"$UID","allowed":true,"patch":"{patch}"}}"#
+        )))
+        .expect(Expect::Call("failed-closed", Some(500)))
+        .message("webhook returned response.patch but not response.patchType"),
+        Case::new(
+            "mutating: patchType without patch",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .mutating()
+        .backend(v1(
+            r#"{"uid":"$UID","allowed":true,"patchType":"JSONPatch"}"#,
+        ))
+        .expect(Expect::Call("failed-closed", Some(500)))
+        .message("webhook returned response.patchType but not response.patch"),
+        Case::new(
+            "mutating: empty patchType",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .mutating()
+        .backend(v1(&format!(
+            r#"{{"uid":"$UID","allowed":true,"patchType":"","patch":"{patch}"}}"#
+        )))
+        .expect(Expect::Call("failed-closed", Some(500)))
+        .message("invalid response.patchType"),
+        Case::new(
+            "missing allowed is a denial",
+            "validating/dispatcher.go callHook",
+        )
+        .backend(v1(r#"{"uid":"$UID"}"#))
+        .expect(Expect::Call("denied", Some(400))),
+        Case::new(
+            "'Allowed' (wrong case) is a denial",
+            "validating/dispatcher.go callHook",
+        )
+        .backend(v1(r#"{"uid":"$UID","Allowed":true}"#))
+        .expect(Expect::Call("denied", Some(400))),
+        Case::new(
+            "v1beta1 answer may omit uid, apiVersion and kind",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .field("admissionReviewVersions: [v1beta1]")
+        .review(v1beta1_caller())
+        .backend(raw(200, r#"{"response":{"allowed":true}}"#)),
+        Case::new(
+            "v1beta1 answer with wrong apiVersion fails",
+            "validating/dispatcher.go callHook",
+        )
+        .field("admissionReviewVersions: [v1beta1]")
+        .review(v1beta1_caller())
+        .backend(v1(r#"{"uid":"$UID","allowed":true}"#))
+        .expect(Expect::Call("failed-closed", Some(500))),
+        Case::new(
+            "v1beta1 validating patch is ignored",
+            "request/admissionreview.go VerifyAdmissionResponse",
+        )
+        .field("admissionReviewVersions: [v1beta1]")
+        .review(v1beta1_caller())
+        .backend(beta(&format!(
+            r#"{{"uid":"$UID","allowed":true,"patch":"{patch}"}}"#
+        ))),
     ]
 }
 
-/// D§0.1, D§7: denials and their status codes.
+/// `errors/statuserror.go` `ToStatusErr`: denials and their status codes; failurePolicy does not
+/// apply to them (`validating/dispatcher.go` `Dispatch`).
 fn denials() -> Vec<Case> {
     let deny = |status: &str| {
         raw(
@@ -956,32 +1168,48 @@ fn denials() -> Vec<Case> {
         )
     };
     vec![
-        Case::new("denial keeps 403", "D§7").backend(deny(r#"{"code":403,"message":"no"}"#)).expect(Expect::Call("denied", Some(403))),
-        Case::new("denial without code is 400", "D§0.1").backend(deny(r#"{"message":"no"}"#)).expect(Expect::Call("denied", Some(400))),
-        Case::new("denial with code 200 is 400", "D§0.1").backend(deny(r#"{"code":200,"message":"no"}"#)).expect(Expect::Call("denied", Some(400))),
-        Case::new("denial with code 399 is 400", "D§0.1").backend(deny(r#"{"code":399}"#)).expect(Expect::Call("denied", Some(400))),
-        Case::new("denial keeps 429", "D§7").backend(deny(r#"{"code":429,"message":"slow down"}"#)).expect(Expect::Call("denied", Some(429))),
-        Case::new("denial keeps codes above 599", "D§7").backend(deny(r#"{"code":700}"#)).expect(Expect::Call("denied", Some(700))),
-        Case::new("denial without status is 400", "D§7").backend(raw(200, r#"{"apiVersion":"$API","kind":"AdmissionReview","response":{"uid":"$UID","allowed":false}}"#)).expect(Expect::Call("denied", Some(400))),
-        Case::new("denial under Ignore is still a denial", "D§7").field("failurePolicy: Ignore").backend("/deny").expect(Expect::Call("denied", Some(403))),
+        Case::new("denial keeps 403", "errors/statuserror.go ToStatusErr").backend(deny(r#"{"code":403,"message":"no"}"#)).expect(Expect::Call("denied", Some(403))),
+        Case::new("denial without code is 400", "errors/statuserror.go ToStatusErr").backend(deny(r#"{"message":"no"}"#)).expect(Expect::Call("denied", Some(400))),
+        Case::new("denial with code 200 is 400", "errors/statuserror.go ToStatusErr").backend(deny(r#"{"code":200,"message":"no"}"#)).expect(Expect::Call("denied", Some(400))),
+        Case::new("denial with code 399 is 400", "errors/statuserror.go ToStatusErr").backend(deny(r#"{"code":399}"#)).expect(Expect::Call("denied", Some(400))),
+        Case::new("denial keeps 429", "errors/statuserror.go ToStatusErr").backend(deny(r#"{"code":429,"message":"slow down"}"#)).expect(Expect::Call("denied", Some(429))),
+        Case::new("denial keeps codes above 599", "errors/statuserror.go ToStatusErr").backend(deny(r#"{"code":700}"#)).expect(Expect::Call("denied", Some(700))),
+        Case::new("denial without status is 400", "errors/statuserror.go ToStatusErr").backend(raw(200, r#"{"apiVersion":"$API","kind":"AdmissionReview","response":{"uid":"$UID","allowed":false}}"#)).expect(Expect::Call("denied", Some(400))),
+        Case::new("denial under Ignore is still a denial", "validating/dispatcher.go Dispatch").field("failurePolicy: Ignore").backend("/deny").expect(Expect::Call("denied", Some(403))),
     ]
 }
 
-/// D§0.2, D§0.6, D§5: HTTP status and body of the backend's answer.
+/// `k8s.io/client-go/rest/request.go` `transformResponse` and `Result.Into` (called from
+/// `validating/dispatcher.go` `callHook`), with the any-format decoder of
+/// `k8s.io/apiserver/pkg/util/webhook/client.go` `NewClientManager`: HTTP status and body of the
+/// backend's answer.
 fn http_answers() -> Vec<Case> {
     let allow = r#"{"apiVersion":"$API","kind":"AdmissionReview","response":{"uid":"$UID","allowed":true}}"#;
     let mut cases = vec![
-        Case::new("empty body is a call failure", "D§0.6")
-            .backend("/empty")
-            .expect(Expect::Call("failed-closed", Some(500))),
-        Case::new("YAML body is accepted", "D§0.6").backend("/yaml"),
-        Case::new("garbage body is a call failure", "D§5")
-            .backend("/garbage")
-            .expect(Expect::Call("failed-closed", Some(500))),
-        Case::new("garbage body under Ignore fails open", "D§9")
-            .field("failurePolicy: Ignore")
-            .backend("/garbage")
-            .expect(Expect::Call("failed-open", None)),
+        Case::new(
+            "empty body is a call failure",
+            "k8s.io/client-go/rest/request.go Result.Into",
+        )
+        .backend("/empty")
+        .expect(Expect::Call("failed-closed", Some(500))),
+        Case::new(
+            "YAML body is accepted",
+            "k8s.io/apiserver/pkg/util/webhook/client.go NewClientManager",
+        )
+        .backend("/yaml"),
+        Case::new(
+            "garbage body is a call failure",
+            "k8s.io/client-go/rest/request.go Result.Into",
+        )
+        .backend("/garbage")
+        .expect(Expect::Call("failed-closed", Some(500))),
+        Case::new(
+            "garbage body under Ignore fails open",
+            "validating/dispatcher.go Dispatch",
+        )
+        .field("failurePolicy: Ignore")
+        .backend("/garbage")
+        .expect(Expect::Call("failed-open", None)),
     ];
     for code in [200u16, 201, 202, 204, 206] {
         let expect = if code == 204 {
@@ -992,31 +1220,38 @@ fn http_answers() -> Vec<Case> {
         // 204 carries no body, which is the empty-body failure.
         let body = if code == 204 { "" } else { allow };
         cases.push(
-            Case::new(format!("HTTP {code} counts as success"), "D§0.6")
-                .backend(raw(code, body))
-                .expect(expect),
+            Case::new(
+                format!("HTTP {code} counts as success"),
+                "k8s.io/client-go/rest/request.go transformResponse",
+            )
+            .backend(raw(code, body))
+            .expect(expect),
         );
     }
     for code in [400u16, 403, 404, 429, 500, 503] {
         cases.push(
             Case::new(
                 format!("HTTP {code} is a call failure, not the client's status"),
-                "D§0.2",
+                "k8s.io/client-go/rest/request.go transformResponse",
             )
             .backend(format!("/status/{code}"))
             .expect(Expect::Call("failed-closed", Some(500))),
         );
         cases.push(
-            Case::new(format!("HTTP {code} under Ignore fails open"), "D§0.2, D§9")
-                .field("failurePolicy: Ignore")
-                .backend(format!("/status/{code}"))
-                .expect(Expect::Call("failed-open", None)),
+            Case::new(
+                format!("HTTP {code} under Ignore fails open"),
+                "validating/dispatcher.go Dispatch",
+            )
+            .field("failurePolicy: Ignore")
+            .backend(format!("/status/{code}"))
+            .expect(Expect::Call("failed-open", None)),
         );
     }
     cases
 }
 
-/// D§10, D§0.12: dryRun and sideEffects.
+/// `validating/dispatcher.go` `callHook` (checked before the call; the 400 is
+/// `errors/statuserror.go` `NewDryRunUnsupportedErr`): dryRun and sideEffects.
 fn dry_run() -> Vec<Case> {
     let mut cases = Vec::new();
     for (side_effects, supports) in [
@@ -1033,7 +1268,7 @@ fn dry_run() -> Vec<Case> {
             };
             let mut c = Case::new(
                 format!("sideEffects {side_effects}, dryRun {dry}"),
-                "D§10, D§0.12",
+                "validating/dispatcher.go callHook",
             )
             .v1beta1()
             .field(format!("sideEffects: {side_effects}"))
@@ -1054,7 +1289,7 @@ fn dry_run() -> Vec<Case> {
     cases
 }
 
-/// D§0.13, D§8: the timeout sent to the backend, rounded up.
+/// `validating/dispatcher.go` `callHook`: the timeout sent to the backend, rounded up.
 fn timeouts() -> Vec<Case> {
     let mut cases = Vec::new();
     for (webhook, caller, sent) in [
@@ -1067,7 +1302,7 @@ fn timeouts() -> Vec<Case> {
     ] {
         let mut c = Case::new(
             format!("timeoutSeconds {webhook}, caller {caller}s → timeout={sent}s"),
-            "D§0.13, D§8",
+            "validating/dispatcher.go callHook",
         )
         .field(format!("timeoutSeconds: {webhook}"));
         c.caller_timeout = caller;
@@ -1077,17 +1312,24 @@ fn timeouts() -> Vec<Case> {
     cases
 }
 
-/// D§13, D§14: warnings and auditAnnotations reach kube-apiserver as the backend gave them; it
-/// applies the dedup, size and key rules itself.
+/// `validating/dispatcher.go` `callHook` (recorded before `allowed` is read): warnings and
+/// auditAnnotations reach kube-apiserver as the backend gave them; it applies the dedup, size and
+/// key rules itself.
 fn warnings_and_annotations() -> Vec<Case> {
     let answer = r#"{"apiVersion":"$API","kind":"AdmissionReview","response":{"uid":"$UID","allowed":true,"warnings":["w","w",""],"auditAnnotations":{"key":"v","bad/key/x":"y"}}}"#;
     vec![
-        Case::new("warnings and auditAnnotations pass through", "D§13, D§14")
-            .backend(raw(200, answer)),
-        Case::new("a denial keeps its warnings", "D§0.10")
-            .backend("/deny")
-            .expect(Expect::Call("denied", Some(403)))
-            .message("denied by the example backend"),
+        Case::new(
+            "warnings and auditAnnotations pass through",
+            "validating/dispatcher.go callHook",
+        )
+        .backend(raw(200, answer)),
+        Case::new(
+            "a denial keeps its warnings",
+            "validating/dispatcher.go callHook",
+        )
+        .backend("/deny")
+        .expect(Expect::Call("denied", Some(403)))
+        .message("denied by the example backend"),
     ]
 }
 
@@ -1117,8 +1359,9 @@ fn all_cases() -> Vec<Case> {
 }
 
 /// The HTTP code kube-apiserver's client would see for the proxy's answer: a call failure
-/// answered as a `metav1.Status` keeps its code (D§7); a denial goes through `ToStatusErr`,
-/// which raises any code below 400, or none, to 400 (D§0.1). The proxy passes the backend's
+/// answered as a `metav1.Status` keeps its code (a call failure failing closed is 500, from
+/// `validating/dispatcher.go` `Dispatch`); a denial goes through `errors/statuserror.go`
+/// `ToStatusErr`, which raises any code below 400, or none, to 400. The proxy passes the backend's
 /// status through, so backend → proxy → kube-apiserver gives what backend → kube-apiserver gives.
 fn client_code(reply: &common::Reply) -> Option<i64> {
     if reply.json["kind"] == "Status" {
