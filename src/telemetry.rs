@@ -270,11 +270,7 @@ impl Spans {
     /// collector that is down only costs dropped spans (logged by the SDK), never an admission.
     pub fn start(settings: &SpanSettings) -> Result<Self, TelemetryError> {
         use opentelemetry_otlp::WithExportConfig as _;
-        let endpoint =
-            traces_url(&settings.endpoint).map_err(|reason| TelemetryError::Endpoint {
-                endpoint: settings.endpoint.clone(),
-                reason,
-            })?;
+        let endpoint = traces_url(&settings.endpoint)?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_endpoint(endpoint)
@@ -349,13 +345,20 @@ impl Spans {
 
 /// The URL spans are posted to: `base` with `/v1/traces` appended (OTLP/HTTP's path for
 /// traces, as `OTEL_EXPORTER_OTLP_ENDPOINT` is resolved), unless `base` already ends with it.
-fn traces_url(base: &str) -> Result<String, String> {
-    let url = url::Url::parse(base).map_err(|e| e.to_string())?;
+///
+/// # Errors
+/// [`TelemetryError::Endpoint`]: not a URL, or not `http`/`https`.
+fn traces_url(base: &str) -> Result<String, TelemetryError> {
+    let refuse = |reason: String| TelemetryError::Endpoint {
+        endpoint: base.to_string(),
+        reason,
+    };
+    let url = url::Url::parse(base).map_err(|e| refuse(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!(
+        return Err(refuse(format!(
             "scheme {:?} is not http or https (OTLP/HTTP)",
             url.scheme()
-        ));
+        )));
     }
     if url.path().ends_with("/v1/traces") {
         return Ok(base.to_string());

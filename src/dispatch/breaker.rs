@@ -22,6 +22,17 @@ pub struct BreakerSettings {
     pub cooldown: Duration,
 }
 
+/// An open breaker's refusal, as its failurePolicy message says it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("backend unavailable, failing fast: {failures} consecutive calls to {backend} failed to connect, handshake or answer in time; the next call is tried after a {cooldown_seconds} s cool-down")]
+pub struct BreakerOpen {
+    /// Consecutive connect, TLS or timeout failures counted.
+    pub failures: u32,
+    /// `host:port`.
+    pub backend: String,
+    pub cooldown_seconds: u64,
+}
+
 /// Whether a call may go to the backend.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Permit {
@@ -30,7 +41,7 @@ pub enum Permit {
     /// Half-open: this call is the one probe.
     Probe,
     /// Open: answer by failurePolicy without calling; the reason names the failures.
-    Refuse(String),
+    Refuse(BreakerOpen),
 }
 
 /// One backend's breaker. Lock-free: a few atomics read on every call.
@@ -86,21 +97,20 @@ impl Breaker {
         }
     }
 
-    fn refusal(&self) -> String {
-        format!(
-            "backend unavailable, failing fast: {} consecutive calls to {} failed to connect, handshake or answer in time; the next call is tried after a {} s cool-down",
-            self.consecutive.load(Ordering::Relaxed),
-            self.backend,
-            self.settings.cooldown.as_secs()
-        )
+    fn refusal(&self) -> BreakerOpen {
+        BreakerOpen {
+            failures: self.consecutive.load(Ordering::Relaxed),
+            backend: self.backend.clone(),
+            cooldown_seconds: self.settings.cooldown.as_secs(),
+        }
     }
 
     /// The next call's permit as a guard ([`CallPermit`]), or the refusal's reason when the
     /// breaker is open.
     ///
     /// # Errors
-    /// The open breaker's reason (failures counted, backend, cool-down), for failurePolicy.
-    pub fn admit(self: &Arc<Self>) -> Result<CallPermit, String> {
+    /// [`BreakerOpen`]: the failures counted, the backend and the cool-down, for failurePolicy.
+    pub fn admit(self: &Arc<Self>) -> Result<CallPermit, BreakerOpen> {
         match self.permit() {
             Permit::Refuse(reason) => Err(reason),
             permit => Ok(CallPermit {
@@ -226,7 +236,9 @@ mod tests {
         }
         assert_eq!(b.permit(), Permit::Call, "2 failures: still closed");
         b.record(&Permit::Call, true);
-        assert!(matches!(b.permit(), Permit::Refuse(r) if r.contains("3 consecutive calls")));
+        assert!(
+            matches!(b.permit(), Permit::Refuse(r) if r.failures == 3 && r.to_string().contains("3 consecutive calls"))
+        );
         tokio::time::advance(Duration::from_millis(9_999)).await;
         assert!(matches!(b.permit(), Permit::Refuse(_)));
         tokio::time::advance(Duration::from_millis(1)).await;

@@ -67,7 +67,7 @@ pub enum CallFailure {
     NamespaceUnavailable(String),
     /// The backend's circuit breaker is open (`--breaker-failures`); no call was made.
     #[error("{0}")]
-    CircuitOpen(String),
+    CircuitOpen(breaker::BreakerOpen),
     /// Every call slot of the webhook (`maxConcurrentCalls`) stayed taken for the queue time;
     /// no call was made.
     #[error("{0}")]
