@@ -140,62 +140,87 @@ pub fn verify(
         (None, Some(Some(r))) => WireResponse::deserialize(r)
             .map_err(|e| CallFailure::Undecodable(format!("json: {e}")))?,
     };
+    // v1beta1 checks only that a response is present; validating webhooks' patches are
+    // ignored and a mutating patch is JSONPatch whatever its patchType
+    // (`VerifyAdmissionResponse`).
+    if version == ReviewVersion::V1 {
+        check_v1(&response, uid, webhook_type, (api_version, kind, gvk_ok))?;
+    }
+    into_verified(response, version, webhook_type)
+}
+
+/// `VerifyAdmissionResponse`'s v1 rules, in its order
+/// (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`):
+/// the uid echoed, the envelope's group/version/kind (the last argument: the answer's
+/// `apiVersion`, `kind`, and whether they are v1's), then patch and patchType as the webhook
+/// type allows them.
+fn check_v1(
+    response: &WireResponse,
+    uid: &str,
+    webhook_type: WebhookType,
+    (api_version, kind, gvk_ok): (&str, &str, bool),
+) -> Result<(), CallFailure> {
     let has_patch = response.patch.as_deref().is_some_and(|p| !p.is_empty());
-    match version {
-        ReviewVersion::V1 => {
-            let got_uid = response.uid.as_deref().unwrap_or("");
-            if got_uid != uid {
-                return Err(CallFailure::Invalid(format!(
-                    "expected response.uid={uid:?}, got {got_uid:?}"
-                )));
+    let got_uid = response.uid.as_deref().unwrap_or("");
+    if got_uid != uid {
+        return Err(CallFailure::Invalid(format!(
+            "expected response.uid={uid:?}, got {got_uid:?}"
+        )));
+    }
+    if !gvk_ok {
+        // Go prints a GroupVersionKind as `group/version, Kind=kind`.
+        let gv = if api_version.contains('/') {
+            api_version.to_string()
+        } else {
+            format!("/{api_version}")
+        };
+        return Err(CallFailure::Invalid(format!("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {gv}, Kind={kind}")));
+    }
+    match webhook_type {
+        WebhookType::Mutating => match (has_patch, response.patch_type.as_deref()) {
+            (true, None) => {
+                return Err(CallFailure::Invalid(
+                    "webhook returned response.patch but not response.patchType".into(),
+                ))
             }
-            if !gvk_ok {
-                // Go prints a GroupVersionKind as `group/version, Kind=kind`.
-                let gv = if api_version.contains('/') {
-                    api_version.to_string()
-                } else {
-                    format!("/{api_version}")
-                };
-                return Err(CallFailure::Invalid(format!("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {gv}, Kind={kind}")));
+            (false, Some(_)) => {
+                return Err(CallFailure::Invalid(
+                    "webhook returned response.patchType but not response.patch".into(),
+                ))
             }
-            match webhook_type {
-                WebhookType::Mutating => match (has_patch, response.patch_type.as_deref()) {
-                    (true, None) => {
-                        return Err(CallFailure::Invalid(
-                            "webhook returned response.patch but not response.patchType".into(),
-                        ))
-                    }
-                    (false, Some(_)) => {
-                        return Err(CallFailure::Invalid(
-                            "webhook returned response.patchType but not response.patch".into(),
-                        ))
-                    }
-                    (true, Some("")) => {
-                        return Err(CallFailure::Invalid(
-                            "webhook returned invalid response.patchType of \"\"".into(),
-                        ))
-                    }
-                    _ => {}
-                },
-                WebhookType::Validating => {
-                    if has_patch {
-                        return Err(CallFailure::Invalid(
-                            "validating webhook may not return response.patch".into(),
-                        ));
-                    }
-                    if response.patch_type.is_some() {
-                        return Err(CallFailure::Invalid(
-                            "validating webhook may not return response.patchType".into(),
-                        ));
-                    }
-                }
+            (true, Some("")) => {
+                return Err(CallFailure::Invalid(
+                    "webhook returned invalid response.patchType of \"\"".into(),
+                ))
+            }
+            _ => {}
+        },
+        WebhookType::Validating => {
+            if has_patch {
+                return Err(CallFailure::Invalid(
+                    "validating webhook may not return response.patch".into(),
+                ));
+            }
+            if response.patch_type.is_some() {
+                return Err(CallFailure::Invalid(
+                    "validating webhook may not return response.patchType".into(),
+                ));
             }
         }
-        // v1beta1 checks only that a response is present; validating webhooks' patches are
-        // ignored and a mutating patch is JSONPatch whatever its patchType
-        // (`VerifyAdmissionResponse`).
-        ReviewVersion::V1beta1 => {}
     }
+    Ok(())
+}
+
+/// The verified answer: status only for a denial, warnings and audit annotations, and a
+/// mutating webhook's patch when it allows (a denial ignores any patch:
+/// `callAttrMutatingHook` returns on `!result.Allowed` first) and the patch decodes with at
+/// least one operation.
+fn into_verified(
+    response: WireResponse,
+    version: ReviewVersion,
+    webhook_type: WebhookType,
+) -> Result<VerifiedResponse, CallFailure> {
+    let has_patch = response.patch.as_deref().is_some_and(|p| !p.is_empty());
     let mut verified = VerifiedResponse {
         allowed: response.allowed,
         status: if response.allowed {
@@ -207,7 +232,6 @@ pub fn verify(
         warnings: response.warnings.unwrap_or_default(),
         audit_annotations: response.audit_annotations.unwrap_or_default(),
     };
-    // A denial ignores any patch (`callAttrMutatingHook` returns on `!result.Allowed` first).
     if response.allowed && has_patch && webhook_type == WebhookType::Mutating {
         if version == ReviewVersion::V1 {
             if let Some(t) = response.patch_type.as_deref().filter(|t| *t != "JSONPatch") {
