@@ -28,8 +28,8 @@
 //! exporter reads the standard `OTEL_EXPORTER_OTLP_*` and `OTEL_BSP_*` variables for headers,
 //! timeout, compression and batching.
 //!
-//! Uses only review and configuration types (for attribute values); the server and dispatch
-//! use it.
+//! Uses only review, configuration and decision types (for attribute values); the server
+//! and dispatch use it.
 
 use std::time::{Duration, SystemTime};
 
@@ -383,8 +383,14 @@ impl AdmissionSpan<'_> {
     }
 
     /// Ends the span with the admission's decision and HTTP status; failures decided by
-    /// failurePolicy and rejections mark it failed.
-    pub fn finish(self, decision: &'static str, http_status: u16, failed: bool) {
+    /// failurePolicy and the proxy's own rejections mark it failed.
+    pub fn finish(self, decision: crate::decision::Decision, http_status: u16) {
+        use crate::decision::Decision;
+        let failed = matches!(
+            decision,
+            Decision::FailedOpen | Decision::FailedClosed | Decision::Rejected
+        );
+        let decision = decision.as_str();
         let span = self.cx.span();
         span.set_attribute(KeyValue::new("decision", decision));
         span.set_attribute(KeyValue::new(

@@ -117,16 +117,15 @@ impl Dispatcher {
     /// any; answers a skip (allowed), a rejection, or failurePolicy for unknown namespaces.
     async fn select(
         &self,
-        a: Admission<'_>,
-        namespaces: Option<&Namespaces>,
-        trace: &mut Trace,
-    ) -> ControlFlow<Answer, Option<Box<Converted>>> {
-        let Admission {
+        Admission {
             webhook,
             review,
             clock,
             trace_context,
-        } = a;
+        }: Admission<'_>,
+        namespaces: Option<&Namespaces>,
+        trace: &mut Trace,
+    ) -> ControlFlow<Answer, Option<Box<Converted>>> {
         let mut span = trace_context.phase("matching");
         let mut decision = webhook.matcher.decide(review, namespaces);
         let converted = loop {
@@ -179,13 +178,15 @@ impl Dispatcher {
     /// `.../webhook/errors/statuserror.go`), an AdmissionReview version the webhook accepts,
     /// then the deadline budget, the backend's circuit breaker and a maxConcurrentCalls slot
     /// (waited for within the queue time and the budget).
-    async fn guard<'w>(&self, a: Admission<'w>) -> ControlFlow<Answer, Guarded<'w>> {
-        let Admission {
+    async fn guard<'w>(
+        &self,
+        Admission {
             webhook,
             review,
             clock,
             ..
-        } = a;
+        }: Admission<'w>,
+    ) -> ControlFlow<Answer, Guarded<'w>> {
         if let Some(message) = webhook.dry_run_refusal(review) {
             let status = Status::failure(400, "BadRequest", message);
             return ControlFlow::Break(deny(review, status, Decision::RejectedDryRun));
@@ -266,17 +267,16 @@ impl Dispatcher {
     /// a timeout or transport failure goes to failurePolicy.
     async fn call(
         &self,
-        a: Admission<'_>,
-        sent: &ParsedReview<'_>,
-        guarded: Guarded<'_>,
-        trace: &mut Trace,
-    ) -> ControlFlow<Answer, HttpReply> {
-        let Admission {
+        Admission {
             webhook,
             review,
             trace_context,
             ..
-        } = a;
+        }: Admission<'_>,
+        sent: &ParsedReview<'_>,
+        guarded: Guarded<'_>,
+        trace: &mut Trace,
+    ) -> ControlFlow<Answer, HttpReply> {
         let Guarded {
             version,
             budget,
@@ -327,18 +327,17 @@ impl Dispatcher {
     /// back to the caller's version (an internal error when it cannot be), mode Warn applied.
     async fn respond(
         &self,
-        a: Admission<'_>,
+        Admission {
+            webhook,
+            review,
+            clock,
+            trace_context,
+        }: Admission<'_>,
         sent: &ParsedReview<'_>,
         converted: Option<&Converted>,
         reply: &HttpReply,
         version: ReviewVersion,
     ) -> Answer {
-        let Admission {
-            webhook,
-            review,
-            clock,
-            trace_context,
-        } = a;
         let uid = &review.request.uid;
         let verified = match verify::verify(reply, version, uid, webhook.webhook_type) {
             Ok(verified) => verified,

@@ -604,11 +604,7 @@ impl AdmissionApp {
             }
         };
         if let Some(span) = span {
-            let failed = matches!(
-                answer.decision,
-                Decision::FailedOpen | Decision::FailedClosed | Decision::Rejected
-            );
-            span.finish(answer.decision.as_str(), answer.http_status, failed);
+            span.finish(answer.decision, answer.http_status);
         }
         answer
     }
