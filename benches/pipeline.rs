@@ -122,7 +122,8 @@ fn matching(c: &mut Criterion) {
             b.iter(|| {
                 let review = ParsedReview::parse(&pod).unwrap();
                 let webhook = snapshot.webhook(&name).unwrap();
-                black_box(webhook.matcher.decide(&review, Some(&ns)))
+                black_box(webhook.matcher.decide(&review, Some(&ns)));
+                black_box(webhook.matcher.decide_conditions(&review))
             })
         });
     }

@@ -1,7 +1,8 @@
 //! `admission-proxy explain`: for one captured AdmissionReview, what every loaded webhook would
 //! do with it and why (KEP-3716 "Debuggability"). Depends on `config`, `matching`,
-//! `registration` (which registration rule brings the request) and `review`;
-//! the verdict is [`Matcher::decide`]'s own, so explain cannot disagree with `serve`.
+//! `conversion` (by table), `registration` (which registration rule brings the request),
+//! `resources` and `review`; the verdict is [`Matcher::decide`]'s and matchConditions' own, in
+//! serve's order, so explain cannot disagree with `serve`.
 //!
 //! [`Matcher::decide`]: crate::matching::Matcher::decide
 
@@ -13,11 +14,14 @@ use serde_json::value::RawValue;
 
 use crate::api::{FailurePolicy, MatchPolicy};
 use crate::config::{Snapshot, Webhook};
+use crate::conversion::{self, Rewritten};
 use crate::matching::{
-    namespace_labels, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels, Rule, RuleInput,
+    namespace_labels, ConditionsVerdict, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels,
+    Rule, RuleInput, SkipReason,
 };
 use crate::redact::RedactPath;
-use crate::review::ParsedReview;
+use crate::resources::Equivalent;
+use crate::review::{ParsedReview, Status};
 
 /// What explain reports for one review: the request in brief, then every webhook by name.
 #[derive(Debug, Serialize)]
@@ -186,15 +190,70 @@ pub fn explain(
 }
 
 /// "a rule matches the equivalent G/V R (matchPolicy Equivalent), so the webhook receives …".
-fn equivalent_reason(i: &crate::conversion::Equivalent) -> String {
+fn equivalent_reason(i: &crate::resources::Equivalent) -> String {
     format!(
         "a rule matches the equivalent {}/{} {} (matchPolicy Equivalent), so the webhook receives {} {} objects",
         i.group,
         i.version,
         i.resource,
-        crate::conversion::api_version((&i.kind_group, &i.kind_version)),
+        conversion::api_version((&i.kind_group, &i.kind_version)),
         i.kind
     )
+}
+
+/// What serve's select, prepare and conditions phases decide for one webhook
+/// (`dispatch::pipeline`), without calling anything.
+enum Offline {
+    Call,
+    /// Converted by table; matchConditions passed on the converted request.
+    CallConverted(Rewritten),
+    /// Needs the custom resource's conversion webhook, which explain does not call.
+    ConvertByWebhook(Box<Equivalent>),
+    Skip(SkipReason),
+    Reject(Status),
+    NamespaceUnavailable(String),
+}
+
+/// [`Matcher::decide`], the conversion an Equivalent rule needs (by table only), then
+/// [`Matcher::decide_conditions`] on the request as the webhook would receive it: the order of
+/// `ShouldCallHook` that serve follows.
+///
+/// [`Matcher::decide_conditions`]: crate::matching::Matcher::decide_conditions
+fn decide_offline(
+    webhook: &Webhook,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+) -> Offline {
+    let m = &webhook.matcher;
+    let conditions = |sent: &ParsedReview<'_>| match m.decide_conditions(sent) {
+        ConditionsVerdict::None | ConditionsVerdict::Match => None,
+        ConditionsVerdict::Excluded(why) | ConditionsVerdict::ErrorIgnored(why) => {
+            Some(Offline::Skip(why))
+        }
+        ConditionsVerdict::ErrorRejected(status) => Some(Offline::Reject(status)),
+    };
+    match m.decide(review, namespaces) {
+        MatchDecision::Call => conditions(review).unwrap_or(Offline::Call),
+        MatchDecision::CallEquivalent(i) if conversion::needs_webhook(review, &i) => {
+            Offline::ConvertByWebhook(i)
+        }
+        MatchDecision::CallEquivalent(i) => {
+            let internal =
+                |e: &dyn std::fmt::Display| Offline::Reject(conversion::internal_error(e));
+            let rewritten = match conversion::rewrite_locally(review, *i) {
+                Ok(rewritten) => rewritten,
+                Err(e) => return internal(&e),
+            };
+            let verdict = match ParsedReview::parse(&rewritten.body) {
+                Ok(sent) => conditions(&sent),
+                Err(e) => return internal(&e),
+            };
+            verdict.unwrap_or(Offline::CallConverted(rewritten))
+        }
+        MatchDecision::Skip(why) => Offline::Skip(why),
+        MatchDecision::Reject(status) => Offline::Reject(status),
+        MatchDecision::NamespaceUnavailable(why) => Offline::NamespaceUnavailable(why),
+    }
 }
 
 fn explain_webhook(
@@ -206,14 +265,14 @@ fn explain_webhook(
 ) -> WebhookExplanation {
     let m = &webhook.matcher;
     let r = &review.request;
-    let decision = m.decide(review, namespaces);
+    let decision = decide_offline(webhook, review, namespaces);
     let (mut verdict, mut reason) = match &decision {
-        MatchDecision::Call => ("call", "every check passed".to_string()),
-        MatchDecision::CallConverted(c) => (
+        Offline::Call => ("call", "every check passed".to_string()),
+        Offline::CallConverted(c) => (
             "call",
             format!("every check passed; {}", equivalent_reason(&c.invocation)),
         ),
-        MatchDecision::ConvertByWebhook(i) => {
+        Offline::ConvertByWebhook(i) => {
             let crd = i.custom.as_deref();
             let url = crd
                 .and_then(|c| c.conversion_webhook())
@@ -227,23 +286,23 @@ fn explain_webhook(
                 ),
             )
         }
-        MatchDecision::Skip(why) => ("skip", why.to_string()),
-        MatchDecision::Reject(status) => (
+        Offline::Skip(why) => ("skip", why.to_string()),
+        Offline::Reject(status) => (
             "reject",
             format!("{} {}: {}", status.code, status.reason, status.message),
         ),
-        MatchDecision::NamespaceUnavailable(why) => (
+        Offline::NamespaceUnavailable(why) => (
             "fail",
             format!("{why}; failurePolicy {} decides", m.failure_policy.as_str()),
         ),
     };
     // What the webhook sees: the request rewritten for its version, when converted.
     let converted = match &decision {
-        MatchDecision::CallConverted(c) => ParsedReview::parse(&c.body).ok(),
+        Offline::CallConverted(c) => ParsedReview::parse(&c.body).ok(),
         _ => None,
     };
     let seen = converted.as_ref().unwrap_or(review);
-    let pending_conversion = matches!(decision, MatchDecision::ConvertByWebhook(_));
+    let pending_conversion = matches!(decision, Offline::ConvertByWebhook(_));
     // The dry-run check comes after matching, before the call (the dispatchers' `callHook`).
     if let Some(refusal) = webhook
         .dry_run_refusal(review)

@@ -24,6 +24,7 @@ pub mod namespace_watch;
 pub mod redact;
 pub mod registration;
 pub mod reload;
+pub mod resources;
 pub mod review;
 pub mod served;
 pub mod server;

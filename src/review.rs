@@ -263,6 +263,12 @@ pub struct ParsedReview<'a> {
     api_version_span: Range<usize>,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many AdmissionReviews this thread parsed: what the parse-once tests count.
+    pub(crate) static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl<'a> ParsedReview<'a> {
     /// Length of the AdmissionReview body, in bytes.
     pub fn body_len(&self) -> usize {
@@ -275,6 +281,8 @@ impl<'a> ParsedReview<'a> {
     /// [`ReviewError`] for malformed JSON, a missing or unknown `apiVersion`, a `kind` other than
     /// `AdmissionReview`, a missing `request` or `request.uid`, or an unknown operation.
     pub fn parse(body: &'a [u8]) -> Result<Self, ReviewError> {
+        #[cfg(test)]
+        PARSES.with(|n| n.set(n.get() + 1));
         // One pass over the body for a well-formed review; anything else takes the two-pass
         // path below, which reports the first problem in the documented order. The body's
         // UTF-8 is checked once, whole: `from_slice` would check it again for every string and

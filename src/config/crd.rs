@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use crate::api::WebhookClientConfig;
 use crate::backend::Backend;
-use crate::conversion::custom::{
+use crate::resources::custom::{
     ConversionReviewVersion, ConversionStrategy, ConversionWebhook, CustomResource, CustomVersion,
 };
 

@@ -21,9 +21,9 @@ use serde::Deserialize;
 
 use crate::api::{self, FailurePolicy, MatchPolicy, SideEffects, WebhookType};
 pub use crate::backend::Backend;
-use crate::conversion::custom::CustomResources;
 use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
 use crate::metrics::WebhookMetrics;
+use crate::resources::custom::CustomResources;
 use crate::review::ReviewVersion;
 
 /// One loaded, validated and compiled webhook: a route of the proxy.

@@ -10,7 +10,7 @@
 //! to (matchPolicy Equivalent) and registered for the served versions (`registration`).
 
 use crate::api::{MatchPolicy, RuleWithOperations};
-use crate::conversion::equivalence::EQUIVALENCES;
+use crate::resources::equivalence::EQUIVALENCES;
 use crate::served::removal;
 
 /// One warning per rule and removed group/version/release: `(field, message)`, field

@@ -261,7 +261,7 @@ spec:
 
 #[test]
 fn custom_resource_definitions_declare_equivalents() {
-    use crate::conversion::custom::{ConversionReviewVersion, ConversionStrategy};
+    use crate::resources::custom::{ConversionReviewVersion, ConversionStrategy};
     // In the same directory as the webhooks, in any file order; `List`s as kubectl prints.
     let list = format!(
         "apiVersion: v1\nkind: List\nitems:\n- {}",
@@ -299,7 +299,7 @@ fn custom_resource_definitions_declare_equivalents() {
 
 #[test]
 fn v1beta1_custom_resource_definition_defaults() {
-    use crate::conversion::custom::{ConversionReviewVersion, ConversionStrategy};
+    use crate::resources::custom::{ConversionReviewVersion, ConversionStrategy};
     let text = r#"
 apiVersion: apiextensions.k8s.io/v1beta1
 kind: CustomResourceDefinition

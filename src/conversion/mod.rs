@@ -1,23 +1,25 @@
-//! matchPolicy Equivalent (KEP-492 "Convert to webhook-requested version"): the equivalence
-//! table, object conversion, rewriting the AdmissionReview a legacy webhook receives, and
-//! carrying its patch back to the caller's version. Depends on `review`.
+//! matchPolicy Equivalent (KEP-492 "Convert to webhook-requested version"): object
+//! conversion, rewriting the AdmissionReview a legacy webhook receives, and carrying its patch
+//! back to the caller's version. Depends on `review` and `resources` (the equivalence table).
 
-pub mod custom;
-pub mod equivalence;
 mod fields;
 mod gojson;
 mod hpa;
 pub mod objects;
 pub mod webhook;
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use base64::Engine;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
-pub use equivalence::{equivalents, Equivalent};
 pub use objects::{api_version, convert, ConversionError};
 
+use crate::resources::custom::{ConversionStrategy, CustomResource};
+use crate::resources::{equivalence, Equivalent};
 use crate::review::{ParsedReview, Status};
-use custom::{ConversionStrategy, CustomResource};
 
 /// Why a request could not be rewritten for a webhook, or its patch carried back. kube-apiserver
 /// answers both with 500 InternalError whatever failurePolicy says: the dispatchers
@@ -106,71 +108,114 @@ pub fn convert_locally(
     }
 }
 
-/// The caller's AdmissionReview as JSON with `object` and `oldObject` taken out, to be
-/// converted and put back by [`rewrite_review`]. Parsed once per rewrite.
+/// The caller's `object` and `oldObject` as JSON trees (`None` when null or absent), to be
+/// converted: the only parts of the review a rewrite parses.
+///
+/// # Errors
+/// [`EquivalentError::Review`] when an object is not valid JSON.
+pub fn take_objects(review: &ParsedReview<'_>) -> Result<[Option<Value>; 2], EquivalentError> {
+    let request = &review.request;
+    let parse = |raw: Option<&RawValue>| -> Result<Option<Value>, EquivalentError> {
+        match raw {
+            None => Ok(None),
+            Some(raw) => serde_json::from_str::<Value>(raw.get())
+                .map(|v| (!v.is_null()).then_some(v))
+                .map_err(|e| EquivalentError::Review(e.to_string())),
+        }
+    };
+    Ok([parse(request.object)?, parse(request.old_object)?])
+}
+
+/// A request rewritten for a webhook matched through an equivalent resource, with the objects
+/// a patch back needs (kept so that nothing is parsed twice).
 #[derive(Debug)]
-pub struct Unconverted {
-    envelope: Value,
-    /// `object` and `oldObject`, `None` when null or absent.
-    pub objects: [Option<Value>; 2],
+pub struct Rewritten {
+    /// The equivalent resource the rule matched, and the kind the webhook is invoked with.
+    pub invocation: Equivalent,
+    /// The rewritten AdmissionReview, in the caller's AdmissionReview version
+    /// ([`rewrite_review`]).
+    pub body: Vec<u8>,
+    /// The caller's `object`, in the caller's version (`None` when null).
+    pub original: Option<Value>,
+    /// `object` as the webhook receives it, converted (`None` when null).
+    pub sent: Option<Value>,
+}
+
+/// A member of the rewritten review: passed through as the caller sent it, or built.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Member<'v> {
+    Raw(&'v RawValue),
+    Built(Value),
+    Object(Option<&'v Value>),
+    Members(BTreeMap<Cow<'v, str>, Member<'v>>),
 }
 
 const OBJECT_FIELDS: [&str; 2] = ["object", "oldObject"];
 
-/// Splits `review` into its envelope and the objects to convert.
-///
-/// # Errors
-/// [`EquivalentError::Review`] when the body does not re-parse or has no `request`.
-pub fn take_objects(review: &ParsedReview<'_>) -> Result<Unconverted, EquivalentError> {
-    let mut envelope: Value = serde_json::from_slice(review.body())
-        .map_err(|e| EquivalentError::Review(e.to_string()))?;
-    let Some(request) = envelope.get_mut("request").and_then(Value::as_object_mut) else {
-        return Err(EquivalentError::Review("no request".into()));
-    };
-    let objects = OBJECT_FIELDS.map(|f| request.remove(f).filter(|o| !o.is_null()));
-    Ok(Unconverted { envelope, objects })
-}
-
 /// The AdmissionReview `review` becomes for a webhook matched through `invocation`
 /// (`CreateV1AdmissionReview`): `kind`, `resource` and `object`/`oldObject` (given,
 /// converted, in `converted`) are the invocation's; `requestKind`, `requestResource` and
-/// `requestSubResource` keep the original; everything else is unchanged. The result is in the
-/// caller's AdmissionReview version.
+/// `requestSubResource` keep the original; every other member passes through as sent. The
+/// result is in the caller's AdmissionReview version, members in name order.
+///
+/// The caller's review is not parsed again: its top level and its `request` are split into
+/// raw members (a scan, no tree).
 ///
 /// # Errors
-/// [`EquivalentError::Review`] when the result does not serialize.
+/// [`EquivalentError::Review`] when the body has no `request` object or the result does not
+/// serialize.
 pub fn rewrite_review(
-    unconverted: Unconverted,
     review: &ParsedReview<'_>,
     invocation: &Equivalent,
-    converted: [Option<Value>; 2],
+    converted: [Option<&Value>; 2],
 ) -> Result<Vec<u8>, EquivalentError> {
-    let mut envelope = unconverted.envelope;
+    type Members<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
+    let review_error = |e: serde_json::Error| EquivalentError::Review(e.to_string());
+    let top: Members<'_> = serde_json::from_slice(review.body()).map_err(review_error)?;
+    let raw_request = top
+        .get("request")
+        .ok_or_else(|| EquivalentError::Review("no request".into()))?;
+    let members: Members<'_> = serde_json::from_str(raw_request.get())
+        .map_err(|_| EquivalentError::Review("no request".into()))?;
+    let mut out: BTreeMap<Cow<'_, str>, Member<'_>> = members
+        .into_iter()
+        .map(|(name, raw)| (name, Member::Raw(raw)))
+        .collect();
+    for (field, object) in OBJECT_FIELDS.into_iter().zip(converted) {
+        out.insert(field.into(), Member::Object(object));
+    }
     let request = &review.request;
     let kind = request.effective_kind();
     let resource = request.effective_resource();
-    let Some(out) = envelope.get_mut("request").and_then(Value::as_object_mut) else {
-        return Err(EquivalentError::Review("no request".into()));
-    };
-    for (field, object) in OBJECT_FIELDS.into_iter().zip(converted) {
-        out.insert(field.into(), object.unwrap_or(Value::Null));
+    let built = [
+        ("requestKind", gvk(&kind.group, &kind.version, &kind.kind)),
+        (
+            "requestResource",
+            gvr(&resource.group, &resource.version, &resource.resource),
+        ),
+    ];
+    let i = invocation;
+    let invoked = [
+        ("kind", gvk(&i.kind_group, &i.kind_version, &i.kind)),
+        ("resource", gvr(&i.group, &i.version, &i.resource)),
+    ];
+    for (field, value) in built.into_iter().chain(invoked) {
+        out.insert(field.into(), Member::Built(value));
     }
-    out.insert(
-        "requestKind".into(),
-        gvk(&kind.group, &kind.version, &kind.kind),
-    );
-    out.insert(
-        "requestResource".into(),
-        gvr(&resource.group, &resource.version, &resource.resource),
-    );
     let sub_resource = request.effective_sub_resource();
     if !sub_resource.is_empty() {
-        out.insert("requestSubResource".into(), sub_resource.into());
+        out.insert(
+            "requestSubResource".into(),
+            Member::Built(sub_resource.into()),
+        );
     }
-    let i = invocation;
-    out.insert("kind".into(), gvk(&i.kind_group, &i.kind_version, &i.kind));
-    out.insert("resource".into(), gvr(&i.group, &i.version, &i.resource));
-    serde_json::to_vec(&envelope).map_err(|e| EquivalentError::Review(e.to_string()))
+    let mut envelope: BTreeMap<Cow<'_, str>, Member<'_>> = top
+        .into_iter()
+        .map(|(name, raw)| (name, Member::Raw(raw)))
+        .collect();
+    envelope.insert("request".into(), Member::Members(out));
+    serde_json::to_vec(&envelope).map_err(review_error)
 }
 
 /// [`rewrite_review`] with objects converted by [`convert_locally`].
@@ -180,19 +225,44 @@ pub fn rewrite_review(
 /// version: the webhook must never see a version it did not register for.
 pub fn rewrite_locally(
     review: &ParsedReview<'_>,
-    invocation: &Equivalent,
-) -> Result<Vec<u8>, EquivalentError> {
-    let mut unconverted = take_objects(review)?;
+    invocation: Equivalent,
+) -> Result<Rewritten, EquivalentError> {
+    let objects = take_objects(review)?;
     let from = object_version(review);
     let to = (&*invocation.kind_group, &*invocation.kind_version);
     let custom = invocation.custom.as_deref();
     let mut converted = [None, None];
-    for (slot, object) in converted.iter_mut().zip(&mut unconverted.objects) {
-        if let Some(object) = object.as_ref() {
+    for (slot, object) in converted.iter_mut().zip(&objects) {
+        if let Some(object) = object {
             *slot = Some(convert_locally(object, &invocation.kind, from, to, custom)?);
         }
     }
-    rewrite_review(unconverted, review, invocation, converted)
+    rewritten(review, invocation, objects, converted)
+}
+
+/// The [`Rewritten`] request for `objects` (the caller's) converted to `converted`.
+///
+/// # Errors
+/// As [`rewrite_review`].
+pub fn rewritten(
+    review: &ParsedReview<'_>,
+    invocation: Equivalent,
+    objects: [Option<Value>; 2],
+    converted: [Option<Value>; 2],
+) -> Result<Rewritten, EquivalentError> {
+    let body = rewrite_review(
+        review,
+        &invocation,
+        [converted[0].as_ref(), converted[1].as_ref()],
+    )?;
+    let [original, _] = objects;
+    let [sent, _] = converted;
+    Ok(Rewritten {
+        invocation,
+        body,
+        original,
+        sent,
+    })
 }
 
 fn gvk(group: &str, version: &str, kind: &str) -> Value {

@@ -3,14 +3,14 @@
 //! Works on JSON; depends on `equivalence` only.
 //!
 //! Every conversion goes through the hub (the first, newest version in
-//! [`super::equivalence::EQUIVALENCES`]), as Kubernetes goes through its internal version. A
+//! [`crate::resources::equivalence::EQUIVALENCES`]), as Kubernetes goes through its internal version. A
 //! version with no rules here differs from the hub only in `apiVersion`.
 
 use serde_json::{Map, Value};
 
-use super::equivalence::GroupVersion;
 use super::fields::{annotations, get_mut, member, rename, spec, take, take_annotation};
 use super::hpa;
+use crate::resources::equivalence::GroupVersion;
 
 /// Why an object could not be converted.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -777,7 +777,7 @@ mod tests {
     #[test]
     fn every_pair_round_trips_on_api_reference_objects() {
         let mut pairs = 0;
-        for e in super::super::equivalence::EQUIVALENCES {
+        for e in crate::resources::equivalence::EQUIVALENCES {
             let hub = e.versions[0];
             let object = sample(e.kind, hub);
             for &other in &e.versions[1..] {
@@ -818,7 +818,7 @@ mod tests {
             let review: Value =
                 serde_json::from_slice(&std::fs::read(format!("{dir}{file}")).unwrap()).unwrap();
             let object = &review["request"]["object"];
-            let e = super::super::equivalence::EQUIVALENCES
+            let e = crate::resources::equivalence::EQUIVALENCES
                 .iter()
                 .find(|e| e.resource == resource)
                 .unwrap();
@@ -1067,8 +1067,8 @@ mod tests {
             .ok()
             .and_then(|c| c.parse().ok())
             .unwrap_or(1000);
-        let hub = super::super::equivalence::EQUIVALENCES[0].versions[0];
-        let kind = super::super::equivalence::EQUIVALENCES[0].kind;
+        let hub = crate::resources::equivalence::EQUIVALENCES[0].versions[0];
+        let kind = crate::resources::equivalence::EQUIVALENCES[0].kind;
         assert_ne!(
             generated(kind, hub, 1),
             sample(kind, hub),
@@ -1083,7 +1083,7 @@ mod tests {
             config,
             TestRng::from_seed(RngAlgorithm::ChaCha, &[11u8; 32]),
         );
-        let equivalences = super::super::equivalence::EQUIVALENCES;
+        let equivalences = crate::resources::equivalence::EQUIVALENCES;
         let strategy = (0..equivalences.len(), proptest::prelude::any::<u64>());
         let result = runner.run(&strategy, |(i, seed)| {
             let e = &equivalences[i];

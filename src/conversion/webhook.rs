@@ -6,7 +6,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::custom::ConversionReviewVersion;
+use crate::resources::custom::ConversionReviewVersion;
 
 /// The request body for converting `object` to `desired_api_version`: one object per review,
 /// as kube-apiserver converts `object` and `oldObject` one at a time.

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::conversion::custom::{ConversionWebhook, CustomResource};
 use crate::conversion::webhook::{conversion_request, converted_object, gvk_string};
+use crate::resources::custom::{ConversionWebhook, CustomResource};
 
 use super::client::{HttpClient, Target};
 

@@ -14,6 +14,7 @@ mod pipeline;
 pub mod verify;
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -23,10 +24,11 @@ use serde_json::Value;
 use crate::api::FailurePolicy;
 use crate::config::options::Mode;
 use crate::config::Webhook;
-use crate::conversion::{self, Equivalent, EquivalentError};
+use crate::conversion::{self, EquivalentError, Rewritten};
 pub use crate::decision::Decision;
-use crate::matching::{Converted, MatchDecision, Namespaces, SkipReason};
+use crate::matching::{ConditionsVerdict, MatchDecision, Namespaces, SkipReason};
 use crate::metrics::Conditions;
+use crate::resources::Equivalent;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
 use crate::telemetry::TraceContext;
 pub use client::{HttpClient, HttpReply, Target, TransportError};
@@ -353,18 +355,17 @@ impl Dispatcher {
     async fn rewrite_by_webhook(
         &self,
         review: &ParsedReview<'_>,
-        invocation: &Equivalent,
+        invocation: Equivalent,
         clock: Clock,
-    ) -> Result<Vec<u8>, EquivalentError> {
-        let unconverted = conversion::take_objects(review)?;
+    ) -> Result<Rewritten, EquivalentError> {
+        let objects = conversion::take_objects(review)?;
         let desired = conversion::api_version((&invocation.kind_group, &invocation.kind_version));
-        let [object, old_object] = &unconverted.objects;
+        let [object, old_object] = &objects;
         let (object, old_object) = tokio::join!(
-            self.convert_optional(invocation, object.as_ref(), &desired, clock),
-            self.convert_optional(invocation, old_object.as_ref(), &desired, clock),
+            self.convert_optional(&invocation, object.as_ref(), &desired, clock),
+            self.convert_optional(&invocation, old_object.as_ref(), &desired, clock),
         );
-        let converted = [object?, old_object?];
-        conversion::rewrite_review(unconverted, review, invocation, converted)
+        conversion::rewritten(review, invocation, objects, [object?, old_object?])
     }
 
     /// The whole decision for one request to one webhook: match (as `ShouldCallHook`), then
@@ -398,33 +399,27 @@ impl Dispatcher {
         answer
     }
 
-    /// The backend's patch (against the converted object in `sent`) as a patch against the
-    /// caller's object in `review`; `None` when the result equals the caller's object. Errors
-    /// are the 500 kube-apiserver answers patch and conversion problems with
-    /// (`apierrors.NewInternalError` in `callAttrMutatingHook`).
+    /// The backend's patch (against the converted object the webhook received, in
+    /// `rewritten`) as a patch against the caller's object; `None` when the result equals the
+    /// caller's object. Errors are the 500 kube-apiserver answers patch and conversion problems
+    /// with (`apierrors.NewInternalError` in `callAttrMutatingHook`).
     async fn patch_back(
         &self,
         review: &ParsedReview<'_>,
-        sent: &ParsedReview<'_>,
-        converted: &Converted,
+        rewritten: &Rewritten,
         patch: &str,
         clock: Clock,
     ) -> Result<Option<String>, Status> {
-        let parse = |raw: Option<&serde_json::value::RawValue>| {
-            raw.and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
-        };
-        let (Some(original), Some(sent_object)) =
-            (parse(review.request.object), parse(sent.request.object))
-        else {
+        let (Some(original), Some(sent_object)) = (&rewritten.original, &rewritten.sent) else {
             return Err(conversion::internal_error(
                 &"the webhook attempted to modify the object, which is not supported for this operation",
             ));
         };
         // The patch is against the object kube-apiserver sent, in `kind`'s version.
         let caller = conversion::object_version(review);
-        let i = &converted.invocation;
+        let i = &rewritten.invocation;
         let internal = |e: EquivalentError| conversion::internal_error(&e);
-        let patched = conversion::apply_patch(&sent_object, patch).map_err(internal)?;
+        let patched = conversion::apply_patch(sent_object, patch).map_err(internal)?;
         let back = if conversion::needs_webhook(review, i) {
             let desired = conversion::api_version(caller);
             self.convert_by_webhook(i, &patched, &desired, clock).await
@@ -432,7 +427,7 @@ impl Dispatcher {
             let from = (&*i.kind_group, &*i.kind_version);
             conversion::convert_locally(&patched, &i.kind, from, caller, i.custom.as_deref())
         };
-        conversion::patch_between(&original, &back.map_err(internal)?).map_err(internal)
+        conversion::patch_between(original, &back.map_err(internal)?).map_err(internal)
     }
 
     /// The answer for an admission whose call was cut by the proxy's shutdown grace period:
@@ -528,7 +523,7 @@ fn denial_message(response: &AdmissionResponse) -> &str {
 }
 
 /// `mode: Shadow`'s immediate answer: allowed, as if the webhook did not exist.
-pub fn shadowed(review: &ParsedReview<'_>) -> Answer {
+fn shadowed(review: &ParsedReview<'_>) -> Answer {
     answer(
         review,
         AdmissionResponse::allow(&review.request.uid),
@@ -577,40 +572,52 @@ struct Trace {
     conditions: Conditions,
 }
 
-/// The `matching` span's `result`: call (and the version an Equivalent rule was matched in),
-/// skip and why, or reject.
+/// The `matching` span's `result` for a request selection answered: skip and why, or reject.
 fn match_summary(decision: &MatchDecision) -> String {
     match decision {
-        MatchDecision::Call => "call".into(),
-        MatchDecision::CallConverted(c) => {
-            let i = &c.invocation;
-            let slash = if i.group.is_empty() { "" } else { "/" };
-            format!(
-                "call, converted to {}{slash}{} {}",
-                i.group, i.version, i.resource
-            )
-        }
-        MatchDecision::ConvertByWebhook(_) => "convert by webhook".into(),
+        MatchDecision::Call | MatchDecision::CallEquivalent(_) => "call".into(),
         MatchDecision::Skip(reason) => format!("skip: {reason}"),
         MatchDecision::Reject(status) => format!("reject: {}", status.message),
         MatchDecision::NamespaceUnavailable(reason) => format!("namespace unavailable: {reason}"),
     }
 }
 
-/// What the webhook's matchConditions did in `decision` (kube-apiserver counts evaluations,
-/// exclusions and errors: `apiserver_admission_match_condition_*`). Only matchCondition errors
-/// under Fail make the matcher reject with 403 (`apierrors.NewForbidden` in `ShouldCallHook`).
-fn conditions_outcome(webhook: &Webhook, decision: &MatchDecision) -> Conditions {
-    if webhook.matcher.match_conditions.is_empty() {
-        return Conditions::NotEvaluated;
+/// The `matching` span's `result` once matchConditions decided: call (and the version an
+/// Equivalent rule was matched in), or the skip or rejection they caused.
+fn call_summary(invocation: Option<&Equivalent>, flow: &ControlFlow<Answer>) -> String {
+    match (flow, invocation) {
+        (ControlFlow::Break(answer), _) => match answer.decision {
+            Decision::Skipped => format!("skip: {}", answer.detail),
+            _ => format!("reject: {}", answer.detail),
+        },
+        (ControlFlow::Continue(()), None) => "call".into(),
+        (ControlFlow::Continue(()), Some(i)) => {
+            let slash = if i.group.is_empty() { "" } else { "/" };
+            format!(
+                "call, converted to {}{slash}{} {}",
+                i.group, i.version, i.resource
+            )
+        }
     }
-    match decision {
-        MatchDecision::Call | MatchDecision::CallConverted(_) => Conditions::Passed,
-        MatchDecision::Skip(SkipReason::MatchCondition(_)) => Conditions::Excluded,
-        MatchDecision::Skip(SkipReason::MatchConditionErrorIgnored(_)) => Conditions::Errored,
-        MatchDecision::Reject(status) if status.code == 403 => Conditions::Errored,
-        _ => Conditions::NotEvaluated,
+}
+
+/// What the webhook's matchConditions did (kube-apiserver counts evaluations, exclusions and
+/// errors: `apiserver_admission_match_condition_*`).
+fn conditions_outcome(verdict: &ConditionsVerdict) -> Conditions {
+    match verdict {
+        ConditionsVerdict::None => Conditions::NotEvaluated,
+        ConditionsVerdict::Match => Conditions::Passed,
+        ConditionsVerdict::Excluded(_) => Conditions::Excluded,
+        ConditionsVerdict::ErrorIgnored(_) | ConditionsVerdict::ErrorRejected(_) => {
+            Conditions::Errored
+        }
     }
+}
+
+/// A skip: allowed at once, the reason is the log detail.
+fn skipped(review: &ParsedReview<'_>, reason: SkipReason) -> Answer {
+    let allow = AdmissionResponse::allow(&review.request.uid);
+    answer(review, allow, Decision::Skipped, reason.to_string())
 }
 
 /// A denial the proxy itself decides; its message is also the log detail.

@@ -1,23 +1,29 @@
 //! The phases of one admission for one webhook, in kube-apiserver's order, each a function
 //! that either answers (`ControlFlow::Break`) or hands the next phase what it needs:
 //!
-//! 1. [`select`](Dispatcher::select): `ShouldCallHook`
-//!    (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`): rules,
-//!    selectors and matchConditions, with the request converted first for an Equivalent rule
-//!    (by table, or by the custom resource's conversion webhook);
-//! 2. [`guard`](Dispatcher::guard): what `callHook` (`webhook/validating/dispatcher.go`) and
+//! 0. [`mode`](Dispatcher::mode): `mode: Shadow` answers at once and the admission runs in
+//!    the background;
+//! 1. [`select`](Dispatcher::select): the selectors and rules of `ShouldCallHook`
+//!    (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`), pure
+//!    matching ([`Matcher::decide`](crate::matching::Matcher::decide));
+//! 2. prepare, the rest of `ShouldCallHook`: [`convert`](Dispatcher::convert) the request for
+//!    an Equivalent rule (by table, or by the custom resource's conversion webhook), then
+//!    [`conditions`](Dispatcher::conditions): matchConditions on the request as the webhook
+//!    receives it. The caller's review is parsed once (by the server) and the converted one
+//!    once (here);
+//! 3. [`guard`](Dispatcher::guard): what `callHook` (`webhook/validating/dispatcher.go`) and
 //!    `callAttrMutatingHook` (`webhook/mutating/dispatcher.go`) check before calling (dry run
 //!    against sideEffects, the AdmissionReview version) and the proxy's own limits (deadline
 //!    budget, circuit breaker, maxConcurrentCalls); the permit and the call slot are guards
 //!    released on drop, whichever way the admission ends;
-//! 3. [`call`](Dispatcher::call): one POST per attempt with client-go's Retry-After, within the
+//! 4. [`call`](Dispatcher::call): one POST per attempt with client-go's Retry-After, within the
 //!    budget;
-//! 4. [`respond`](Dispatcher::respond): verify the answer (`VerifyAdmissionResponse`), carry a
+//! 5. [`respond`](Dispatcher::respond): verify the answer (`VerifyAdmissionResponse`), carry a
 //!    patch back to the caller's version, apply mode Warn.
 //!
 //! Any failure on the way is one [`CallFailure`], answered by failurePolicy
 //! ([`Dispatcher::fail`]). Uses what `dispatch` uses: `config`, `matching`, `conversion`,
-//! `review` and `telemetry`.
+//! `resources`, `review` and `telemetry`.
 
 use std::ops::ControlFlow;
 use std::pin::pin;
@@ -27,16 +33,17 @@ use tokio::time::Instant;
 
 use super::breaker::CallPermit;
 use super::{
-    answer, conditions_outcome, denial_message, deny, match_summary, post_as_client_go,
-    timeout_param, verify, warn_only, Answer, CallFailure, Clock, Decision, Dispatcher, HttpReply,
-    Target, Trace, TransportError,
+    answer, call_summary, conditions_outcome, denial_message, deny, match_summary,
+    post_as_client_go, shadowed, skipped, timeout_param, verify, warn_only, Answer, CallFailure,
+    Clock, Decision, Dispatcher, HttpReply, Target, Trace, TransportError,
 };
 use crate::config::options::Mode;
 use crate::config::Webhook;
-use crate::conversion;
-use crate::matching::{Converted, MatchDecision, Namespaces};
+use crate::conversion::{self, Rewritten};
+use crate::matching::{ConditionsVerdict, MatchDecision, Namespaces};
+use crate::resources::Equivalent;
 use crate::review::{AdmissionResponse, ParsedReview, ReviewVersion, Status};
-use crate::telemetry::TraceContext;
+use crate::telemetry::{PhaseSpan, TraceContext};
 
 /// One admission to one webhook: what every phase reads.
 #[derive(Clone, Copy)]
@@ -61,6 +68,17 @@ struct Guarded<'w> {
 }
 
 impl Dispatcher {
+    /// Phase 0, mode: `mode: Shadow` (config options) answers allowed at once, before anything
+    /// else, and the admission runs in the background ([`Dispatcher::admit`], started by the
+    /// server, which owns the background queue); Enforce and Warn continue. Shadow must not
+    /// delay the answer, not even by a namespace lookup, so it comes first.
+    pub fn mode(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> ControlFlow<Answer> {
+        if self.mode_of(webhook) == Mode::Shadow {
+            return ControlFlow::Break(shadowed(review));
+        }
+        ControlFlow::Continue(())
+    }
+
     /// [`Dispatcher::admit`], noting in `trace` what its metrics need.
     pub(super) async fn decide_and_call(
         &self,
@@ -80,20 +98,33 @@ impl Dispatcher {
             clock,
             trace_context,
         };
-        let converted = {
-            let select = pin!(self.select(a, namespaces, trace));
-            match select.await {
-                ControlFlow::Break(answer) => return answer,
-                ControlFlow::Continue(converted) => converted,
+        // `ShouldCallHook` spans selection, conversion and matchConditions.
+        let mut matching = trace_context.phase("matching");
+        let equivalent = match self.select(a, namespaces, &mut matching) {
+            ControlFlow::Break(answer) => return answer,
+            ControlFlow::Continue(equivalent) => equivalent,
+        };
+        let rewritten = match equivalent {
+            None => None,
+            Some(invocation) => {
+                let convert = pin!(self.convert(a, invocation));
+                match convert.await {
+                    ControlFlow::Break(answer) => return answer,
+                    ControlFlow::Continue(rewritten) => Some(rewritten),
+                }
             }
         };
-        // The matcher built the rewritten review (and parsed it only for matchConditions).
-        let converted_review = converted.as_deref().map(|c| ParsedReview::parse(&c.body));
+        // The converted review, parsed once: for matchConditions and for the call.
+        let converted_review = rewritten.as_ref().map(|r| ParsedReview::parse(&r.body));
         let converted_review = match converted_review.transpose() {
             Ok(r) => r,
             Err(e) => return deny(review, conversion::internal_error(&e), Decision::Rejected),
         };
         let sent = converted_review.as_ref().unwrap_or(review);
+        let invocation = rewritten.as_ref().map(|r| &r.invocation);
+        if let ControlFlow::Break(answer) = self.conditions(a, sent, invocation, matching, trace) {
+            return answer;
+        }
         let guarded = match self.guard(a).await {
             ControlFlow::Break(answer) => return answer,
             ControlFlow::Continue(guarded) => guarded,
@@ -106,73 +137,111 @@ impl Dispatcher {
                 ControlFlow::Continue(reply) => reply,
             }
         };
-        let converted = converted.as_deref();
-        let respond = pin!(self.respond(a, sent, converted, &reply, version));
+        let respond = pin!(self.respond(a, rewritten.as_ref(), &reply, version));
         respond.await
     }
 
-    /// Phase 1, `ShouldCallHook`: the match decision, a request an Equivalent rule matched
-    /// converted first (a conversion webhook call when the custom resource needs one, since
-    /// matchConditions see the converted object). Continues with the rewritten request, if
-    /// any; answers a skip (allowed), a rejection, or failurePolicy for unknown namespaces.
-    async fn select(
+    /// Phase 1, select: the selectors and rules of `ShouldCallHook`, pure matching. Continues
+    /// with the equivalent resource an Equivalent rule matched, if any; answers a skip
+    /// (allowed), a rejection, or failurePolicy for a namespace whose labels are unavailable.
+    fn select(
         &self,
         Admission {
-            webhook,
+            webhook, review, ..
+        }: Admission<'_>,
+        namespaces: Option<&Namespaces>,
+        span: &mut Option<PhaseSpan>,
+    ) -> ControlFlow<Answer, Option<Box<Equivalent>>> {
+        let decision = webhook.matcher.decide(review, namespaces);
+        let selected = matches!(
+            decision,
+            MatchDecision::Call | MatchDecision::CallEquivalent(_)
+        );
+        if let (Some(span), false) = (span.as_mut(), selected) {
+            span.set("result", match_summary(&decision));
+        }
+        match decision {
+            MatchDecision::Call => ControlFlow::Continue(None),
+            MatchDecision::CallEquivalent(invocation) => ControlFlow::Continue(Some(invocation)),
+            MatchDecision::Skip(reason) => ControlFlow::Break(skipped(review, reason)),
+            MatchDecision::Reject(status) => {
+                ControlFlow::Break(deny(review, status, Decision::Rejected))
+            }
+            MatchDecision::NamespaceUnavailable(reason) => {
+                let failure = CallFailure::NamespaceUnavailable(reason);
+                ControlFlow::Break(self.fail(webhook, review, failure))
+            }
+        }
+    }
+
+    /// Phase 2, prepare (a): the request rewritten for the equivalent resource an Equivalent rule
+    /// matched, its objects converted by table or, for a custom resource that needs it, by its
+    /// conversion webhook. kube-apiserver converts before matchConditions, and a failed
+    /// conversion is a 500 whatever failurePolicy says (`ShouldCallHook`:
+    /// `apierrors.NewInternalError`).
+    async fn convert(
+        &self,
+        Admission {
             review,
             clock,
             trace_context,
+            ..
         }: Admission<'_>,
-        namespaces: Option<&Namespaces>,
-        trace: &mut Trace,
-    ) -> ControlFlow<Answer, Option<Box<Converted>>> {
-        let mut span = trace_context.phase("matching");
-        let mut decision = webhook.matcher.decide(review, namespaces);
-        let converted = loop {
-            if !matches!(decision, MatchDecision::ConvertByWebhook(_)) {
-                if let Some(span) = &mut span {
-                    span.set("result", match_summary(&decision));
-                }
-                trace.conditions = conditions_outcome(webhook, &decision);
+        invocation: Box<Equivalent>,
+    ) -> ControlFlow<Answer, Rewritten> {
+        let rewritten = if conversion::needs_webhook(review, &invocation) {
+            let mut span = trace_context.phase("conversion");
+            // Boxed: the conversion webhook calls' state would otherwise size every
+            // admission's future.
+            let rewrite = Box::pin(self.rewrite_by_webhook(review, *invocation, clock)).await;
+            if let (Some(span), Err(e)) = (span.as_mut(), &rewrite) {
+                span.fail(e.to_string());
             }
-            match decision {
-                MatchDecision::Call => break None,
-                MatchDecision::CallConverted(converted) => break Some(converted),
-                // kube-apiserver converts before matchConditions; a failed conversion is a 500
-                // whatever failurePolicy says (`ShouldCallHook`: `apierrors.NewInternalError`).
-                MatchDecision::ConvertByWebhook(invocation) => {
-                    let mut conversion = trace_context.phase("conversion");
-                    // Boxed: the conversion webhook calls' state would otherwise size every admission's
-                    // future.
-                    let rewrite = Box::pin(self.rewrite_by_webhook(review, &invocation, clock));
-                    decision = match rewrite.await {
-                        Ok(body) => webhook.matcher.decide_converted(*invocation, body),
-                        Err(e) => {
-                            if let Some(span) = &mut conversion {
-                                span.fail(e.to_string());
-                            }
-                            MatchDecision::Reject(conversion::internal_error(&e))
-                        }
-                    };
-                }
-                MatchDecision::Skip(reason) => {
-                    let allow = AdmissionResponse::allow(&review.request.uid);
-                    let skipped = answer(review, allow, Decision::Skipped, reason.to_string());
-                    return ControlFlow::Break(skipped);
-                }
-                MatchDecision::Reject(status) => {
-                    return ControlFlow::Break(deny(review, status, Decision::Rejected))
-                }
-                MatchDecision::NamespaceUnavailable(reason) => {
-                    let failure = CallFailure::NamespaceUnavailable(reason);
-                    return ControlFlow::Break(self.fail(webhook, review, failure));
-                }
-            }
+            rewrite
+        } else {
+            conversion::rewrite_locally(review, *invocation)
         };
-        ControlFlow::Continue(converted)
+        match rewritten {
+            Ok(rewritten) => ControlFlow::Continue(rewritten),
+            Err(e) => {
+                let status = conversion::internal_error(&e);
+                ControlFlow::Break(deny(review, status, Decision::Rejected))
+            }
+        }
     }
 
-    /// Phase 2: what must hold before the call. Dry run against sideEffects (a 400 that
+    /// Phase 2, prepare (b): the rest of `ShouldCallHook`: matchConditions on `sent`, the request as the
+    /// webhook receives it; a false condition skips, an error skips or rejects by
+    /// failurePolicy. Notes the outcome for the matchConditions metrics and ends the
+    /// `matching` span.
+    fn conditions(
+        &self,
+        Admission {
+            webhook, review, ..
+        }: Admission<'_>,
+        sent: &ParsedReview<'_>,
+        invocation: Option<&Equivalent>,
+        mut span: Option<PhaseSpan>,
+        trace: &mut Trace,
+    ) -> ControlFlow<Answer> {
+        let verdict = webhook.matcher.decide_conditions(sent);
+        trace.conditions = conditions_outcome(&verdict);
+        let flow = match verdict {
+            ConditionsVerdict::None | ConditionsVerdict::Match => ControlFlow::Continue(()),
+            ConditionsVerdict::Excluded(reason) | ConditionsVerdict::ErrorIgnored(reason) => {
+                ControlFlow::Break(skipped(review, reason))
+            }
+            ConditionsVerdict::ErrorRejected(status) => {
+                ControlFlow::Break(deny(review, status, Decision::Rejected))
+            }
+        };
+        if let Some(span) = &mut span {
+            span.set("result", call_summary(invocation, &flow));
+        }
+        flow
+    }
+
+    /// Phase 3, guard: what must hold before the call. Dry run against sideEffects (a 400 that
     /// failurePolicy does not cover; kube-apiserver's `NewDryRunUnsupportedErr`, whose name
     /// kube-apiserver puts in front of the denial itself, `ToStatusErr` in
     /// `.../webhook/errors/statuserror.go`), an AdmissionReview version the webhook accepts,
@@ -262,7 +331,7 @@ impl Dispatcher {
         }
     }
 
-    /// Phase 3: the backend call, `sent` in the version [`Dispatcher::guard`] chose, within
+    /// Phase 4: the backend call, `sent` in the version [`Dispatcher::guard`] chose, within
     /// its budget; the breaker learns the outcome. Continues with the backend's HTTP answer;
     /// a timeout or transport failure goes to failurePolicy.
     async fn call(
@@ -323,7 +392,7 @@ impl Dispatcher {
         ControlFlow::Break(self.fail(webhook, review, failure))
     }
 
-    /// Phase 4: the backend's answer verified as kube-apiserver verifies it, a patch carried
+    /// Phase 5: the backend's answer verified as kube-apiserver verifies it, a patch carried
     /// back to the caller's version (an internal error when it cannot be), mode Warn applied.
     async fn respond(
         &self,
@@ -333,8 +402,7 @@ impl Dispatcher {
             clock,
             trace_context,
         }: Admission<'_>,
-        sent: &ParsedReview<'_>,
-        converted: Option<&Converted>,
+        rewritten: Option<&Rewritten>,
         reply: &HttpReply,
         version: ReviewVersion,
     ) -> Answer {
@@ -356,10 +424,10 @@ impl Dispatcher {
         if !allowed && response.status.is_none() {
             response.status = Some(serde_json::json!({}));
         }
-        if let (Some(c), Some(patch)) = (converted, response.patch.as_deref()) {
+        if let (Some(r), Some(patch)) = (rewritten, response.patch.as_deref()) {
             let _span = trace_context.phase("conversion");
             // Boxed: a conversion webhook call back would size every admission's future.
-            match Box::pin(self.patch_back(review, sent, c, patch, clock)).await {
+            match Box::pin(self.patch_back(review, r, patch, clock)).await {
                 Ok(back) => {
                     response.patch_type = back.as_ref().map(|_| "JSONPatch".to_string());
                     response.patch = back;
@@ -539,5 +607,50 @@ mod deadline_tests {
             "{}",
             message(&second)
         );
+    }
+
+    /// matchPolicy Equivalent with a matchCondition: the path an apps/v1 Deployment takes
+    /// when the webhook registered for apps/v1beta2. The caller's review is parsed once (here,
+    /// standing in for the server) and the converted review once; the condition sees the
+    /// converted object (it is true only for apps/v1beta2), so the call is made (and times out
+    /// on the black hole).
+    #[tokio::test(start_paused = true)]
+    async fn an_equivalent_admission_parses_each_review_once() {
+        let (_listener, url) = black_hole();
+        let ca = crate::tls::TestPki::generate(&["127.0.0.1"])
+            .unwrap()
+            .ca_bundle();
+        let yaml = format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
+             metadata: {{name: c}}\nwebhooks:\n- name: w.example.com\n  \
+             clientConfig: {{url: \"{url}\", caBundle: \"{ca}\"}}\n  \
+             rules: [{{operations: [CREATE], apiGroups: [apps], apiVersions: [v1beta2], resources: [deployments]}}]\n  \
+             matchPolicy: Equivalent\n  \
+             matchConditions: [{{name: sees-v1beta2, expression: \"object.apiVersion == 'apps/v1beta2'\"}}]\n  \
+             sideEffects: None\n  admissionReviewVersions: [v1]\n  failurePolicy: Fail\n"
+        );
+        let snapshot = config::load_contents(&[(PathBuf::from("t.yaml"), yaml)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let w = snapshot.webhooks().next().unwrap().clone();
+        let d = Dispatcher::new(Duration::from_millis(250));
+        let body = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/admission-reviews/0064-create-apps-v1-deployments-v1.json"
+        ))
+        .unwrap();
+        crate::review::PARSES.with(|n| n.set(0));
+        let review = ParsedReview::parse(&body).unwrap();
+        let answer = d
+            .admit(
+                &w,
+                &review,
+                None,
+                Some(Duration::from_secs(1)),
+                Instant::now(),
+                TraceContext::default(),
+            )
+            .await;
+        assert_eq!(answer.decision, Decision::FailedClosed, "{}", answer.detail);
+        assert_eq!(crate::review::PARSES.with(std::cell::Cell::get), 2);
     }
 }

@@ -1,7 +1,7 @@
 //! Whether kube-apiserver would call a webhook for a request: `ShouldCallHook` of
 //! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`; upstream
 //! paths below are relative to that `plugin/webhook/` directory.
-//! Depends on `api`, `review` and `conversion`; everything here is compiled at config load.
+//! Depends on `api`, `review` and `resources`; everything here is compiled at config load.
 
 pub mod cel_env;
 pub mod conditions;
@@ -16,8 +16,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::api::{FailurePolicy, MatchPolicy};
-use crate::conversion::custom::CustomResources;
-use crate::conversion::{self, Equivalent};
+use crate::resources::custom::CustomResources;
+use crate::resources::{equivalents, Equivalent};
 use crate::review::{Operation, ParsedReview, Status};
 pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
 pub use namespaces::Namespaces;
@@ -71,20 +71,21 @@ impl std::fmt::Display for SkipReason {
     }
 }
 
-/// The outcome of matching one webhook against one request.
+/// The outcome of selecting one webhook for one request: the selectors and rules of
+/// `ShouldCallHook`, before any conversion and before matchConditions.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MatchDecision {
+    /// The selectors and a rule match the request as sent; matchConditions are next
+    /// ([`Matcher::decide_conditions`] on this request).
     Call,
-    /// Call, with the request rewritten for a rule matched through an equivalent resource
-    /// (matchPolicy Equivalent; `request/admissionreview.go` `CreateV1AdmissionReview`).
-    CallConverted(Box<Converted>),
-    /// The Equivalent pass matched a custom resource whose objects only its conversion webhook
-    /// can convert: the caller converts (asynchronously) and then asks
-    /// [`Matcher::decide_converted`], since matchConditions must see the converted object.
-    ConvertByWebhook(Box<Equivalent>),
+    /// The selectors match and a rule matches an equivalent resource (matchPolicy Equivalent):
+    /// the request is converted to the invocation's version first, then matchConditions run on
+    /// the converted request, as `ShouldCallHook` does (`request/admissionreview.go`
+    /// `CreateV1AdmissionReview` builds what the webhook receives).
+    CallEquivalent(Box<Equivalent>),
     Skip(SkipReason),
-    /// The request fails whatever failurePolicy says (namespace not found) or because
-    /// failurePolicy is Fail (matchCondition error). The status kube-apiserver would return.
+    /// The request fails whatever failurePolicy says (namespace not found). The status
+    /// kube-apiserver would return.
     Reject(Status),
     /// The namespace's labels could not be read (the proxy's namespace watch has not synced
     /// and the live lookup failed): decided by failurePolicy like a failed call, since the
@@ -92,14 +93,23 @@ pub enum MatchDecision {
     NamespaceUnavailable(String),
 }
 
-/// A request rewritten for the version a webhook registered for.
+/// What a webhook's matchConditions decide for the request the webhook would receive
+/// (`matchconditions/matcher.go` `Match`, with failurePolicy applied to an error as
+/// `ShouldCallHook` does).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Converted {
-    /// The equivalent resource the rule matched, and the kind the webhook is invoked with.
-    pub invocation: Equivalent,
-    /// The rewritten AdmissionReview, in the caller's AdmissionReview version
-    /// ([`conversion::rewrite_review`]).
-    pub body: Vec<u8>,
+pub enum ConditionsVerdict {
+    /// The webhook has no matchConditions: nothing was evaluated.
+    None,
+    /// Every condition is true: call.
+    Match,
+    /// A condition is false: skip ([`SkipReason::MatchCondition`]).
+    Excluded(SkipReason),
+    /// A condition errored and failurePolicy is Ignore: skip
+    /// ([`SkipReason::MatchConditionErrorIgnored`]).
+    ErrorIgnored(SkipReason),
+    /// A condition errored and failurePolicy is Fail: kube-apiserver's 403 (`apierrors.NewForbidden`
+    /// in `ShouldCallHook`).
+    ErrorRejected(Status),
 }
 
 /// Labels of `object` / `oldObject`, or why there are none.
@@ -145,9 +155,11 @@ impl ObjectLabels {
 }
 
 impl Matcher {
-    /// `ShouldCallHook` (`generic/webhook.go`) for one webhook, in kube-apiserver's order:
-    /// namespaceSelector, objectSelector, rules, held-back selector errors, matchConditions.
-    /// matchPolicy Equivalent matches through equivalent resources (its second rule pass).
+    /// `ShouldCallHook` (`generic/webhook.go`) for one webhook up to matchConditions, in
+    /// kube-apiserver's order: namespaceSelector, objectSelector, rules, held-back selector
+    /// errors. matchPolicy Equivalent matches through equivalent resources (its second rule
+    /// pass). Pure matching: the conversion an equivalent match needs, and matchConditions
+    /// ([`Matcher::decide_conditions`]), are the caller's next steps.
     pub fn decide(
         &self,
         review: &ParsedReview<'_>,
@@ -189,38 +201,10 @@ impl Matcher {
             }
             None => {}
         }
-        let Some(invocation) = invocation else {
-            return self
-                .conditions_verdict(review)
-                .unwrap_or(MatchDecision::Call);
-        };
-        if conversion::needs_webhook(review, &invocation) {
-            return MatchDecision::ConvertByWebhook(Box::new(invocation));
+        match invocation {
+            None => MatchDecision::Call,
+            Some(invocation) => MatchDecision::CallEquivalent(Box::new(invocation)),
         }
-        // kube-apiserver converts before matchConditions, and a failed conversion is an internal
-        // error whatever failurePolicy says (`ShouldCallHook`, `VersionedAttribute`).
-        match conversion::rewrite_locally(review, &invocation) {
-            Ok(body) => self.decide_converted(invocation, body),
-            Err(e) => MatchDecision::Reject(conversion::internal_error(&e)),
-        }
-    }
-
-    /// The rest of `ShouldCallHook` once the request is rewritten for `invocation` (`body`, from
-    /// [`conversion::rewrite_review`]): matchConditions on the converted object, then the call.
-    pub fn decide_converted(&self, invocation: Equivalent, body: Vec<u8>) -> MatchDecision {
-        // Without matchConditions there is nothing to evaluate: dispatch parses the rewritten
-        // review once, to send it.
-        let verdict = if self.match_conditions.is_empty() {
-            None
-        } else {
-            match ParsedReview::parse(&body) {
-                Ok(converted_review) => self.conditions_verdict(&converted_review),
-                Err(e) => return MatchDecision::Reject(conversion::internal_error(&e)),
-            }
-        };
-        verdict.unwrap_or_else(|| {
-            MatchDecision::CallConverted(Box::new(Converted { invocation, body }))
-        })
     }
 
     /// The Equivalent pass of `ShouldCallHook`: rules in order, and for each the request's
@@ -237,8 +221,7 @@ impl Matcher {
             input.sub_resource,
         );
         self.rules.iter().find_map(|rule| {
-            let builtin =
-                conversion::equivalents(&r.group, &r.version, &r.resource, input.sub_resource);
+            let builtin = equivalents(&r.group, &r.version, &r.resource, input.sub_resource);
             builtin.chain(custom.iter().cloned()).find(|e| {
                 let gvr = crate::review::GroupVersionResource {
                     group: (&*e.group).into(),
@@ -253,20 +236,26 @@ impl Matcher {
         })
     }
 
-    /// matchConditions on `review` (the converted one when the Equivalent pass matched): the
-    /// skip or rejection they cause, `None` when they match.
-    fn conditions_verdict(&self, review: &ParsedReview<'_>) -> Option<MatchDecision> {
+    /// The rest of `ShouldCallHook` after [`Matcher::decide`] answered call: matchConditions on
+    /// `review`, the request as the webhook would receive it (converted, for
+    /// [`MatchDecision::CallEquivalent`]).
+    pub fn decide_conditions(&self, review: &ParsedReview<'_>) -> ConditionsVerdict {
+        if self.match_conditions.is_empty() {
+            return ConditionsVerdict::None;
+        }
         match self.match_conditions.evaluate(review) {
-            ConditionsResult::Match => None,
+            ConditionsResult::Match => ConditionsVerdict::Match,
             ConditionsResult::NoMatch { condition } => {
-                Some(MatchDecision::Skip(SkipReason::MatchCondition(condition)))
+                ConditionsVerdict::Excluded(SkipReason::MatchCondition(condition))
             }
-            ConditionsResult::Error(message) => Some(match self.failure_policy {
+            ConditionsResult::Error(message) => match self.failure_policy {
                 FailurePolicy::Ignore => {
-                    MatchDecision::Skip(SkipReason::MatchConditionErrorIgnored(message))
+                    ConditionsVerdict::ErrorIgnored(SkipReason::MatchConditionErrorIgnored(message))
                 }
-                FailurePolicy::Fail => MatchDecision::Reject(forbidden(review, &message)),
-            }),
+                FailurePolicy::Fail => {
+                    ConditionsVerdict::ErrorRejected(forbidden(review, &message))
+                }
+            },
         }
     }
 

@@ -16,8 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::RuleWithOperations;
-use crate::conversion::custom::{CustomResource, CustomResources};
-use crate::conversion::equivalence::EQUIVALENCES;
+use crate::resources::custom::{CustomResource, CustomResources};
+use crate::resources::equivalence::EQUIVALENCES;
 use crate::served::ServedResources;
 
 /// One rule target: group, version and resource entry (`deployments`, `deployments/scale`).
@@ -247,7 +247,7 @@ pub fn unreachable_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversion::custom::tests::widgets;
+    use crate::resources::custom::tests::widgets;
 
     fn rule(groups: &[&str], versions: &[&str], resources: &[&str]) -> RuleWithOperations {
         let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();

@@ -23,7 +23,6 @@ use pingora::protocols::http::ServerSession;
 use tokio::sync::{watch, Notify};
 
 use crate::api::WebhookType;
-use crate::config::options::Mode;
 use crate::config::Snapshot;
 use crate::dispatch::{Answer, Decision, Dispatcher};
 use crate::matching::Namespaces;
@@ -547,8 +546,8 @@ impl AdmissionApp {
         Some(response)
     }
 
-    /// The admission: `mode: Shadow` answers allowed at once and calls in the background;
-    /// otherwise the dispatcher decides (its phases in `dispatch/pipeline.rs`), within the
+    /// The admission: the dispatcher decides (its phases in `dispatch/pipeline.rs`; a Shadow
+    /// answer comes back at once and its call is started here, in the background), within the
     /// proxy's own span when spans are exported, and answered by failurePolicy if the shutdown
     /// grace period runs out first.
     async fn admit(
@@ -562,9 +561,9 @@ impl AdmissionApp {
     ) -> Answer {
         let caller_timeout = caller_timeout(query);
         let _webhook_in_flight = webhook.metrics.in_flight();
-        if self.state.dispatcher.mode_of(webhook) == Mode::Shadow {
+        if let ControlFlow::Break(shadowed) = self.state.dispatcher.mode(webhook, review) {
             shadow(&self.state, webhook, body, caller_timeout, received);
-            return crate::dispatch::shadowed(review);
+            return shadowed;
         }
         // Static names: looked up without parsing the name per request.
         static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");

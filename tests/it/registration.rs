@@ -504,7 +504,7 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
 /// resource's newest version.
 #[test]
 fn every_equivalence_registers_as_a_valid_configuration() {
-    use admission_proxy::conversion::equivalence::EQUIVALENCES;
+    use admission_proxy::resources::equivalence::EQUIVALENCES;
     let mut config = String::from("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: every}\nwebhooks:\n");
     let mut expected = Vec::new();
     for (i, e) in EQUIVALENCES.iter().enumerate() {
