@@ -73,19 +73,7 @@ pub fn verify(
     uid: &str,
     webhook_type: WebhookType,
 ) -> Result<VerifiedResponse, CallFailure> {
-    if !(200..=206).contains(&reply.status) {
-        return Err(CallFailure::Status {
-            code: reply.status,
-            message: status_message(reply),
-        });
-    }
-    if reply.body.is_empty() {
-        return Err(CallFailure::Undecodable(format!(
-            "0-length response with status code: {} and content type: {}",
-            reply.status,
-            reply.content_type().unwrap_or("application/json")
-        )));
-    }
+    check_status(reply)?;
     // The response Content-Type is ignored: JSON and YAML are both sniffed, as the webhook
     // client has one serializer for every media type (`NewClientManager`,
     // `staging/src/k8s.io/apiserver/pkg/util/webhook/client.go`).
@@ -118,21 +106,7 @@ pub fn verify(
             )
         }
     };
-    let expected = version.api_version();
-    let gvk_ok = api_version == expected && kind == "AdmissionReview";
-    if !gvk_ok && !api_version.is_empty() && !kind.is_empty() {
-        // A wrong but present apiVersion/kind fails in the decoder (`Result.Into`), before
-        // `VerifyAdmissionResponse` looks at it.
-        let message = match ReviewVersion::from_api_version(api_version) {
-            Some(other) if kind == "AdmissionReview" => format!(
-                "converting ({}.AdmissionReview) to ({}.AdmissionReview): unknown conversion",
-                other.as_str(),
-                version.as_str()
-            ),
-            _ => format!("no kind {kind:?} is registered for version {api_version:?}"),
-        };
-        return Err(CallFailure::Undecodable(message));
-    }
+    let gvk_ok = check_kind(api_version, kind, version)?;
     let absent = || CallFailure::Invalid("webhook response was absent".into());
     let response = match (fast_response, response) {
         (Some(decoded), _) => decoded.ok_or_else(absent)?,
@@ -147,6 +121,44 @@ pub fn verify(
         check_v1(&response, uid, webhook_type, (api_version, kind, gvk_ok))?;
     }
     into_verified(response, version, webhook_type)
+}
+
+/// client-go's answer to a non-2xx status (`transformResponse`) or an empty body, before
+/// anything is decoded.
+fn check_status(reply: &HttpReply) -> Result<(), CallFailure> {
+    if !(200..=206).contains(&reply.status) {
+        return Err(CallFailure::Status {
+            code: reply.status,
+            message: status_message(reply),
+        });
+    }
+    if reply.body.is_empty() {
+        return Err(CallFailure::Undecodable(format!(
+            "0-length response with status code: {} and content type: {}",
+            reply.status,
+            reply.content_type().unwrap_or("application/json")
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the answer's `apiVersion`/`kind` are the request's AdmissionReview. A wrong but
+/// present apiVersion/kind fails in the decoder (`Result.Into`), before
+/// `VerifyAdmissionResponse` looks at it; absent ones are left to its v1 rules.
+fn check_kind(api_version: &str, kind: &str, version: ReviewVersion) -> Result<bool, CallFailure> {
+    let gvk_ok = api_version == version.api_version() && kind == "AdmissionReview";
+    if !gvk_ok && !api_version.is_empty() && !kind.is_empty() {
+        let message = match ReviewVersion::from_api_version(api_version) {
+            Some(other) if kind == "AdmissionReview" => format!(
+                "converting ({}.AdmissionReview) to ({}.AdmissionReview): unknown conversion",
+                other.as_str(),
+                version.as_str()
+            ),
+            _ => format!("no kind {kind:?} is registered for version {api_version:?}"),
+        };
+        return Err(CallFailure::Undecodable(message));
+    }
+    Ok(gvk_ok)
 }
 
 /// `VerifyAdmissionResponse`'s v1 rules, in its order

@@ -532,14 +532,27 @@ pub fn json_to_cel(value: &serde_json::Value) -> Value {
     }
 }
 
-/// The `request` variable: the AdmissionRequest without uid, object and oldObject, with every
-/// field present (a typed Go struct in kube-apiserver, so `request.subResource == ""` holds
-/// when the JSON omits it). Built as CEL values directly: going through `serde_json::Value`
-/// cost 12 µs per request (benches/README.md).
-///
-/// With `only`, just those top-level fields are built: handing `cel` a larger map costs
-/// about 10 µs per evaluation whatever is read from it (benches/README.md).
-fn request_to_cel(review: &ParsedReview<'_>, only: Option<&[String]>) -> Value {
+/// A CEL string.
+fn string(s: &str) -> Value {
+    Value::String(Arc::new(s.to_string()))
+}
+
+/// A CEL list of strings.
+fn strings(list: &[String]) -> Value {
+    Value::List(Arc::new(list.iter().map(|s| string(s)).collect()))
+}
+
+/// A CEL map with string keys.
+fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
+    let map: HashMap<Key, Value> = entries
+        .into_iter()
+        .map(|(k, v)| (Key::String(Arc::new(k.to_string())), v))
+        .collect();
+    Value::Map(Map { map: Arc::new(map) })
+}
+
+/// `request.userInfo` (`authenticationv1.UserInfo`): every field present, empty when absent.
+fn user_info_to_cel(raw: Option<&serde_json::value::RawValue>) -> Value {
     #[derive(Default, serde::Deserialize)]
     struct UserInfo {
         #[serde(default)]
@@ -551,19 +564,35 @@ fn request_to_cel(review: &ParsedReview<'_>, only: Option<&[String]>) -> Value {
         #[serde(default)]
         extra: std::collections::BTreeMap<String, Vec<String>>,
     }
-    fn string(s: &str) -> Value {
-        Value::String(Arc::new(s.to_string()))
-    }
-    fn strings(list: &[String]) -> Value {
-        Value::List(Arc::new(list.iter().map(|s| string(s)).collect()))
-    }
-    fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
-        let map: HashMap<Key, Value> = entries
-            .into_iter()
-            .map(|(k, v)| (Key::String(Arc::new(k.to_string())), v))
-            .collect();
-        Value::Map(Map { map: Arc::new(map) })
-    }
+    let user: UserInfo = raw
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default();
+    let extra: HashMap<Key, Value> = user
+        .extra
+        .iter()
+        .map(|(k, v)| (Key::String(Arc::new(k.clone())), strings(v)))
+        .collect();
+    map([
+        ("username", string(&user.username)),
+        ("uid", string(&user.uid)),
+        ("groups", strings(&user.groups)),
+        (
+            "extra",
+            Value::Map(Map {
+                map: Arc::new(extra),
+            }),
+        ),
+    ])
+}
+
+/// The `request` variable: the AdmissionRequest without uid, object and oldObject, with every
+/// field present (a typed Go struct in kube-apiserver, so `request.subResource == ""` holds
+/// when the JSON omits it). Built as CEL values directly: going through `serde_json::Value`
+/// cost 12 µs per request (benches/README.md).
+///
+/// With `only`, just those top-level fields are built: handing `cel` a larger map costs
+/// about 10 µs per evaluation whatever is read from it (benches/README.md).
+fn request_to_cel(review: &ParsedReview<'_>, only: Option<&[String]>) -> Value {
     let gvk = |g: &crate::review::GroupVersionKind| {
         map([
             ("group", string(&g.group)),
@@ -601,28 +630,7 @@ fn request_to_cel(review: &ParsedReview<'_>, only: Option<&[String]>) -> Value {
     put("name", &|| string(&r.name));
     put("namespace", &|| string(&r.namespace));
     put("operation", &|| string(&r.operation));
-    put("userInfo", &|| {
-        let user: UserInfo = r
-            .user_info
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or_default();
-        let extra: HashMap<Key, Value> = user
-            .extra
-            .iter()
-            .map(|(k, v)| (Key::String(Arc::new(k.clone())), strings(v)))
-            .collect();
-        map([
-            ("username", string(&user.username)),
-            ("uid", string(&user.uid)),
-            ("groups", strings(&user.groups)),
-            (
-                "extra",
-                Value::Map(Map {
-                    map: Arc::new(extra),
-                }),
-            ),
-        ])
-    });
+    put("userInfo", &|| user_info_to_cel(r.user_info));
     put("dryRun", &|| Value::Bool(r.is_dry_run()));
     put("options", &|| raw_to_cel(r.options.map(|o| o.get())));
     Value::Map(Map {
