@@ -7,11 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admission_proxy::{
-    config, demo, dispatch::breaker::BreakerSettings, dispatch::Dispatcher, matching::Namespaces,
+    config, dispatch::breaker::BreakerSettings, dispatch::Dispatcher, matching::Namespaces,
     namespace_watch, reload, server, tls,
 };
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
+
+mod bench;
+mod demo;
+mod example_backend;
+mod pki;
 
 /// mimalloc instead of glibc malloc: the request path allocates and frees many short-lived
 /// buffers; glibc's chunk consolidation was ~13% of the proxy's CPU under load
@@ -983,8 +988,8 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             )?))),
             _ => None,
         };
-        let (handle, recorder) = admission_proxy::example_backend::start(addr, tls)
-            .with_context(|| format!("listen on {addr}"))?;
+        let (handle, recorder) =
+            example_backend::start(addr, tls).with_context(|| format!("listen on {addr}"))?;
         if let Some(file) = &args.record_uids {
             recorder
                 .record_uids(file)
@@ -1000,13 +1005,10 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             Some(f) => Some(std::fs::read(f).with_context(|| format!("read {}", f.display()))?),
             None => None,
         };
-        print!(
-            "{}",
-            admission_proxy::bench::synthetic_config(n, url, ca.as_deref())
-        );
+        print!("{}", bench::synthetic_config(n, url, ca.as_deref()));
         return Ok(());
     }
-    let report = admission_proxy::bench::run(admission_proxy::bench::BenchOptions {
+    let report = bench::run(bench::BenchOptions {
         target: args.target.unwrap_or_default(),
         compare: args.compare,
         reviews: args.reviews,
@@ -1021,7 +1023,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if args.output == "json" {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", admission_proxy::bench::render_table(&report));
+        print!("{}", bench::render_table(&report));
     }
     Ok(())
 }
