@@ -4,7 +4,8 @@
 //! `dispatch` → `server` → `reload`; `config`, `served` → `registration` → `explain`;
 //! `served` → `config` (removed-version warnings); `matching` →
 //! `namespace_watch` → `server`; `redact` → `capture`, `explain`, `server`; `capture` → `server`. `memory` and `redact` are leaves, `metrics` depends only
-//! on it, `tls` is a leaf.
+//! on it, `tls` is a leaf. `serve` (the `serve` command as one call) uses them all; only the
+//! binary uses it.
 //!
 //! The binary's tools (`demo`, `bench`, the example backend, the demo PKI) are not part of this
 //! library: they live with the binary in `src/bin/admission-proxy/`.
@@ -25,6 +26,7 @@ pub mod redact;
 pub mod registration;
 pub mod reload;
 pub mod review;
+pub mod serve;
 pub mod served;
 pub mod server;
 pub mod telemetry;
