@@ -11,8 +11,22 @@ use admission_proxy::dispatch::Dispatcher;
 use admission_proxy::matching::{MatchCondition, MatchConditions, Namespaces};
 use admission_proxy::review::{ParsedReview, ReviewVersion};
 use admission_proxy::telemetry::TraceContext;
-use admission_proxy::tls::{CertResolver, TestPki};
+use admission_proxy::tls::CertResolver;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use pki::TestPki;
+
+// The binary's tools the benches need (the synthetic configuration, the example backend, the
+// PKI), compiled in from src/bin/admission-proxy: they are not library API. Each is used in part.
+// Its unit tests' module compiles here without their #[test] functions: imports unused.
+#[allow(dead_code, unused_imports)]
+#[path = "../src/bin/admission-proxy/bench.rs"]
+mod bench;
+#[allow(dead_code)]
+#[path = "../src/bin/admission-proxy/example_backend.rs"]
+mod example_backend;
+#[allow(dead_code)]
+#[path = "../src/bin/admission-proxy/pki.rs"]
+mod pki;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
@@ -25,9 +39,9 @@ fn namespaces() -> Namespaces {
         .unwrap()
 }
 
-/// `n` webhooks in the realistic mix of [`admission_proxy::bench::synthetic_config`].
+/// `n` webhooks in the realistic mix of [`bench::synthetic_config`].
 fn config(n: usize, url: &str, ca_pem: Option<&[u8]>) -> config::Snapshot {
-    let yaml = admission_proxy::bench::synthetic_config(n, url, ca_pem);
+    let yaml = bench::synthetic_config(n, url, ca_pem);
     config::load_contents(&[(PathBuf::from("bench.yaml"), yaml)]).unwrap()
 }
 
@@ -164,8 +178,7 @@ fn pipeline(c: &mut Criterion) {
     let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
     let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
     let (backend, _) = rt.block_on(async {
-        admission_proxy::example_backend::start("127.0.0.1:0".parse().unwrap(), Some(resolver))
-            .unwrap()
+        example_backend::start("127.0.0.1:0".parse().unwrap(), Some(resolver)).unwrap()
     });
     let snapshot = config(
         1,

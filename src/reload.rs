@@ -100,6 +100,32 @@ fn changed_config(
     Ok(Some((fp, texts)))
 }
 
+/// Logs that `snapshot` was loaded (at start) or `reloaded`, with its size, and exports its
+/// generation, hash and size: the one place either is logged.
+pub(crate) fn loaded(snapshot: &config::Snapshot, reloaded: bool) {
+    let (webhooks, custom_resources, files) = (
+        snapshot.len(),
+        snapshot.custom_resources.len(),
+        snapshot.files.len(),
+    );
+    if reloaded {
+        tracing::info!(
+            webhooks,
+            custom_resources,
+            files,
+            "webhook configuration reloaded"
+        );
+    } else {
+        tracing::info!(
+            webhooks,
+            custom_resources,
+            files,
+            "webhook configuration loaded"
+        );
+    }
+    crate::metrics::config_loaded(snapshot.hash, snapshot.len());
+}
+
 impl Sources {
     fn reload_once(&self, state: &State, fps: &mut Fingerprints) {
         match changed_config(&self.config, fps.config) {
@@ -118,13 +144,7 @@ impl Sources {
                     for w in &snapshot.warnings {
                         tracing::warn!(warning = %w, "webhook configuration warning");
                     }
-                    tracing::info!(
-                        webhooks = snapshot.len(),
-                        custom_resources = snapshot.custom_resources.len(),
-                        files = snapshot.files.len(),
-                        "webhook configuration reloaded"
-                    );
-                    crate::metrics::config_loaded(snapshot.hash, snapshot.len());
+                    loaded(&snapshot, true);
                     state.config.store(Arc::new(snapshot));
                     fps.config = Some(fp);
                     crate::metrics::reload("ok");

@@ -499,7 +499,7 @@ mod deadline_tests {
     /// One validating webhook `w.example.com` calling `url`, failurePolicy Fail, with `extra`
     /// webhook fields and configuration `annotations`.
     fn webhook(url: &str, extra: &str, annotations: &str) -> Arc<Webhook> {
-        let ca = crate::tls::TestPki::generate(&["127.0.0.1"])
+        let ca = crate::pki::TestPki::generate(&["127.0.0.1"])
             .unwrap()
             .ca_bundle();
         let yaml = format!(

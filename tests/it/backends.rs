@@ -4,7 +4,7 @@
 //! and a mutating webhook sharing one name (cert-manager ships `webhook.cert-manager.io` in
 //! both), each on its typed route.
 
-use admission_proxy::tls::TestPki;
+use crate::tools::pki::TestPki;
 
 use crate::common::{fixture, webhook_config, TestBackend, TestProxy, ALL};
 

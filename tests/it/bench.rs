@@ -3,15 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use admission_proxy::bench::{run, BenchOptions};
-use admission_proxy::tls::{CertResolver, TestPki};
+use crate::tools::bench::{run, BenchOptions};
+use crate::tools::pki::TestPki;
+use admission_proxy::tls::CertResolver;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_counts_checked_answers_and_errors() {
     let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
     let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
     let (backend, recorder) =
-        admission_proxy::example_backend::start("127.0.0.1:0".parse().unwrap(), Some(resolver))
+        crate::tools::example_backend::start("127.0.0.1:0".parse().unwrap(), Some(resolver))
             .unwrap();
     let ca = std::env::temp_dir().join(format!(
         "admission-proxy-bench-ca-{}.pem",

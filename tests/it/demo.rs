@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use admission_proxy::demo::{run, DemoOptions};
+use crate::tools::demo::{run, DemoOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_shows_every_outcome() {

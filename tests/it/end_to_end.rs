@@ -203,7 +203,7 @@ async fn call_failures_follow_failure_policy() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let other_pki = admission_proxy::tls::TestPki::generate(&["127.0.0.1"]).unwrap();
+    let other_pki = crate::tools::pki::TestPki::generate(&["127.0.0.1"]).unwrap();
     let cases: Vec<(&str, String, &str)> = vec![
         (
             "garbage",
@@ -633,7 +633,7 @@ async fn yaml_answers_are_accepted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_http_loopback_backend() {
     let (handle, recorder) =
-        admission_proxy::example_backend::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        crate::tools::example_backend::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
     let cc = format!("{{url: \"http://{}/deny\"}}", handle.local_addr);
     let proxy = TestProxy::start(&validating(HOOK, &cc, ALL, ""));
     let reply = proxy

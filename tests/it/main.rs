@@ -1,9 +1,12 @@
 //! The integration tests, as one test binary (one link of the crate instead of one per file).
 //! Each module was a file of its own under `tests/`; a test is named by its module, e.g.
 //! `cargo test --test it one_call::` runs one module and `cargo test --test it
-//! hot_reload::reloads_under_load` one test. `common` is the shared harness.
+//! hot_reload::reloads_under_load` one test. `common` is the shared harness; `tools` compiles in
+//! the binary's tools (demo, bench, the example backend, the PKI).
 
 mod common;
+
+mod tools;
 
 mod backends;
 mod bench;

@@ -202,9 +202,10 @@ fn check_locates_a_bad_mode() {
 /// and, the backend being back, closes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_circuit_breaker_opens_fails_fast_half_opens_and_closes() {
+    use crate::tools::pki::TestPki;
     use admission_proxy::dispatch::breaker::BreakerSettings;
     use admission_proxy::dispatch::Dispatcher;
-    use admission_proxy::tls::{CertResolver, TestPki};
+    use admission_proxy::tls::CertResolver;
     use std::sync::Arc;
 
     // A port with nothing listening yet; the backend starts on it later.
@@ -254,7 +255,7 @@ async fn the_circuit_breaker_opens_fails_fast_half_opens_and_closes() {
     );
     // The backend comes back; the breaker stays open until its cool-down ends.
     let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
-    let (_backend, recorder) = admission_proxy::example_backend::start(
+    let (_backend, recorder) = crate::tools::example_backend::start(
         format!("127.0.0.1:{port}").parse().unwrap(),
         Some(resolver),
     )

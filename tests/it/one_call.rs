@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use admission_proxy::tls::TestPki;
+use crate::tools::pki::TestPki;
 
 use crate::common::{self, fixture, validating, TestProxy, ALL};
 

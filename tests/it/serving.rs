@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::tools::pki::TestPki;
 use admission_proxy::dispatch::HttpClient;
-use admission_proxy::tls::TestPki;
 
 use crate::common::{
     fixture, https_get, validating, wait_for_calls, BinaryProxy, TestBackend, Workspace, ALL,

@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::tools::example_backend::{self, Recorder};
+use crate::tools::pki::TestPki;
 use admission_proxy::api::WebhookClientConfig;
 use admission_proxy::config::{self, Backend};
 use admission_proxy::dispatch::{Dispatcher, HttpClient, HttpReply, Target};
-use admission_proxy::example_backend::{self, Recorder};
 use admission_proxy::matching::Namespaces;
 use admission_proxy::server::{self, ServerHandle, State, DECISION_HEADER};
-use admission_proxy::tls::{CertResolver, MinVersion, TestPki};
+use admission_proxy::tls::{CertResolver, MinVersion};
 
 pub const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 

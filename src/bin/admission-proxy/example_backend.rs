@@ -19,7 +19,7 @@
 //! | `/only/{v1,v1beta1}/{rest}` | HTTP 400 unless the review has that version, then `{rest}` |
 //! | `/convert` | a CRD conversion webhook: answers a ConversionReview, renaming `spec.count` (versions before v2) to `spec.replicas` (v2 and later) and back |
 //!
-//! Depends on `server` (to serve) only.
+//! Uses the library's `server` (to serve) and `tls` only.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,12 +31,12 @@ use http::Response;
 use pingora::protocols::http::ServerSession;
 use serde_json::{json, Value};
 
-use crate::server::{reply, serve, Respond, ServerHandle};
-use crate::tls::CertResolver;
+use admission_proxy::server::{reply, serve, Respond, ServerHandle};
+use admission_proxy::tls::CertResolver;
 
 /// What the backend has seen; shared with its owner.
 #[derive(Default)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     calls: AtomicU64,
     last: Mutex<Option<(String, Vec<u8>)>>,
     uid_log: std::sync::OnceLock<Mutex<std::fs::File>>,
@@ -50,7 +50,7 @@ impl Recorder {
     ///
     /// # Errors
     /// The file cannot be opened for appending.
-    pub fn record_uids(&self, file: &std::path::Path) -> std::io::Result<()> {
+    pub(crate) fn record_uids(&self, file: &std::path::Path) -> std::io::Result<()> {
         let f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -60,18 +60,18 @@ impl Recorder {
     }
 
     /// How many requests arrived.
-    pub fn calls(&self) -> u64 {
+    pub(crate) fn calls(&self) -> u64 {
         self.calls.load(Ordering::SeqCst)
     }
 
     /// The last request's path-and-query and body.
-    pub fn last(&self) -> Option<(String, Vec<u8>)> {
+    pub(crate) fn last(&self) -> Option<(String, Vec<u8>)> {
         self.last.lock().ok().and_then(|l| l.clone())
     }
 }
 
 /// The backend app.
-pub struct ExampleBackend {
+pub(crate) struct ExampleBackend {
     recorder: Arc<Recorder>,
 }
 
@@ -79,15 +79,19 @@ pub struct ExampleBackend {
 ///
 /// # Errors
 /// The bind error.
-pub fn start(
+pub(crate) fn start(
     listen: SocketAddr,
     tls: Option<Arc<CertResolver>>,
 ) -> std::io::Result<(ServerHandle, Arc<Recorder>)> {
     let recorder = Arc::new(Recorder::default());
     let tls = match tls {
         Some(resolver) => Some(Arc::new(
-            crate::tls::server_config(resolver, crate::tls::MinVersion::Tls12, None)
-                .map_err(std::io::Error::other)?,
+            admission_proxy::tls::server_config(
+                resolver,
+                admission_proxy::tls::MinVersion::Tls12,
+                None,
+            )
+            .map_err(std::io::Error::other)?,
         )),
         None => None,
     };
@@ -97,7 +101,7 @@ pub fn start(
         ExampleBackend {
             recorder: recorder.clone(),
         },
-        Arc::new(crate::server::Limits::default()),
+        Arc::new(admission_proxy::server::Limits::default()),
     )?;
     Ok((handle, recorder))
 }

@@ -4,7 +4,7 @@
 //! moment the generator releases a request on its schedule, including any wait for a free
 //! connection, so a stalled server cannot hide its queueing (no coordinated omission); the
 //! generator's own lag behind the schedule is reported separately. Every answer is checked (status, apiVersion and uid echoed); a wrong answer is an
-//! error, not a latency. Depends on `dispatch` (client), `config` (targets) and `review`.
+//! error, not a latency. Uses the library's `dispatch` (client), `config` (targets) and `review`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,34 +15,34 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use tokio::sync::{mpsc, Mutex};
 
-use crate::api::WebhookClientConfig;
-use crate::config::Backend;
-use crate::dispatch::{HttpClient, Target};
+use admission_proxy::api::WebhookClientConfig;
+use admission_proxy::config::Backend;
+use admission_proxy::dispatch::{HttpClient, Target};
 
 /// Bench settings.
 #[derive(Clone, Debug)]
-pub struct BenchOptions {
+pub(crate) struct BenchOptions {
     /// `https://host:port/path` (e.g. the proxy's `/webhooks/{name}`).
-    pub target: String,
+    pub(crate) target: String,
     /// A second URL, interleaved with `target` in alternating rounds.
-    pub compare: Option<String>,
-    pub reviews: PathBuf,
+    pub(crate) compare: Option<String>,
+    pub(crate) reviews: PathBuf,
     /// Requests per second (per target while it has the round).
-    pub rate: u32,
+    pub(crate) rate: u32,
     /// Measured seconds (after the warm-up).
-    pub duration: Duration,
-    pub warmup: Duration,
+    pub(crate) duration: Duration,
+    pub(crate) warmup: Duration,
     /// Concurrent keep-alive connections.
-    pub connections: usize,
+    pub(crate) connections: usize,
     /// PEM CA for the targets (`None`: system roots).
-    pub cacert: Option<PathBuf>,
+    pub(crate) cacert: Option<PathBuf>,
     /// Length of one round when comparing.
-    pub round: Duration,
+    pub(crate) round: Duration,
 }
 
 /// Why the bench could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum BenchError {
+pub(crate) enum BenchError {
     #[error("{0}")]
     Setup(String),
 }
@@ -111,31 +111,31 @@ fn load_templates(path: &Path) -> Result<Vec<Template>, BenchError> {
 
 /// Results for one target.
 #[derive(Debug, Serialize)]
-pub struct TargetReport {
-    pub target: String,
-    pub requests: u64,
+pub(crate) struct TargetReport {
+    pub(crate) target: String,
+    pub(crate) requests: u64,
     /// Successful answers per measured second.
-    pub achieved_rate: f64,
+    pub(crate) achieved_rate: f64,
     /// Latency percentiles in milliseconds: p50, p90, p99, p99.9, max.
-    pub latency_ms: BTreeMap<String, f64>,
+    pub(crate) latency_ms: BTreeMap<String, f64>,
     /// Errors by class: `transport`, `http_<code>`, `unparseable`, `wrong_uid`, `wrong_version`.
-    pub errors: BTreeMap<String, u64>,
+    pub(crate) errors: BTreeMap<String, u64>,
     /// Good answers by the proxy's `x-admission-proxy-decision` header (`none` without it).
-    pub decisions: BTreeMap<String, u64>,
+    pub(crate) decisions: BTreeMap<String, u64>,
     /// Good answers that arrived after the caller's deadline (`?timeout=10s`).
-    pub late: u64,
+    pub(crate) late: u64,
 }
 
 /// The whole run.
 #[derive(Debug, Serialize)]
-pub struct BenchReport {
-    pub rate: u32,
-    pub connections: usize,
-    pub duration_seconds: f64,
+pub(crate) struct BenchReport {
+    pub(crate) rate: u32,
+    pub(crate) connections: usize,
+    pub(crate) duration_seconds: f64,
     /// How far behind its schedule the generator released a request, at worst (ms). Large
     /// values mean the load generator itself was starved and the rate was not held.
-    pub generator_max_lag_ms: f64,
-    pub targets: Vec<TargetReport>,
+    pub(crate) generator_max_lag_ms: f64,
+    pub(crate) targets: Vec<TargetReport>,
 }
 
 struct Stats {
@@ -187,7 +187,7 @@ fn target_for(url: &str, cacert: Option<&str>) -> Result<(Target, String), Bench
 ///
 /// # Errors
 /// [`BenchError`] for unusable options or reviews.
-pub async fn run(opts: BenchOptions) -> Result<BenchReport, BenchError> {
+pub(crate) async fn run(opts: BenchOptions) -> Result<BenchReport, BenchError> {
     let templates = Arc::new(load_templates(&opts.reviews)?);
     let cacert = match &opts.cacert {
         Some(p) => Some(
@@ -354,7 +354,7 @@ const CALLER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A good answer's decision header, or the error class.
 fn check(
-    result: Result<crate::dispatch::HttpReply, crate::dispatch::TransportError>,
+    result: Result<admission_proxy::dispatch::HttpReply, admission_proxy::dispatch::TransportError>,
     uid: &str,
     api_version: &str,
 ) -> Result<String, String> {
@@ -371,13 +371,13 @@ fn check(
         return Err("wrong_version".into());
     }
     Ok(reply
-        .header(crate::server::DECISION_HEADER)
+        .header(admission_proxy::server::DECISION_HEADER)
         .unwrap_or("none")
         .to_string())
 }
 
 /// The human table: one row per target, and added latency / ratios when comparing.
-pub fn render_table(report: &BenchReport) -> String {
+pub(crate) fn render_table(report: &BenchReport) -> String {
     let mut out = format!(
         "rate {} req/s, {} connections, {:.0} s measured, generator lag at most {:.2} ms\n",
         report.rate, report.connections, report.duration_seconds, report.generator_max_lag_ms
@@ -420,7 +420,7 @@ pub fn render_table(report: &BenchReport) -> String {
 /// plain rules, a third with namespaceSelector and objectSelector, a third with two CEL
 /// matchConditions. Plus `skip.bench.example.com`, whose rules match no request (the skip
 /// path). Used to measure what many loaded webhooks cost (`bench --synthetic-config N`).
-pub fn synthetic_config(n: usize, url: &str, ca_pem: Option<&[u8]>) -> String {
+pub(crate) fn synthetic_config(n: usize, url: &str, ca_pem: Option<&[u8]>) -> String {
     use base64::Engine;
     let client = match ca_pem {
         None => format!("{{url: \"{url}\"}}"),
@@ -453,7 +453,8 @@ mod tests {
     fn synthetic_config_loads() {
         let yaml = synthetic_config(30, "https://127.0.0.1:1/allow", None);
         let snapshot =
-            crate::config::load_contents(&[(std::path::PathBuf::from("s.yaml"), yaml)]).unwrap();
+            admission_proxy::config::load_contents(&[(std::path::PathBuf::from("s.yaml"), yaml)])
+                .unwrap();
         assert_eq!(snapshot.len(), 31);
         assert!(snapshot.webhook("skip.bench.example.com").is_some());
         assert_eq!(

@@ -1,6 +1,7 @@
 //! `admission-proxy demo`: the real serve path on 127.0.0.1 with the bundled `config/`, the
 //! example legacy backend, and real AdmissionReviews replayed over TLS, one line per request.
-//! Depends on `config`, `dispatch`, `server`, `tls`, `example_backend`, `matching`.
+//! Uses the library's `config`, `dispatch`, `server`, `tls`, `matching`, and the binary's
+//! `example_backend` and `pki`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -10,16 +11,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::api::{WebhookClientConfig, WebhookType};
-use crate::config::{self, Backend};
-use crate::dispatch::{Dispatcher, HttpClient, Target};
-use crate::matching::Namespaces;
-use crate::server::{self, State, DECISION_HEADER};
-use crate::tls::{CertResolver, TestPki};
+use super::pki::TestPki;
+use admission_proxy::api::{WebhookClientConfig, WebhookType};
+use admission_proxy::config::{self, Backend};
+use admission_proxy::dispatch::{Dispatcher, HttpClient, Target};
+use admission_proxy::matching::Namespaces;
+use admission_proxy::server::{self, State, DECISION_HEADER};
+use admission_proxy::tls::CertResolver;
 
 /// The real captures the demo replays by default: validating ones to every validating webhook,
 /// mutating ones to every mutating webhook.
-pub const DEMO_REVIEWS: [&str; 11] = [
+pub(crate) const DEMO_REVIEWS: [&str; 11] = [
     "0003-create-core-v1-namespaces-v1.json",
     "0724-delete-core-v1-namespaces-v1.json",
     "0039-create-core-v1-serviceaccounts-v1.json",
@@ -34,19 +36,19 @@ pub const DEMO_REVIEWS: [&str; 11] = [
 ];
 
 /// Demo settings.
-pub struct DemoOptions {
-    pub config: PathBuf,
-    pub reviews: PathBuf,
-    pub namespaces_file: Option<PathBuf>,
+pub(crate) struct DemoOptions {
+    pub(crate) config: PathBuf,
+    pub(crate) reviews: PathBuf,
+    pub(crate) namespaces_file: Option<PathBuf>,
     /// Where the example backend listens; URLs naming [`BUNDLED_BACKEND`] are pointed there.
-    pub backend_addr: SocketAddr,
+    pub(crate) backend_addr: SocketAddr,
     /// Replay every review in `reviews` instead of [`DEMO_REVIEWS`].
-    pub all: bool,
+    pub(crate) all: bool,
 }
 
 /// Why the demo could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum DemoError {
+pub(crate) enum DemoError {
     #[error("{0}")]
     Config(#[from] config::ConfigError),
     #[error("{context}: {source}")]
@@ -64,10 +66,10 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
 }
 
 /// Counts per decision.
-pub type Summary = BTreeMap<String, usize>;
+pub(crate) type Summary = BTreeMap<String, usize>;
 
 /// The example backend's address in the bundled config.
-pub const BUNDLED_BACKEND: &str = "127.0.0.1:18443";
+pub(crate) const BUNDLED_BACKEND: &str = "127.0.0.1:18443";
 
 /// Copies the config into `dir`, adding `ca_bundle` to every webhook whose URL has none (the
 /// bundled files name an https backend whose CA is only made at demo time), and pointing URLs
@@ -115,7 +117,7 @@ fn config_with_ca(
 ///
 /// # Errors
 /// [`DemoError`] when the config does not load, a port is taken, or a review cannot be read.
-pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
+pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     let pki = TestPki::generate(&["127.0.0.1", "localhost"])
         .map_err(|e| DemoError::Setup(e.to_string()))?;
     let resolver = Arc::new(CertResolver::new(
@@ -123,7 +125,7 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
             .map_err(|e| DemoError::Setup(e.to_string()))?,
     ));
     let (backend, recorder) =
-        crate::example_backend::start(opts.backend_addr, Some(resolver.clone())).map_err(io(
+        super::example_backend::start(opts.backend_addr, Some(resolver.clone())).map_err(io(
             format!(
                 "start the example legacy backend on {} (the port the bundled config names)",
                 opts.backend_addr
@@ -150,8 +152,12 @@ pub async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
         Dispatcher::new(Duration::from_millis(250)),
         server::DEFAULT_MAX_BODY_BYTES,
     ));
-    let tls = crate::tls::server_config(resolver, crate::tls::MinVersion::Tls12, None)
-        .map_err(|e| DemoError::Setup(e.to_string()))?;
+    let tls = admission_proxy::tls::server_config(
+        resolver,
+        admission_proxy::tls::MinVersion::Tls12,
+        None,
+    )
+    .map_err(|e| DemoError::Setup(e.to_string()))?;
     let proxy = server::serve_admission(
         "127.0.0.1:0".parse().expect("literal address"),
         Arc::new(tls),

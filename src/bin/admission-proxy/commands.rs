@@ -1,0 +1,242 @@
+//! The subcommands other than `serve`: `check`, `explain` and `registration` (the library's
+//! `config`, `explain`, `registration` and `served`, printed), and the tools that are not
+//! library API, `demo` and `bench` (with the example backend). Errors are `anyhow`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use admission_proxy::{config, matching::Namespaces, namespace_watch, serve, tls};
+use anyhow::{bail, Context};
+
+use crate::cli::{BenchArgs, CheckArgs, DemoArgs, DiscoveryArgs, ExplainArgs, RegistrationArgs};
+use crate::{bench, demo, example_backend};
+
+impl DiscoveryArgs {
+    /// The cluster's served resources when --discover is given.
+    fn served(&self) -> anyhow::Result<Option<admission_proxy::served::ServedResources>> {
+        if !self.discover {
+            return Ok(None);
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("start the tokio runtime")?;
+        runtime.block_on(async {
+            let mut config = namespace_watch::config(self.kubeconfig.as_deref()).await?;
+            // kube-rs re-sends a 503 up to 15 times with backoff, minutes in all: an aggregated
+            // API that is down (metrics.k8s.io without metrics-server) must not stall
+            // `registration` or `check`; it is reported as unavailable instead.
+            config.default_retry = false;
+            let client = kube::Client::try_from(config)?;
+            let served = admission_proxy::served::discover(&client).await?;
+            Ok(Some(served))
+        })
+    }
+}
+
+/// `check`: loads as `serve` would and prints the result on stdout; returns whether it is valid.
+pub(crate) fn check(args: &CheckArgs) -> bool {
+    let mut problems = 0usize;
+    let summary = match config::load(&args.config) {
+        Ok(snapshot) => {
+            for w in &snapshot.warnings {
+                println!("warning: {w}");
+            }
+            let cluster = match args.discovery.served() {
+                Ok(None) => String::new(),
+                Ok(Some(served)) => {
+                    for w in discovery_warnings(&snapshot, &served) {
+                        println!("warning: {w}");
+                    }
+                    format!(
+                        "; cluster: {} group/version(s) served",
+                        served.group_versions()
+                    )
+                }
+                Err(e) => {
+                    println!("error: discovery: {e:#}");
+                    problems += 1;
+                    "; cluster: discovery failed".to_string()
+                }
+            };
+            format!(
+                "{}: {} webhook(s) in {} file(s){cluster}",
+                args.config.display(),
+                snapshot.len(),
+                snapshot.files.len()
+            )
+        }
+        Err(config::ConfigError::Invalid(list)) => {
+            for p in &list {
+                println!("error: {p}");
+            }
+            problems += list.len();
+            format!("{}: {} problem(s)", args.config.display(), list.len())
+        }
+        Err(e) => {
+            println!("error: {e}");
+            problems += 1;
+            format!("{}: cannot be read", args.config.display())
+        }
+    };
+    let namespaces = args
+        .namespaces_file
+        .as_ref()
+        .map(|f| match Namespaces::load(f) {
+            Ok(ns) => format!("; {}: {} namespace(s)", f.display(), ns.len()),
+            Err(e) => {
+                println!("error: {e}");
+                problems += 1;
+                format!("; {}: invalid", f.display())
+            }
+        });
+    let verdict = if problems == 0 { "valid" } else { "INVALID" };
+    println!("{verdict}: {summary}{}", namespaces.unwrap_or_default());
+    problems == 0
+}
+
+/// What `--discover` tells about `snapshot` (`check` and `registration` print it): the
+/// group/versions the cluster lists but could not describe, then every rule no served resource
+/// reaches.
+fn discovery_warnings(
+    snapshot: &config::Snapshot,
+    served: &admission_proxy::served::ServedResources,
+) -> Vec<String> {
+    let unavailable = served.unavailable.iter().map(|(gv, error)| {
+        format!("discovery: {gv} is listed but could not be read ({error}); its resources count as not served")
+    });
+    let unreachable = admission_proxy::registration::unreachable(snapshot, served)
+        .into_iter()
+        .map(|p| p.to_string());
+    unavailable.chain(unreachable).collect()
+}
+
+/// `registration`: prints the proxy's webhook configurations for the legacy ones in --config.
+pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
+    use base64::Engine;
+    let snapshot = config::load(&args.config)
+        .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
+    if snapshot.is_empty() {
+        bail!("{}: no webhooks to register", args.config.display());
+    }
+    let ca_bundle = match &args.ca_bundle {
+        Some(f) => {
+            let pem = std::fs::read(f).with_context(|| format!("read {}", f.display()))?;
+            Some(base64::engine::general_purpose::STANDARD.encode(pem))
+        }
+        None => None,
+    };
+    let (namespace, service, port) = args.service.clone();
+    let options = admission_proxy::registration::Options {
+        namespace,
+        service,
+        port,
+        ca_bundle,
+        inject_ca_from: args.inject_ca_from.clone(),
+        name_suffix: args.name_suffix.clone(),
+        served: args.discovery.served()?,
+    };
+    if let Some(served) = &options.served {
+        for w in discovery_warnings(&snapshot, served) {
+            eprintln!("warning: {w}");
+        }
+    }
+    print!(
+        "{}",
+        admission_proxy::registration::render(&snapshot, &options)
+    );
+    Ok(())
+}
+
+/// `explain`: loads the configuration and the review as `serve` would and prints the verdicts.
+pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+    let snapshot = config::load(&args.config)
+        .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
+    let namespaces = args
+        .namespaces_file
+        .as_deref()
+        .map(Namespaces::load)
+        .transpose()?;
+    let body =
+        std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
+    let review = admission_proxy::review::ParsedReview::parse(&body)
+        .with_context(|| format!("parse the AdmissionReview in {}", args.review.display()))?;
+    let explanation = admission_proxy::explain::explain(
+        &snapshot,
+        &review,
+        namespaces.as_ref(),
+        &args.redact_path,
+    );
+    if args.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&explanation)?);
+    } else {
+        print!("{}", admission_proxy::explain::render(&explanation));
+    }
+    Ok(())
+}
+
+/// `bench`: serves the example backend (`--serve-backend`), prints a synthetic configuration
+/// (`--synthetic-config`), or runs the benchmark.
+pub(crate) async fn bench(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.serve_backend {
+        let tls = match (&args.tls_cert_file, &args.tls_private_key_file) {
+            (Some(c), Some(k)) => Some(Arc::new(tls::CertResolver::new(tls::load_certified_key(
+                c, k,
+            )?))),
+            _ => None,
+        };
+        let (handle, recorder) =
+            example_backend::start(addr, tls).with_context(|| format!("listen on {addr}"))?;
+        if let Some(file) = &args.record_uids {
+            recorder
+                .record_uids(file)
+                .with_context(|| format!("open {} for appending", file.display()))?;
+        }
+        tracing::info!(address = %handle.local_addr, "example legacy webhook serving (POST /allow answers allowed)");
+        serve::wait_for_signal().await;
+        handle.shutdown().await;
+        return Ok(());
+    }
+    if let (Some(n), Some(url)) = (args.synthetic_config, &args.backend_url) {
+        let ca = match &args.cacert {
+            Some(f) => Some(std::fs::read(f).with_context(|| format!("read {}", f.display()))?),
+            None => None,
+        };
+        print!("{}", bench::synthetic_config(n, url, ca.as_deref()));
+        return Ok(());
+    }
+    let report = bench::run(bench::BenchOptions {
+        target: args.target.unwrap_or_default(),
+        compare: args.compare,
+        reviews: args.reviews,
+        rate: args.rate,
+        duration: Duration::from_secs(args.duration),
+        warmup: Duration::from_secs(args.warmup),
+        connections: args.connections,
+        cacert: args.cacert,
+        round: Duration::from_secs_f64(args.round_seconds.max(0.1)),
+    })
+    .await?;
+    if args.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", bench::render_table(&report));
+    }
+    Ok(())
+}
+
+/// `demo`: runs the demo; an error when some request got no answer.
+pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let summary = demo::run(demo::DemoOptions {
+        config: args.config,
+        reviews: args.reviews,
+        namespaces_file: Some(args.namespaces_file),
+        backend_addr: args.backend_listen,
+        all: args.all,
+    })
+    .await?;
+    if summary.contains_key("error") {
+        bail!("some demo requests got no answer");
+    }
+    Ok(())
+}

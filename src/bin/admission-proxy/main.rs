@@ -1,0 +1,142 @@
+//! The `admission-proxy` binary: parses the command line (`cli`), sets up logging and the
+//! allocator, and runs the subcommand: `serve` through the library's `serve::run`, the others in
+//! `commands`. The tools that are not library API live beside it: `demo`, `bench`,
+//! `example_backend`, `pki` (rcgen). Errors surface here as `anyhow`.
+
+use anyhow::{bail, Context};
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+mod bench;
+mod cli;
+mod commands;
+mod demo;
+mod example_backend;
+mod pki;
+
+/// mimalloc instead of glibc malloc: the request path allocates and frees many short-lived
+/// buffers; glibc's chunk consolidation was ~13% of the proxy's CPU under load
+/// (benches/README.md, "What the profiles found").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Returns memory freed on this thread (a configuration load's peak: YAML, JSON values, the
+/// old snapshot) to the OS instead of keeping it in mimalloc's pages.
+fn release_freed_memory() {
+    // SAFETY: mi_collect only walks the calling thread's heap; no pointer is passed.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// A log filter: comma-separated levels (`info`) or `target=level` directives. EnvFilter alone
+/// also takes a bare word as a target name, so `--log-level verbose` would quietly log nothing:
+/// that is refused here.
+fn log_filter(spec: &str, what: &str) -> anyhow::Result<tracing_subscriber::EnvFilter> {
+    const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+    let invalid = || {
+        format!("{what} {spec:?} is not a valid log filter (a level: trace, debug, info, warn, error, off; or TARGET=LEVEL, e.g. admission_proxy=debug, comma-separated)")
+    };
+    for directive in spec.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if !directive.contains('=') && !LEVELS.contains(&directive.to_ascii_lowercase().as_str()) {
+            bail!(invalid());
+        }
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(spec).with_context(invalid)?;
+    // kube-rs' HTTP layer logs every failed request to the Kubernetes API as ERROR (`failed
+    // with error client error (Connect)`), each retry of the namespace watch included; the
+    // proxy logs the same failure once as a WARN with its consequence. Silenced unless the
+    // filter names kube_client itself.
+    if spec.contains("kube_client") {
+        return Ok(filter);
+    }
+    Ok(filter.add_directive(
+        "kube_client::client::builder=off"
+            .parse()
+            .context("the kube_client directive")?,
+    ))
+}
+
+/// Logging to stderr. `RUST_LOG` wins over `level`; either, when set and invalid, is an error
+/// (a typo must not silently turn logging off).
+fn init_logging(level: &str, json: bool) -> anyhow::Result<()> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(env) if !env.is_empty() => log_filter(&env, "RUST_LOG")?,
+        _ => log_filter(level, "--log-level")?,
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    Ok(())
+}
+
+/// Runs the command; an error is printed once, its causes joined (without repeating a cause
+/// its context already quotes), and the exit code is 1.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let mut message = String::new();
+            for cause in e.chain() {
+                let text = cause.to_string();
+                if !message.contains(&text) {
+                    if !message.is_empty() {
+                        message.push_str(": ");
+                    }
+                    message.push_str(&text);
+                }
+            }
+            eprintln!("error: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parses the command line and runs the subcommand: `check`, `explain` and `registration`
+/// without a runtime, the others on tokio (`serve` with `--worker-threads` threads).
+fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let default_level = if matches!(cli.command, Command::Demo(_)) {
+        "warn"
+    } else {
+        "info"
+    };
+    init_logging(
+        cli.log_level.as_deref().unwrap_or(default_level),
+        cli.log_json,
+    )?;
+    if let Command::Check(args) = &cli.command {
+        let valid = commands::check(args);
+        std::process::exit(if valid { 0 } else { 1 });
+    }
+    if let Command::Explain(args) = &cli.command {
+        return commands::explain(args);
+    }
+    if let Command::Registration(args) = &cli.command {
+        return commands::registration(args);
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Serve(args) = &cli.command {
+        builder.worker_threads(usize::from(args.worker_threads));
+    }
+    let runtime = builder
+        .enable_all()
+        .build()
+        .context("start the tokio runtime")?;
+    match cli.command {
+        Command::Serve(args) => {
+            admission_proxy::memory::set_release(release_freed_memory);
+            Ok(runtime.block_on(admission_proxy::serve::run(args.config()))?)
+        }
+        Command::Bench(args) => runtime.block_on(commands::bench(args)),
+        Command::Demo(args) => runtime.block_on(commands::demo(args)),
+        Command::Check(_) | Command::Explain(_) | Command::Registration(_) => {
+            unreachable!("handled before the runtime starts")
+        }
+    }
+}

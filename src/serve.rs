@@ -1,0 +1,527 @@
+//! `admission-proxy serve` as one library call: [`ServeConfig`], plain data (what the command
+//! line gives), and [`run`], which builds the server state from it (webhook configuration,
+//! namespaces, serving certificate and client CA, metrics, spans, captures, the namespace
+//! watch), starts the admission and observation listeners and the reload watcher, serves until
+//! SIGTERM or SIGINT, then drains. Uses `config`, `matching`, `dispatch`, `server`, `reload`,
+//! `namespace_watch`, `tls`, `metrics`, `memory`, `telemetry`, `capture` and `redact`; nothing
+//! uses it but the binary.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::capture::{Capture, CaptureSettings};
+use crate::config::{self, options::Mode, ConfigError, Snapshot};
+use crate::dispatch::breaker::BreakerSettings;
+use crate::dispatch::Dispatcher;
+use crate::matching::namespaces::NamespacesError;
+use crate::matching::Namespaces;
+use crate::namespace_watch::{self, NamespaceWatch, WatchError};
+use crate::redact::RedactPath;
+use crate::reload::{self, ReloadHandle};
+use crate::server::{self, Limits, Observations, ServerHandle, State};
+use crate::telemetry::{SpanSettings, Spans, TelemetryError};
+use crate::tls::{self, CertResolver, ClientAuth, MinVersion, TlsError};
+
+/// The crate version and the git commit it was built from (build.rs): `--version`, and the
+/// "listening" log line.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ADMISSION_PROXY_GIT_COMMIT"),
+    ")"
+);
+
+/// How long the shutdown waits, after the last admission was answered, for the answers to be
+/// written.
+const ANSWERS_WRITTEN: Duration = Duration::from_secs(2);
+
+/// How long the shutdown waits for the last spans to be exported (`otlp`).
+const SPANS_FLUSHED: Duration = Duration::from_secs(2);
+
+/// Everything `serve` needs, as plain data; each field is the `serve` flag of the same name
+/// (README, "Proxy options").
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Directory (or file) of ValidatingWebhookConfiguration / MutatingWebhookConfiguration
+    /// YAML or JSON; watched and hot-reloaded.
+    pub config: PathBuf,
+    /// The admission (HTTPS) listener's address; port 0 picks a free port (logged).
+    pub listen: SocketAddr,
+    /// Plain-HTTP listener for `/livez`, `/healthz` and `/readyz`; `None` for none.
+    pub health_probe_address: Option<SocketAddr>,
+    /// Plain-HTTP listener for `/metrics`; `None` for none. The same address (not port 0) as
+    /// `health_probe_address` serves both on one listener.
+    pub metrics_address: Option<SocketAddr>,
+    /// PEM certificate chain served to kube-apiserver; watched and reloaded with its key.
+    pub tls_cert_file: PathBuf,
+    /// PEM private key of `tls_cert_file`.
+    pub tls_private_key_file: PathBuf,
+    /// Lowest TLS version accepted from clients.
+    pub tls_min_version: MinVersion,
+    /// PEM CA certificate(s) a client certificate must be issued by; watched. `None`: no
+    /// client certificate is asked for.
+    pub client_ca_file: Option<PathBuf>,
+    /// Subject CNs a client certificate may have; empty for any (needs `client_ca_file`).
+    pub client_cns: Vec<String>,
+    /// Namespaces file (`kubectl get namespaces -o yaml`) for namespaceSelector; watched.
+    pub namespaces_file: Option<PathBuf>,
+    /// Namespace labels from a live, metadata-only watch of the cluster's Namespaces instead.
+    pub watch_namespaces: bool,
+    /// Kubeconfig for `watch_namespaces` (`None`: KUBECONFIG, ~/.kube/config, then the pod's
+    /// service account).
+    pub kubeconfig: Option<PathBuf>,
+    /// Largest accepted AdmissionReview body, bytes.
+    pub max_body_bytes: usize,
+    /// Kept back from kube-apiserver's `?timeout=` so that the proxy answers first.
+    pub timeout_margin: Duration,
+    /// What each CRD conversion webhook call may take (at most kube-apiserver's 30 s).
+    pub conversion_webhook_timeout: Duration,
+    /// Bound on every webhook call, below its timeoutSeconds; `None` for none.
+    pub max_timeout: Option<Duration>,
+    /// Per-backend circuit breakers; `None` for none.
+    pub breaker: Option<BreakerSettings>,
+    /// How long a call waits for a free slot of a webhook with maxConcurrentCalls.
+    pub call_queue_timeout: Duration,
+    /// The mode of every webhook without a mode option.
+    pub default_mode: Mode,
+    /// Sampled, redacted AdmissionReview captures; `None` for none. Its `sample` must be
+    /// between 0 and 1 ([`ServeError::CaptureSample`]).
+    pub capture: Option<CaptureSettings>,
+    /// Fields redacted in captures and trace logs, besides Secret values.
+    pub redact_paths: Vec<RedactPath>,
+    /// Period of the re-read of watched files (a backstop for missed events); at least 1 s.
+    pub resync: Duration,
+    /// Time served after SIGTERM with /readyz failing, before the listener closes (whole
+    /// seconds are logged).
+    pub shutdown_delay: Duration,
+    /// Time requests in flight may take once the listener is closed (whole seconds are logged).
+    pub shutdown_grace: Duration,
+    /// The proxy's own spans over OTLP/HTTP; `None` (the default) exports nothing.
+    pub spans: Option<SpanSettings>,
+    /// The admission listener's limits.
+    pub limits: Limits,
+}
+
+/// Why `serve` could not start, or ended with admissions cut short. Each variant's text is
+/// the context; the cause follows as its source.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The thread loading the webhook configuration panicked (a bug).
+    #[error("loading the webhook configuration panicked")]
+    LoadPanicked,
+    /// The webhook configuration does not load.
+    #[error("load webhook configuration from {}", path.display())]
+    Config {
+        /// `ServeConfig::config`.
+        path: PathBuf,
+        /// Every problem found, or why the files cannot be read.
+        #[source]
+        source: ConfigError,
+    },
+    /// The namespaces file does not load.
+    #[error(transparent)]
+    Namespaces(#[from] NamespacesError),
+    /// The serving certificate or its key does not load, or they do not match.
+    #[error("load the serving certificate")]
+    ServingCertificate(#[source] TlsError),
+    /// The client CA file cannot be read.
+    #[error("read {}", path.display())]
+    Read {
+        /// `ServeConfig::client_ca_file`.
+        path: PathBuf,
+        /// The read error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The client CA file holds no usable CA certificate.
+    #[error("load the client CA {}", path.display())]
+    ClientCa {
+        /// `ServeConfig::client_ca_file`.
+        path: PathBuf,
+        /// Why the certificates are refused.
+        #[source]
+        source: TlsError,
+    },
+    /// rustls refused the server configuration (a bug).
+    #[error(transparent)]
+    Tls(TlsError),
+    /// The span exporter cannot be built (e.g. the endpoint is not an http(s) URL).
+    #[error(transparent)]
+    Spans(#[from] TelemetryError),
+    /// The capture sample is not a fraction.
+    #[error("--capture-sample {0} is not between 0 and 1")]
+    CaptureSample(f64),
+    /// The capture directory cannot be created.
+    #[error("--capture-dir {}", dir.display())]
+    Capture {
+        /// `CaptureSettings::dir`.
+        dir: PathBuf,
+        /// The error creating it.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No Kubernetes client for the namespace watch (no usable kubeconfig).
+    #[error("start the namespace watch")]
+    NamespaceWatch(#[source] WatchError),
+    /// A listener cannot be bound.
+    #[error("listen on {address}")]
+    Listen {
+        /// The address asked for.
+        address: SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The watched files' directories cannot be watched.
+    #[error("watch the configuration")]
+    Watch(#[source] notify::Error),
+    /// The shutdown grace ran out: `cut` admissions were answered by failurePolicy.
+    #[error("{cut} admission(s) were still in flight when --shutdown-grace-seconds ({grace_seconds}) ran out: each was answered by its webhook's failurePolicy")]
+    GraceExpired {
+        /// Admissions still in flight.
+        cut: usize,
+        /// `ServeConfig::shutdown_grace`, whole seconds.
+        grace_seconds: u64,
+    },
+}
+
+/// Serves as `config` says until SIGTERM or SIGINT, then drains: /readyz fails for
+/// `shutdown_delay` (a second signal skips the rest), the listener closes, and requests in
+/// flight get `shutdown_grace` to finish.
+///
+/// # Errors
+/// [`ServeError`] when something `config` names cannot be loaded or bound, or when admissions
+/// were still in flight at the end of the grace ([`ServeError::GraceExpired`]).
+pub async fn run(config: ServeConfig) -> Result<(), ServeError> {
+    let serving = Serving::start(&config).await?;
+    wait_for_signal().await;
+    serving.drain(&config).await
+}
+
+/// Waits for SIGTERM or SIGINT (only SIGINT where SIGTERM cannot be listened for).
+pub async fn wait_for_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// A running server: its state, its listeners and the reload watcher.
+struct Serving {
+    state: Arc<State>,
+    admission: ServerHandle,
+    /// The probe and metrics listeners; they serve on through the drain.
+    observers: Vec<ServerHandle>,
+    /// Reloading stops when it is dropped.
+    _reloader: ReloadHandle,
+}
+
+/// The serving certificate and client CA, kept for the reload watcher.
+struct Certificates {
+    resolver: Arc<CertResolver>,
+    client_auth: Option<Arc<ClientAuth>>,
+    server: rustls::ServerConfig,
+}
+
+impl Serving {
+    /// Builds the state and starts the listeners and the reload watcher.
+    async fn start(config: &ServeConfig) -> Result<Self, ServeError> {
+        // Before the configuration loads: each webhook resolves its metric series as it is
+        // compiled, and series resolved without a recorder would count nothing.
+        let metrics = crate::metrics::install(
+            env!("CARGO_PKG_VERSION"),
+            env!("ADMISSION_PROXY_GIT_COMMIT"),
+        );
+        let snapshot = load_snapshot(config)?;
+        let namespaces = load_namespaces(config, &snapshot)?;
+        let certificates = certificates(config)?;
+        reload::loaded(&snapshot, false);
+        let mut state = State::new(
+            snapshot,
+            namespaces,
+            dispatcher(config),
+            config.max_body_bytes,
+        );
+        state.metrics = metrics;
+        state.limits = Arc::new(config.limits.clone());
+        state.redact_paths = config.redact_paths.clone();
+        extras(config, &mut state).await?;
+        let state = Arc::new(state);
+        let admission =
+            server::serve_admission(config.listen, Arc::new(certificates.server), state.clone())
+                .map_err(|source| ServeError::Listen {
+                    address: config.listen,
+                    source,
+                })?;
+        let observers = serve_observations(config, &state)?;
+        let client_certificates = certificates.client_auth.is_some();
+        let reloader = reload::Sources {
+            config: config.config.clone(),
+            namespaces: config.namespaces_file.clone(),
+            tls: Some((
+                config.tls_cert_file.clone(),
+                config.tls_private_key_file.clone(),
+                certificates.resolver,
+            )),
+            client_ca: config.client_ca_file.clone().zip(certificates.client_auth),
+            resync: config.resync.max(Duration::from_secs(1)),
+        }
+        .spawn(state.clone())
+        .map_err(ServeError::Watch)?;
+        // Logged once files are watched: a change from now on is picked up.
+        tracing::info!(address = %admission.local_addr, version = VERSION, client_certificates, "admission-proxy listening");
+        Ok(Serving {
+            state,
+            admission,
+            observers,
+            _reloader: reloader,
+        })
+    }
+
+    /// The shutdown after the first signal.
+    async fn drain(self, config: &ServeConfig) -> Result<(), ServeError> {
+        let Serving {
+            state,
+            admission,
+            // Both live to the end: the probe and metrics listeners serve on through the drain
+            // (/readyz keeps failing), and files stay watched.
+            observers: _observers,
+            _reloader,
+        } = self;
+        // Kubernetes removes the pod from the Service's endpoints only after it is told to
+        // stop, and kube-apiserver learns of that later still: keep answering (and failing
+        // /readyz) for the delay, then close the listener and let requests in flight finish.
+        state.begin_shutdown();
+        tracing::info!(
+            delay_seconds = config.shutdown_delay.as_secs(),
+            grace_seconds = config.shutdown_grace.as_secs(),
+            "shutting down: /readyz fails; serving on for the shutdown delay"
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(config.shutdown_delay) => {}
+            _ = wait_for_signal() => tracing::info!("second signal: shutdown delay skipped"),
+        }
+        let answering = admission.shutdown().await;
+        tracing::info!(
+            in_flight = state.in_flight(),
+            "listener closed; draining requests in flight"
+        );
+        let cut = match tokio::time::timeout(config.shutdown_grace, state.drained()).await {
+            Ok(()) => 0,
+            Err(_) => {
+                // Each admission still waiting for its backend is answered by its
+                // failurePolicy, as a call that never answered would be, instead of a bare
+                // connection close.
+                let cut = state.in_flight();
+                state.expire_grace();
+                cut
+            }
+        };
+        // Bounded: the last answers are written before the process ends their connections.
+        if tokio::time::timeout(ANSWERS_WRITTEN, answering.written())
+            .await
+            .is_err()
+        {
+            tracing::warn!("answers still being written after the drain; exiting");
+        }
+        flush_spans(&state).await;
+        if cut > 0 {
+            return Err(ServeError::GraceExpired {
+                cut,
+                grace_seconds: config.shutdown_grace.as_secs(),
+            });
+        }
+        tracing::info!("drained; exiting");
+        Ok(())
+    }
+}
+
+/// Loads the webhook configuration on a thread of its own, which ends here: its memory is then
+/// the allocator's to reclaim (mimalloc takes over an ended thread's pages), whereas pages of
+/// the thread that only waits from now on would keep this snapshot's memory after a reload
+/// freed it (benches/README.md, "Memory across reloads"). Logs its warnings.
+fn load_snapshot(config: &ServeConfig) -> Result<Snapshot, ServeError> {
+    let snapshot = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let loaded = config::load(&config.config);
+                crate::memory::release();
+                loaded
+            })
+            .join()
+    })
+    .map_err(|_| ServeError::LoadPanicked)?
+    .map_err(|source| ServeError::Config {
+        path: config.config.clone(),
+        source,
+    })?;
+    for w in &snapshot.warnings {
+        tracing::warn!(warning = %w, "webhook configuration warning");
+    }
+    if snapshot.is_empty() {
+        tracing::warn!(config = %config.config.display(), "no webhooks are configured: /readyz fails until a configuration with webhooks is loaded");
+    }
+    Ok(snapshot)
+}
+
+/// The namespaces file's namespaces; `None` without one (warned about when a webhook has a
+/// namespaceSelector and no watch supplies them either).
+fn load_namespaces(
+    config: &ServeConfig,
+    snapshot: &Snapshot,
+) -> Result<Option<Namespaces>, ServeError> {
+    if let Some(f) = &config.namespaces_file {
+        return Ok(Some(Namespaces::load(f)?));
+    }
+    if !config.watch_namespaces
+        && snapshot
+            .webhooks()
+            .any(|w| !w.matcher.namespace_selector.is_empty())
+    {
+        tracing::warn!("a webhook has a namespaceSelector but neither --namespaces-file nor --watch-namespaces was given: namespaced requests it matches are rejected with 404 (namespace not found), as kube-apiserver does for unknown namespaces");
+    }
+    Ok(None)
+}
+
+/// The serving certificate (its expiry exported as a metric), the client CA and the rustls
+/// configuration over them.
+fn certificates(config: &ServeConfig) -> Result<Certificates, ServeError> {
+    let key = tls::load_certified_key(&config.tls_cert_file, &config.tls_private_key_file)
+        .map_err(ServeError::ServingCertificate)?;
+    if let Some(not_after) = tls::not_after(&key) {
+        crate::metrics::serving_certificate(not_after);
+    }
+    let resolver = Arc::new(CertResolver::new(key));
+    let client_auth = match &config.client_ca_file {
+        Some(f) => {
+            let pem = std::fs::read(f).map_err(|source| ServeError::Read {
+                path: f.clone(),
+                source,
+            })?;
+            let auth = ClientAuth::new(&pem, config.client_cns.clone()).map_err(|source| {
+                ServeError::ClientCa {
+                    path: f.clone(),
+                    source,
+                }
+            })?;
+            Some(Arc::new(auth))
+        }
+        None => None,
+    };
+    let server = tls::server_config(
+        resolver.clone(),
+        config.tls_min_version,
+        client_auth.clone(),
+    )
+    .map_err(ServeError::Tls)?;
+    Ok(Certificates {
+        resolver,
+        client_auth,
+        server,
+    })
+}
+
+/// The dispatcher with `config`'s timeouts, breakers and default mode.
+fn dispatcher(config: &ServeConfig) -> Dispatcher {
+    let dispatcher = Dispatcher::new(config.timeout_margin)
+        .with_conversion_timeout(config.conversion_webhook_timeout)
+        .with_call_queue_timeout(config.call_queue_timeout)
+        .with_default_mode(config.default_mode);
+    let dispatcher = match config.max_timeout {
+        Some(cap) => dispatcher.with_max_timeout(cap),
+        None => dispatcher,
+    };
+    match config.breaker {
+        Some(breaker) => dispatcher.with_breakers(breaker),
+        None => dispatcher,
+    }
+}
+
+/// What `state` has only when `config` asks for it: spans, captures, the namespace watch.
+async fn extras(config: &ServeConfig, state: &mut State) -> Result<(), ServeError> {
+    if let Some(settings) = &config.spans {
+        state.spans = Some(Spans::start(settings)?);
+        tracing::info!(endpoint = %settings.endpoint, sampling_rate_per_million = settings.sampling_rate_per_million, "exporting spans over OTLP");
+    }
+    if let Some(settings) = &config.capture {
+        if !(0.0..=1.0).contains(&settings.sample) {
+            return Err(ServeError::CaptureSample(settings.sample));
+        }
+        state.capture =
+            Some(
+                Capture::start(settings.clone()).map_err(|source| ServeError::Capture {
+                    dir: settings.dir.clone(),
+                    source,
+                })?,
+            );
+    }
+    if config.watch_namespaces {
+        let client = namespace_watch::client(config.kubeconfig.as_deref())
+            .await
+            .map_err(ServeError::NamespaceWatch)?;
+        state.namespace_watch = Some(NamespaceWatch::start(client, state.namespaces.clone()));
+    }
+    Ok(())
+}
+
+/// Starts the plain-HTTP probe and metrics listeners `config` asks for (one listener when
+/// they are the same address).
+fn serve_observations(
+    config: &ServeConfig,
+    state: &Arc<State>,
+) -> Result<Vec<ServerHandle>, ServeError> {
+    let health = Observations {
+        health: true,
+        metrics: false,
+    };
+    let metrics = Observations {
+        health: false,
+        metrics: true,
+    };
+    let listeners: Vec<(SocketAddr, Observations)> =
+        match (config.health_probe_address, config.metrics_address) {
+            (Some(h), Some(m)) if h == m && h.port() != 0 => vec![(h, Observations::ALL)],
+            (h, m) => h
+                .map(|a| (a, health))
+                .into_iter()
+                .chain(m.map(|a| (a, metrics)))
+                .collect(),
+        };
+    let mut handles = Vec::new();
+    for (address, serves) in listeners {
+        let handle = server::serve_observations(address, state.clone(), serves)
+            .map_err(|source| ServeError::Listen { address, source })?;
+        let what = match (serves.health, serves.metrics) {
+            (true, true) => "health probes and metrics",
+            (true, false) => "health probes",
+            _ => "metrics",
+        };
+        tracing::info!(address = %handle.local_addr, serves = what, "plain-HTTP observation listener");
+        handles.push(handle);
+    }
+    Ok(handles)
+}
+
+/// Exports the spans left (`spans`): bounded, on a blocking thread, as the batch processor's
+/// thread does the exporting.
+async fn flush_spans(state: &Arc<State>) {
+    if state.spans.is_none() {
+        return;
+    }
+    let state = state.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Some(spans) = &state.spans {
+            spans.shutdown(SPANS_FLUSHED);
+        }
+    })
+    .await;
+}
