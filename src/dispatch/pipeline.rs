@@ -617,7 +617,7 @@ mod deadline_tests {
     #[tokio::test(start_paused = true)]
     async fn an_equivalent_admission_parses_each_review_once() {
         let (_listener, url) = black_hole();
-        let ca = crate::tls::TestPki::generate(&["127.0.0.1"])
+        let ca = crate::pki::TestPki::generate(&["127.0.0.1"])
             .unwrap()
             .ca_bundle();
         let yaml = format!(
