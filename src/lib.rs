@@ -3,7 +3,7 @@
 //! Module dependencies point one way: `api` → `backend`; `api`, `backend`, `review` → `conversion` → `matching` → `config` → `explain`,
 //! `dispatch` → `server` → `reload`, `demo`; `config`, `served` → `registration` → `explain`;
 //! `served` → `config` (removed-version warnings); `matching` →
-//! `namespace_watch` → `server`; `redact` → `capture`, `explain`, `server`; `capture` → `server`. `memory` and `redact` are leaves, `metrics` depends only
+//! `namespace_watch` → `server`; `redact` → `capture`, `explain`, `server`; `capture` → `server`. `field_error`, `memory` and `redact` are leaves, `metrics` depends only
 //! on it, `tls` is a leaf; `example_backend` uses only `server`.
 
 pub mod api;
@@ -17,6 +17,7 @@ pub mod demo;
 pub mod dispatch;
 pub mod example_backend;
 pub mod explain;
+pub mod field_error;
 pub mod matching;
 pub mod memory;
 pub mod metrics;
