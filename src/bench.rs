@@ -176,7 +176,7 @@ fn target_for(url: &str, cacert: Option<&str>) -> Result<(Target, String), Bench
         ca_bundle: cacert.map(|pem| base64::engine::general_purpose::STANDARD.encode(pem)),
         service: None,
     })
-    .map_err(|(f, m)| BenchError::Setup(format!("{url}: {f}: {m}")))?;
+    .map_err(|e| BenchError::Setup(format!("{url}: {e}")))?;
     Ok((
         Target::new(&backend),
         format!("{}?timeout={}s", parsed.path(), CALLER_TIMEOUT.as_secs()),
