@@ -374,8 +374,11 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
             let value = match doc {
                 Ok(serde_json::Value::Null) => continue,
                 Ok(v) => v,
-                Err(message) => {
-                    errors.push(Problem { message, ..base });
+                Err(e) => {
+                    errors.push(Problem {
+                        message: e.to_string(),
+                        ..base
+                    });
                     continue;
                 }
             };
@@ -443,14 +446,23 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
     }
 }
 
+/// Why a document of a file is not JSON or YAML; the problem's message.
+#[derive(Debug, thiserror::Error)]
+enum SyntaxError {
+    #[error("invalid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("invalid YAML: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
+}
+
 /// Splits a file into documents as JSON values (YAML: every `---` document).
-fn documents(text: &str, is_json: bool) -> Vec<Result<serde_json::Value, String>> {
+fn documents(text: &str, is_json: bool) -> Vec<Result<serde_json::Value, SyntaxError>> {
     if is_json {
-        return vec![serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))];
+        return vec![serde_json::from_str(text).map_err(SyntaxError::Json)];
     }
     let mut docs = Vec::new();
     for de in serde_yaml_ng::Deserializer::from_str(text) {
-        let doc = serde_json::Value::deserialize(de).map_err(|e| format!("invalid YAML: {e}"));
+        let doc = serde_json::Value::deserialize(de).map_err(SyntaxError::Yaml);
         let failed = doc.is_err();
         docs.push(doc);
         // After a syntax error the document iterator keeps yielding the same error forever.
