@@ -327,8 +327,9 @@ impl From<Path> for String {
 /// `s` quoted as Go's `strconv.Quote` (`%q`), which `ErrorBody` and `NotSupported` use:
 /// `"` and `\` escaped, `\a \b \f \n \r \t \v` by name, other ASCII controls as `\xNN`,
 /// other unprintable characters as `\uNNNN` or `\UNNNNNNNN`. Whether a non-ASCII character
-/// is printable is Rust's judgement (`char::escape_debug`), which stands in for Go's
-/// `unicode.IsPrint`; the two differ only for combining marks, which Go prints as they are.
+/// is printable is Rust's judgement (the table `str::escape_debug` uses), which stands in for
+/// Go's `unicode.IsPrint`: letters, marks, numbers, punctuation and symbols print as they are;
+/// the two tables differ only where their Unicode versions do.
 pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -347,7 +348,7 @@ pub fn quote(s: &str) -> String {
             c if c < ' ' || c == '\u{7f}' => {
                 let _ = write!(out, "\\x{:02x}", c as u32);
             }
-            c if c.escape_debug().len() == 1 => out.push(c),
+            c if is_printable(c) => out.push(c),
             c if (c as u32) < 0x10000 => {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             }
@@ -360,15 +361,32 @@ pub fn quote(s: &str) -> String {
     out
 }
 
+/// Whether `c` is printable by Rust's table. After another character, `str::escape_debug`
+/// escapes only what is not printable: combining marks stay, as in Go.
+fn is_printable(c: char) -> bool {
+    let mut pair = String::from("a");
+    pair.push(c);
+    pair.escape_debug().count() == 2
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The texts of `field/errors_test.go` (`TestMakeFuncs`, `TestErrorUsefulMessage`) and of
+    /// Each constructor's text as `field/errors.go` builds it: the examples of
+    /// `field/errors_test.go` (`TestErrorUsefulMessage`, `TestNotSupported`) and messages of
     /// the validations this crate reproduces.
     #[test]
     fn messages_are_kube_apiservers() {
+        assert_eq!(
+            Error::not_supported("f", "v", &["a", "b", "c"]).body(),
+            r#"Unsupported value: "v": supported values: "a", "b", "c""#
+        );
         let cases = [
+            (
+                Error::invalid("foo", "bar", "deet"),
+                "foo: Invalid value: \"bar\": deet",
+            ),
             (
                 Error::required("spec.webhooks[0].name", ""),
                 "spec.webhooks[0].name: Required value",
@@ -437,7 +455,8 @@ mod tests {
         assert_eq!(e.body(), "Duplicate value: \"a\"");
     }
 
-    /// `utilerrors/errors_test.go` (`TestPluralAggregate`, `TestDedupeAggregate`).
+    /// Duplicates are dropped (`TestToAggregate`); one message stands alone, several are
+    /// bracketed (`aggregate.Error`).
     #[test]
     fn aggregates_join_distinct_messages() {
         let a = Error::required("a", "");
@@ -450,7 +469,7 @@ mod tests {
         );
     }
 
-    /// `field/path_test.go` (`TestPath`).
+    /// `NewPath(...).Child(...).Index(...).Key(...)` as `Path.String` renders it.
     #[test]
     fn paths_render_as_upstream() {
         let p = Path::new("spec")
@@ -462,17 +481,21 @@ mod tests {
         assert_eq!(String::from(Path::new("").child("name")), "name");
     }
 
-    /// `strconv.Quote` of Go's `strconv/quote_test.go` (`quotetests`).
+    /// `strconv.Quote`'s escapes (examples of Go's `strconv/quote_test.go`, `quotetests`).
     #[test]
     fn quoting_is_gos() {
         assert_eq!(quote("\u{7}\u{8}\u{c}\r\n\t\u{b}"), r#""\a\b\f\r\n\t\v""#);
         assert_eq!(quote("\\"), r#""\\""#);
-        assert_eq!(quote("abc\u{ff}def"), "\"abc\u{ff}def\"");
+        assert_eq!(
+            quote("!\u{a0}!\u{2000}!\u{3000}!"),
+            r#""!\u00a0!\u2000!\u3000!""#
+        );
         assert_eq!(quote("\u{263a}"), "\"\u{263a}\"");
         assert_eq!(quote("\u{10ffff}"), r#""\U0010ffff""#);
         assert_eq!(quote("\u{4}"), r#""\x04""#);
         assert_eq!(quote("\u{7f}"), r#""\x7f""#);
         assert_eq!(quote("\u{200b}"), r#""\u200b""#);
+        assert_eq!(quote("e\u{301}"), "\"e\u{301}\"");
         assert_eq!(quote("\"x\""), r#""\"x\"""#);
     }
 }

@@ -42,6 +42,7 @@ pub enum AnswerError {
     /// A v1 answer that is not a v1 ConversionReview: what it is (`<group>/<version>, Kind=<kind>`).
     #[error("failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got {0}")]
     NotAReview(String),
+    /// No `response`, or a null one.
     #[error("failed: no response provided")]
     NoResponse,
     /// A v1 answer for another request: the uid expected, the uid received.
@@ -53,8 +54,10 @@ pub enum AnswerError {
     /// Not exactly one converted object: how many.
     #[error("returned {0} objects, expected 1")]
     ObjectCount(usize),
+    /// The converted object is not in the version asked for.
     #[error("returned invalid object at index 0: invalid groupVersion (expected {expected}, received {got})")]
     GroupVersion { expected: String, got: String },
+    /// The converted object is of another kind.
     #[error(
         "returned invalid object at index 0: invalid kind (expected {expected}, received {got})"
     )]
@@ -83,8 +86,10 @@ fn failure_text(status: &str, message: &str) -> String {
 /// Why `restoreObjectMeta` refuses a converted object's metadata (Go's `%T` of the values).
 #[derive(Debug, thiserror::Error)]
 pub enum MetadataError {
+    /// No `metadata` at all.
     #[error("missing metadata in converted object")]
     Missing,
+    /// `metadata` that is not a map: its type.
     #[error("invalid metadata of type {0} in converted object")]
     NotAnObject(&'static str),
     /// A label or annotation (`field`, `key`) that is not a string.

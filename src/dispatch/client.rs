@@ -24,8 +24,11 @@ const POOL_IDLE: Duration = Duration::from_secs(60);
 /// `source()` is what caused it, when something did (pingora's or an I/O error).
 #[derive(Debug)]
 pub enum TransportError {
+    /// No connection: DNS, refused, unreachable, timed out (`dial tcp ...`).
     Connect(TransportFailure),
+    /// The TLS handshake or the certificate failed.
     Tls(TransportFailure),
+    /// Any other I/O or protocol failure on the connection (`EOF`, ...).
     Io(TransportFailure),
     /// The answer's header arrived and its body could not be read: client-go reports this
     /// without the `Post "URL": ` prefix of a failed round trip (`transformResponse`).
