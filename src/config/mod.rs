@@ -4,7 +4,7 @@
 //! as kube-apiserver does on create (`pkg/apis/admissionregistration/validation/validation.go`),
 //! and compilation into a [`Snapshot`] the request path reads without locks.
 //! CustomResourceDefinitions in the same files declare custom resources for matchPolicy
-//! Equivalent. Depends on `api`, `backend`, `review`, `conversion` and `matching`.
+//! Equivalent. Depends on `api`, `backend`, `review`, `conversion`, `matching` and `field_error`.
 
 pub mod crd;
 pub mod names;
