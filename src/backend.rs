@@ -1,6 +1,7 @@
 //! Where a legacy webhook or a CRD conversion webhook lives: `clientConfig` turned into a
 //! dialable target with its trust roots, as `ClientManager.HookClient` does
-//! (`staging/src/k8s.io/apiserver/pkg/util/webhook/client.go`). Depends on `api`.
+//! (`staging/src/k8s.io/apiserver/pkg/util/webhook/client.go`). Depends on `api` and
+//! `field_error`.
 
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
@@ -11,6 +12,7 @@ use base64::Engine;
 use pingora::utils::tls::WrappedX509;
 
 use crate::api::WebhookClientConfig;
+use crate::field_error::{BadValue, Error as FieldError, ErrorType};
 
 /// A legacy webhook backend.
 #[derive(Clone, Debug)]
@@ -81,15 +83,21 @@ impl Backend {
     /// Builds the target of a validated `clientConfig`.
     ///
     /// # Errors
-    /// `(field, message)` for a URL that is not `https` (or `http` to a loopback host), carries
+    /// A field error (fields under `clientConfig`) for a URL that is not `https` (or `http` to a loopback host), carries
     /// user info, a query or a fragment; a service without name or namespace, a port outside
     /// 1-65535, a path not starting with `/`; a `caBundle` that is not base64 PEM certificates.
-    pub fn from_client_config(cc: &WebhookClientConfig) -> Result<Self, (String, String)> {
+    pub fn from_client_config(cc: &WebhookClientConfig) -> Result<Self, FieldError> {
         let (ca_bundle, ca_fingerprint, self_signed_leaves) =
             match cc.ca_bundle.as_deref().filter(|s| !s.is_empty()) {
                 Some(b64) => {
-                    let (certs, leaves) = parse_ca_bundle(b64)
-                        .map_err(|m| ("clientConfig.caBundle".to_string(), m))?;
+                    let (certs, leaves) = parse_ca_bundle(b64).map_err(|e| {
+                        FieldError::new(
+                            ErrorType::Invalid,
+                            "clientConfig.caBundle",
+                            BadValue::Omitted,
+                            e.to_string(),
+                        )
+                    })?;
                     let mut h = std::collections::hash_map::DefaultHasher::new();
                     for cert in certs.iter() {
                         cert.borrow_raw_cert().hash(&mut h);
@@ -99,14 +107,13 @@ impl Backend {
                 None => (None, 0, Arc::from(Vec::new())),
             };
         match (&cc.url, &cc.service) {
-            (Some(_), Some(_)) | (None, None) => Err((
-                "clientConfig".to_string(),
-                "Required value: exactly one of url or service is required".to_string(),
+            (Some(_), Some(_)) | (None, None) => Err(FieldError::required(
+                "clientConfig",
+                "exactly one of url or service is required",
             )),
             (Some(raw), None) => {
-                let field = "clientConfig.url".to_string();
-                let url = url::Url::parse(raw)
-                    .map_err(|e| (field.clone(), format!("Invalid value: {raw:?}: {e}")))?;
+                let invalid = |detail: String| FieldError::invalid("clientConfig.url", raw, detail);
+                let url = url::Url::parse(raw).map_err(|e| invalid(e.to_string()))?;
                 let host = url
                     .host_str()
                     .unwrap_or("")
@@ -114,37 +121,28 @@ impl Backend {
                     .trim_end_matches(']')
                     .to_string();
                 if host.is_empty() {
-                    return Err((
-                        field,
-                        format!("Invalid value: {raw:?}: host must be specified"),
-                    ));
+                    return Err(invalid("host must be specified".into()));
                 }
                 let tls = match url.scheme() {
                     "https" => true,
                     "http" if is_loopback(&host) => false,
-                    "http" => return Err((field, format!("Invalid value: {raw:?}: 'https' is required (plain 'http' is only accepted for loopback backends)"))),
-                    other => return Err((field, format!("Invalid value: {raw:?}: 'https' is required, got {other:?}"))),
+                    "http" => return Err(invalid(
+                        "'https' is required (plain 'http' is only accepted for loopback backends)"
+                            .into(),
+                    )),
+                    other => return Err(invalid(format!("'https' is required, got {other:?}"))),
                 };
                 if !url.username().is_empty() || url.password().is_some() {
-                    return Err((
-                        field,
-                        format!(
-                            "Invalid value: {raw:?}: user information is not permitted in the URL"
-                        ),
+                    return Err(invalid(
+                        "user information is not permitted in the URL".into(),
                     ));
                 }
                 if url.fragment().is_some() {
-                    return Err((
-                        field,
-                        format!("Invalid value: {raw:?}: fragments are not permitted in the URL"),
-                    ));
+                    return Err(invalid("fragments are not permitted in the URL".into()));
                 }
                 if url.query().is_some() {
-                    return Err((
-                        field,
-                        format!(
-                            "Invalid value: {raw:?}: query parameters are not permitted in the URL"
-                        ),
+                    return Err(invalid(
+                        "query parameters are not permitted in the URL".into(),
                     ));
                 }
                 let port = url.port_or_known_default().unwrap_or(443);
@@ -167,26 +165,31 @@ impl Backend {
             }
             (None, Some(svc)) => {
                 if svc.name.is_empty() {
-                    return Err((
-                        "clientConfig.service.name".into(),
-                        "Required value: service name is required".into(),
+                    return Err(FieldError::required(
+                        "clientConfig.service.name",
+                        "service name is required",
                     ));
                 }
                 if svc.namespace.is_empty() {
-                    return Err((
-                        "clientConfig.service.namespace".into(),
-                        "Required value: service namespace is required".into(),
+                    return Err(FieldError::required(
+                        "clientConfig.service.namespace",
+                        "service namespace is required",
                     ));
                 }
                 let port = svc.port.unwrap_or(443);
                 if !(1..=65535).contains(&port) {
-                    return Err(("clientConfig.service.port".into(), format!("Invalid value: {port}: port is not valid: must be between 1 and 65535, inclusive")));
+                    return Err(FieldError::invalid(
+                        "clientConfig.service.port",
+                        port,
+                        "port is not valid: must be between 1 and 65535, inclusive",
+                    ));
                 }
                 let raw_path = svc.path.as_deref().unwrap_or("");
                 if !raw_path.is_empty() && !raw_path.starts_with('/') {
-                    return Err((
-                        "clientConfig.service.path".into(),
-                        format!("Invalid value: {raw_path:?}: must start with a '/'"),
+                    return Err(FieldError::invalid(
+                        "clientConfig.service.path",
+                        raw_path,
+                        "must start with a '/'",
                     ));
                 }
                 let host = format!("{}.{}.svc", svc.name, svc.namespace);
@@ -292,31 +295,44 @@ fn join_path(path: &str) -> String {
     }
 }
 
+/// Why a `caBundle` cannot be used; shown after `Invalid value: ` under `clientConfig.caBundle`.
+#[derive(Debug, thiserror::Error)]
+enum CaBundleError {
+    #[error("not base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    #[error("not PEM: {0}")]
+    NotPem(#[source] std::io::Error),
+    /// The certificate at `index` (0-based) is not X.509; the parser's error as text, its
+    /// type borrowing from the certificate.
+    #[error("certificate {index} does not parse: {message}")]
+    Unparsable { index: usize, message: String },
+    #[error("no PEM certificate found")]
+    Empty,
+}
+
 /// A decoded `caBundle`: its certificates, and those that are self-signed.
 type CaBundle = (Arc<[WrappedX509]>, Arc<[SelfSignedLeaf]>);
 
 /// Decodes a `caBundle` (base64 of PEM) into parsed X.509 certificates, once, at load: the
 /// request path only clones the `Arc`. Also returns its self-signed certificates (see
 /// [`SelfSignedLeaf`]).
-fn parse_ca_bundle(b64: &str) -> Result<CaBundle, String> {
+fn parse_ca_bundle(b64: &str) -> Result<CaBundle, CaBundleError> {
     let compact: String = b64.chars().filter(|c| !c.is_whitespace()).collect();
     let pem = base64::engine::general_purpose::STANDARD
         .decode(compact)
-        .map_err(|e| format!("Invalid value: not base64: {e}"))?;
+        .map_err(CaBundleError::NotBase64)?;
     let mut reader = std::io::BufReader::new(pem.as_slice());
     let mut certs = Vec::new();
     let mut leaves = Vec::new();
     for cert in rustls_pemfile::certs(&mut reader) {
-        let cert = cert.map_err(|e| format!("Invalid value: not PEM: {e}"))?;
+        let cert = cert.map_err(CaBundleError::NotPem)?;
         // Parsed here so that pingora, which panics on unparsable roots, never sees one.
         let wrapped = WrappedX509::try_new(cert.as_ref().to_vec(), |raw| {
             x509_parser::parse_x509_certificate(raw).map(|(_, c)| c)
         })
-        .map_err(|e| {
-            format!(
-                "Invalid value: certificate {} does not parse: {e}",
-                certs.len()
-            )
+        .map_err(|e| CaBundleError::Unparsable {
+            index: certs.len(),
+            message: e.to_string(),
         })?;
         if let Some(leaf) = self_signed_leaf(wrapped.borrow_cert(), cert.as_ref()) {
             leaves.push(leaf);
@@ -324,7 +340,7 @@ fn parse_ca_bundle(b64: &str) -> Result<CaBundle, String> {
         certs.push(wrapped);
     }
     if certs.is_empty() {
-        return Err("Invalid value: no PEM certificate found".to_string());
+        return Err(CaBundleError::Empty);
     }
     Ok((Arc::from(certs), Arc::from(leaves)))
 }
@@ -374,7 +390,7 @@ mod tests {
     use super::*;
     use crate::api::ServiceReference;
 
-    fn url(u: &str) -> Result<Backend, (String, String)> {
+    fn url(u: &str) -> Result<Backend, FieldError> {
         Backend::from_client_config(&WebhookClientConfig {
             url: Some(u.into()),
             ..Default::default()
@@ -391,18 +407,21 @@ mod tests {
         assert_eq!(url("https://hooks.example.com").unwrap().path, "/");
         assert_eq!(url("https://hooks.example.com").unwrap().port, 443);
         assert!(!url("http://localhost:8080/x").unwrap().tls);
-        assert!(url("http://10.0.0.1/x").unwrap_err().1.contains("https"));
+        assert!(url("http://10.0.0.1/x")
+            .unwrap_err()
+            .body()
+            .contains("https"));
         assert!(url("https://u:p@h.example.com/")
             .unwrap_err()
-            .1
+            .body()
             .contains("user information"));
         assert!(url("https://h.example.com/?a=b")
             .unwrap_err()
-            .1
+            .body()
             .contains("query"));
         assert!(url("https://h.example.com/#f")
             .unwrap_err()
-            .1
+            .body()
             .contains("fragment"));
         assert_eq!(
             url("https://[::1]:8443/v").unwrap().url,
@@ -447,13 +466,13 @@ mod tests {
             "https://hook.ns.svc:8443/"
         );
         assert!(svc(Some(0), None).is_err());
-        assert!(svc(None, Some("v")).unwrap_err().0.ends_with("path"));
+        assert!(svc(None, Some("v")).unwrap_err().field.ends_with("path"));
         let both = Backend::from_client_config(&WebhookClientConfig {
             url: Some("https://a.b.c/".into()),
             service: Some(ServiceReference::default()),
             ca_bundle: None,
         });
-        assert!(both.unwrap_err().1.contains("exactly one"));
+        assert!(both.unwrap_err().body().contains("exactly one"));
     }
 
     #[test]
@@ -465,18 +484,18 @@ mod tests {
         };
         assert!(Backend::from_client_config(&cc("!!!"))
             .unwrap_err()
-            .1
+            .body()
             .contains("base64"));
         let not_pem = base64::engine::general_purpose::STANDARD.encode("hello");
         assert!(Backend::from_client_config(&cc(&not_pem))
             .unwrap_err()
-            .1
+            .body()
             .contains("no PEM"));
         let garbage = base64::engine::general_purpose::STANDARD
             .encode("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
         assert!(Backend::from_client_config(&cc(&garbage))
             .unwrap_err()
-            .1
+            .body()
             .contains("does not parse"));
     }
 }

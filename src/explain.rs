@@ -398,7 +398,7 @@ fn explain_webhook(
         .map(|(c, evaluation)| {
             let (value, error) = match evaluation.value {
                 Ok(v) => (Some(v), None),
-                Err(e) => (None, Some(e)),
+                Err(e) => (None, Some(e.to_string())),
             };
             ConditionCheck {
                 name: c.name.clone(),

@@ -1,11 +1,17 @@
 //! admission-proxy: a sidecar in front of legacy Kubernetes admission webhooks.
 //!
-//! Module dependencies point one way: `api` → `backend`; `api`, `backend`, `review` → `conversion` → `matching` → `config` → `explain`,
-//! `dispatch` → `server` → `reload`; `config`, `served` → `registration` → `explain`;
-//! `served` → `config` (removed-version warnings); `matching` →
-//! `namespace_watch` → `server`; `redact` → `capture`, `explain`, `server`; `capture` → `server`. `memory` and `redact` are leaves, `metrics` depends only
-//! on it, `tls` is a leaf. `serve` (the `serve` command as one call) uses them all; only the
-//! binary uses it.
+//! Module dependencies point one way, down this list (each uses only modules above it):
+//!
+//! - leaves: `field_error` (apimachinery's field errors), `memory`, `redact`, `tls`, `served`
+//!   (what kube-apiserver serves), `decision`; `metrics` uses `decision` and `memory`;
+//! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
+//!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
+//! - `conversion` (objects between versions) and `matching` (`ShouldCallHook`'s selection and
+//!   matchConditions), side by side: neither uses the other;
+//! - `config` (files → compiled snapshot), `telemetry`, `namespace_watch`, `capture`;
+//! - `dispatch` (one admission's phases, `dispatch/pipeline.rs`) → `server` → `reload`;
+//!   `registration` → `explain`;
+//! - `serve` (the `serve` command as one call) uses them all; only the binary uses it.
 //!
 //! The binary's tools (`demo`, `bench`, the example backend, the demo PKI) are not part of this
 //! library: they live with the binary in `src/bin/admission-proxy/`.
@@ -18,6 +24,7 @@ pub mod conversion;
 pub mod decision;
 pub mod dispatch;
 pub mod explain;
+pub mod field_error;
 pub mod matching;
 pub mod memory;
 pub mod metrics;

@@ -25,15 +25,23 @@ use kube::{Api, Client};
 
 use crate::matching::Namespaces;
 
-/// Why the watch cannot start.
+/// Why the watch cannot start; kube's error is kept as the source (its text is also in the
+/// message, which the binary prints once).
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
-    #[error("cannot read kubeconfig {path}: {message}")]
-    Kubeconfig { path: String, message: String },
+    /// The `--kubeconfig` file cannot be read or used.
+    #[error("cannot read kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// Neither `KUBECONFIG` / `~/.kube/config` nor the in-cluster service account gives one.
     #[error("no Kubernetes client configuration (in-cluster service account or KUBECONFIG): {0}")]
-    Config(String),
+    Config(#[source] kube::config::InferConfigError),
+    /// The configuration does not make a client (TLS material, proxy, ...).
     #[error("cannot build the Kubernetes client: {0}")]
-    Client(String),
+    Client(#[source] kube::Error),
 }
 
 /// What a live lookup of one namespace found.
@@ -66,7 +74,7 @@ impl Drop for NamespaceWatch {
 /// # Errors
 /// [`WatchError`] when no configuration is found or it cannot be used.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
-    Client::try_from(config(kubeconfig).await?).map_err(|e| WatchError::Client(e.to_string()))
+    Client::try_from(config(kubeconfig).await?).map_err(WatchError::Client)
 }
 
 /// The client configuration [`client`] uses, for callers that adjust it (discovery turns
@@ -77,21 +85,20 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
 pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, WatchError> {
     Ok(match kubeconfig {
         Some(path) => {
-            let kc =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| WatchError::Kubeconfig {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                WatchError::Kubeconfig {
                     path: path.display().to_string(),
-                    message: e.to_string(),
-                })?;
+                    source,
+                }
+            })?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
-                .map_err(|e| WatchError::Kubeconfig {
+                .map_err(|source| WatchError::Kubeconfig {
                     path: path.display().to_string(),
-                    message: e.to_string(),
+                    source,
                 })?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| WatchError::Config(e.to_string()))?,
+        None => kube::Config::infer().await.map_err(WatchError::Config)?,
     })
 }
 

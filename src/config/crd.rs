@@ -1,7 +1,8 @@
 //! CustomResourceDefinition objects in the configuration (apiextensions.k8s.io v1 and v1beta1,
 //! with each version's defaults): a custom resource's versions and conversion strategy, for
 //! matchPolicy Equivalent (issue 5). Validated as `apiextensions-apiserver`'s
-//! `validation.go` does for the fields used here. Depends on `api`, `backend`, `conversion`.
+//! `validation.go` does for the fields used here. Depends on `api`, `backend`, `conversion`,
+//! `field_error`.
 
 use serde::Deserialize;
 
@@ -11,7 +12,8 @@ use crate::resources::custom::{
     ConversionReviewVersion, ConversionStrategy, ConversionWebhook, CustomResource, CustomVersion,
 };
 
-use super::{names, FieldProblems};
+use super::names;
+use crate::field_error::{self, BadValue, Error as FieldError, ErrorList, ErrorType};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -102,71 +104,84 @@ struct WebhookConversion {
     conversion_review_versions: Option<Vec<String>>,
 }
 
+/// Why a CustomResourceDefinition is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    /// The object does not have a CustomResourceDefinition's shape: where (a serde path such
+    /// as `spec.versions[0].served`), and the decoder's error.
+    #[error("{field}: {source}")]
+    Decode {
+        field: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Validation errors (`ValidateCustomResourceDefinition` in
+    /// `staging/src/k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation/validation.go`),
+    /// shown as `ErrorList.ToAggregate` shows them.
+    #[error("{}", field_error::aggregate(.0))]
+    Invalid(ErrorList),
+}
+
 /// Parses, defaults and validates one CustomResourceDefinition; `v1beta1` selects that
 /// version's shape and defaults (`spec.version`, top-level `subresources`,
 /// `webhookClientConfig`, `conversionReviewVersions` defaulting to `[v1beta1]`).
 ///
 /// # Errors
-/// Every `(field, message)` problem, fields relative to the object (`spec.versions[1].name`).
-pub fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomResource, FieldProblems> {
-    let crd: Crd = serde_path_to_error::deserialize(value)
-        .map_err(|e| vec![(e.path().to_string(), e.into_inner().to_string())])?;
-    let mut problems: FieldProblems = Vec::new();
-    let mut bad = |field: &str, message: String| problems.push((field.to_string(), message));
+/// [`CrdError::Decode`] when the object does not have a CustomResourceDefinition's shape;
+/// [`CrdError::Invalid`] with every validation error, fields relative to the object
+/// (`spec.versions[1].name`).
+pub fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomResource, CrdError> {
+    let crd: Crd = serde_path_to_error::deserialize(value).map_err(|e| CrdError::Decode {
+        field: e.path().to_string(),
+        source: e.into_inner(),
+    })?;
+    let mut problems = ErrorList::new();
+    let mut bad = |error: FieldError| problems.push(error);
     let spec = crd.spec;
     if spec.group.is_empty() {
-        bad("spec.group", "Required value".into());
+        bad(FieldError::required("spec.group", ""));
     } else if !names::is_dns1123_subdomain(&spec.group) || !spec.group.contains('.') {
-        bad(
+        bad(FieldError::invalid(
             "spec.group",
-            format!(
-                "Invalid value: {:?}: should be a domain with at least one dot",
-                spec.group
-            ),
-        );
+            &spec.group,
+            "should be a domain with at least one dot",
+        ));
     }
     if spec.names.plural.is_empty() {
-        bad("spec.names.plural", "Required value".into());
+        bad(FieldError::required("spec.names.plural", ""));
     } else if !names::is_dns1035_label(&spec.names.plural) {
-        bad(
+        bad(FieldError::invalid(
             "spec.names.plural",
-            format!(
-                "Invalid value: {:?}: a lowercase RFC 1035 label is required",
-                spec.names.plural
-            ),
-        );
+            &spec.names.plural,
+            "a lowercase RFC 1035 label is required",
+        ));
     }
     if spec.names.kind.is_empty() {
-        bad("spec.names.kind", "Required value".into());
+        bad(FieldError::required("spec.names.kind", ""));
     } else if !names::is_dns1035_label(&spec.names.kind.to_lowercase()) {
-        bad(
+        bad(FieldError::invalid(
             "spec.names.kind",
-            format!(
-                "Invalid value: {:?}: lowercased, an RFC 1035 label is required",
-                spec.names.kind
-            ),
-        );
+            &spec.names.kind,
+            "lowercased, an RFC 1035 label is required",
+        ));
     }
     let expected_name = format!("{}.{}", spec.names.plural, spec.group);
     if crd.metadata.name != expected_name {
-        bad(
+        bad(FieldError::invalid(
             "metadata.name",
+            &crd.metadata.name,
             format!(
-                "Invalid value: {:?}: must be spec.names.plural+\".\"+spec.group ({expected_name:?})",
-                crd.metadata.name
+                "must be spec.names.plural+\".\"+spec.group ({})",
+                field_error::quote(&expected_name)
             ),
-        );
+        ));
     }
     if !matches!(spec.scope.as_str(), "Namespaced" | "Cluster") {
-        let message = if spec.scope.is_empty() {
-            "Required value".to_string()
+        bad(if spec.scope.is_empty() {
+            FieldError::required("spec.scope", "")
         } else {
-            format!(
-                "Unsupported value: {:?}: supported values: \"Cluster\", \"Namespaced\"",
-                spec.scope
-            )
-        };
-        bad("spec.scope", message);
+            FieldError::not_supported("spec.scope", &spec.scope, &["Cluster", "Namespaced"])
+        });
     }
     let mut declared = spec.versions;
     if let Some(single) = spec.version.filter(|_| v1beta1) {
@@ -177,40 +192,44 @@ pub fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomResource
                 storage: true,
                 subresources: None,
             }),
-            Some(first) if first.name != single => bad(
+            Some(first) if first.name != single => bad(FieldError::invalid(
                 "spec.version",
-                format!("Invalid value: {single:?}: must match the first version in spec.versions"),
-            ),
+                &single,
+                "must match the first version in spec.versions",
+            )),
             Some(_) => {}
         }
     }
     if declared.is_empty() {
-        bad(
+        bad(FieldError::required(
             "spec.versions",
-            "Required value: must have at least one version".into(),
-        );
+            "must have at least one version",
+        ));
     }
     let storage = declared.iter().filter(|v| v.storage).count();
     if !declared.is_empty() && storage != 1 {
-        bad(
+        bad(FieldError::new(
+            ErrorType::Invalid,
             "spec.versions",
-            "Invalid value: must have exactly one version marked as storage version".into(),
-        );
+            BadValue::Omitted,
+            "must have exactly one version marked as storage version",
+        ));
     }
     let shared = spec.subresources.filter(|_| v1beta1);
     let mut versions: Vec<CustomVersion> = Vec::with_capacity(declared.len());
     for (i, v) in declared.iter().enumerate() {
         if !names::is_dns1035_label(&v.name) {
-            bad(
-                &format!("spec.versions[{i}].name"),
-                format!("Invalid value: {:?}: a DNS-1035 label is required", v.name),
-            );
+            bad(FieldError::invalid(
+                format!("spec.versions[{i}].name"),
+                &v.name,
+                "a DNS-1035 label is required",
+            ));
         }
         if versions.iter().any(|seen| seen.name == v.name) {
-            bad(
-                &format!("spec.versions[{i}].name"),
-                format!("Duplicate value: {:?}", v.name),
-            );
+            bad(FieldError::duplicate(
+                format!("spec.versions[{i}].name"),
+                &v.name,
+            ));
         }
         let subresources = v.subresources.as_ref().or(shared.as_ref());
         versions.push(CustomVersion {
@@ -230,7 +249,7 @@ pub fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomResource
             versions,
             strategy,
         }),
-        _ => Err(problems),
+        _ => Err(CrdError::Invalid(problems)),
     }
 }
 
@@ -238,7 +257,7 @@ pub fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomResource
 fn conversion_strategy(
     conversion: Option<Conversion>,
     v1beta1: bool,
-    bad: &mut impl FnMut(&str, String),
+    bad: &mut impl FnMut(FieldError),
 ) -> Option<ConversionStrategy> {
     let conversion = conversion.unwrap_or_default();
     let (client_config, review_versions, at) = if v1beta1 {
@@ -257,17 +276,17 @@ fn conversion_strategy(
             .map(|w| (w.client_config, w.conversion_review_versions))
             .unwrap_or_default();
         if conversion.strategy.as_deref() == Some("Webhook") && !has_webhook {
-            bad(
+            bad(FieldError::required(
                 "spec.conversion.webhook",
-                "Required value: required when strategy is set to Webhook".into(),
-            );
+                "required when strategy is set to Webhook",
+            ));
             return None;
         }
         if conversion.strategy.as_deref() != Some("Webhook") && has_webhook {
-            bad(
+            bad(FieldError::forbidden(
                 "spec.conversion.webhook",
-                "Forbidden: should not be set when strategy is not set to Webhook".into(),
-            );
+                "should not be set when strategy is not set to Webhook",
+            ));
             return None;
         }
         (cc, versions, "spec.conversion.webhook.clientConfig")
@@ -275,10 +294,10 @@ fn conversion_strategy(
     match conversion.strategy.as_deref().unwrap_or("None") {
         "None" => {
             if v1beta1 && client_config.is_some() {
-                bad(
+                bad(FieldError::forbidden(
                     at,
-                    "Forbidden: should not be set when strategy is not set to Webhook".into(),
-                );
+                    "should not be set when strategy is not set to Webhook",
+                ));
                 return None;
             }
             Some(ConversionStrategy::None)
@@ -292,23 +311,24 @@ fn conversion_strategy(
             let review_versions = review_versions.unwrap_or_default();
             let review_version = ConversionReviewVersion::negotiate(&review_versions);
             if review_versions.is_empty() {
-                bad(
+                bad(FieldError::required(
                     versions_at,
-                    "Required value: must specify one of v1, v1beta1".into(),
-                );
+                    "must specify one of v1, v1beta1",
+                ));
             } else if review_version.is_none() {
-                bad(
+                // Rust's list rendering (`["v2"]`), where Go's `%#v` would print `[]string{"v2"}`:
+                // kept as this message has always read.
+                bad(FieldError::invalid(
                     versions_at,
-                    format!(
-                        "Invalid value: {review_versions:?}: must include at least one of v1, v1beta1"
-                    ),
-                );
+                    BadValue::Text(format!("{review_versions:?}")),
+                    "must include at least one of v1, v1beta1",
+                ));
             }
             let Some(cc) = client_config else {
-                bad(
+                bad(FieldError::required(
                     at,
-                    "Required value: required when strategy is set to Webhook".into(),
-                );
+                    "required when strategy is set to Webhook",
+                ));
                 return None;
             };
             match Backend::from_client_config(&cc) {
@@ -317,18 +337,24 @@ fn conversion_strategy(
                     review_versions,
                     review_version,
                 })),
-                Err((field, message)) => {
-                    let field = field.strip_prefix("clientConfig").unwrap_or(&field);
-                    bad(&format!("{at}{field}"), message);
+                Err(mut error) => {
+                    // The backend's fields are under `clientConfig`; here they are under `at`.
+                    let field = error
+                        .field
+                        .strip_prefix("clientConfig")
+                        .unwrap_or(&error.field);
+                    error.field = format!("{at}{field}");
+                    bad(error);
                     None
                 }
             }
         }
         other => {
-            bad(
+            bad(FieldError::not_supported(
                 "spec.conversion.strategy",
-                format!("Unsupported value: {other:?}: supported values: \"None\", \"Webhook\""),
-            );
+                other,
+                &["None", "Webhook"],
+            ));
             None
         }
     }

@@ -4,7 +4,7 @@
 //! as kube-apiserver does on create (`pkg/apis/admissionregistration/validation/validation.go`),
 //! and compilation into a [`Snapshot`] the request path reads without locks.
 //! CustomResourceDefinitions in the same files declare custom resources for matchPolicy
-//! Equivalent. Depends on `api`, `backend`, `review`, `conversion` and `matching`.
+//! Equivalent. Depends on `api`, `backend`, `review`, `conversion`, `matching` and `field_error`.
 
 pub mod crd;
 pub mod names;
@@ -21,6 +21,7 @@ use serde::Deserialize;
 
 use crate::api::{self, FailurePolicy, MatchPolicy, SideEffects, WebhookType};
 pub use crate::backend::Backend;
+use crate::field_error::{BadValue, Error as FieldError, ErrorType, Path as FieldPath};
 use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
 use crate::metrics::WebhookMetrics;
 use crate::resources::custom::CustomResources;
@@ -208,6 +209,18 @@ impl fmt::Display for Problem {
     }
 }
 
+impl Problem {
+    /// `error` where this problem is: its field, and its body (`ErrorBody`) as the message.
+    fn located(&self, error: FieldError) -> Problem {
+        let message = error.body();
+        Problem {
+            field: error.field,
+            message,
+            ..self.clone()
+        }
+    }
+}
+
 /// Why a configuration cannot be used; the last good one keeps serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -361,8 +374,11 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
             let value = match doc {
                 Ok(serde_json::Value::Null) => continue,
                 Ok(v) => v,
-                Err(message) => {
-                    errors.push(Problem { message, ..base });
+                Err(e) => {
+                    errors.push(Problem {
+                        message: e.to_string(),
+                        ..base
+                    });
                     continue;
                 }
             };
@@ -384,17 +400,21 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                 for webhook in webhooks {
                     let key = (webhook.webhook_type, webhook.name.clone());
                     if let Some((other_file, other_config)) = routes.get(&key) {
+                        let duplicate = FieldError::new(
+                            ErrorType::Duplicate,
+                            "webhooks[].name",
+                            BadValue::Omitted,
+                            format!(
+                                "{} webhook names are routes and must be unique across all files (also in {} configuration {other_config:?})",
+                                webhook.webhook_type.as_str(),
+                                other_file.display()
+                            ),
+                        );
                         errors.push(Problem {
                             kind: Some(webhook.webhook_type.configuration_kind().into()),
                             configuration: Some(webhook.configuration.clone()),
                             webhook: Some(webhook.name.clone()),
-                            field: "webhooks[].name".into(),
-                            message: format!(
-                                "Duplicate value: {} webhook names are routes and must be unique across all files (also in {} configuration {other_config:?})",
-                                webhook.webhook_type.as_str(),
-                                other_file.display()
-                            ),
-                            ..base.clone()
+                            ..base.located(duplicate)
                         });
                         continue;
                     }
@@ -426,14 +446,23 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
     }
 }
 
+/// Why a document of a file is not JSON or YAML; the problem's message.
+#[derive(Debug, thiserror::Error)]
+enum SyntaxError {
+    #[error("invalid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("invalid YAML: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
+}
+
 /// Splits a file into documents as JSON values (YAML: every `---` document).
-fn documents(text: &str, is_json: bool) -> Vec<Result<serde_json::Value, String>> {
+fn documents(text: &str, is_json: bool) -> Vec<Result<serde_json::Value, SyntaxError>> {
     if is_json {
-        return vec![serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))];
+        return vec![serde_json::from_str(text).map_err(SyntaxError::Json)];
     }
     let mut docs = Vec::new();
     for de in serde_yaml_ng::Deserializer::from_str(text) {
-        let doc = serde_json::Value::deserialize(de).map_err(|e| format!("invalid YAML: {e}"));
+        let doc = serde_json::Value::deserialize(de).map_err(SyntaxError::Yaml);
         let failed = doc.is_err();
         docs.push(doc);
         // After a syntax error the document iterator keeps yielding the same error forever.
@@ -468,9 +497,12 @@ fn configuration_items(
                 Some(_) => {
                     errors.push(Problem {
                         kind: Some(kind),
-                        field: "items".into(),
-                        message: "Invalid value: must be a list".into(),
-                        ..base.clone()
+                        ..base.located(FieldError::new(
+                            ErrorType::Invalid,
+                            "items",
+                            BadValue::Omitted,
+                            "must be a list",
+                        ))
                     });
                     return Vec::new();
                 }
@@ -498,18 +530,21 @@ fn declare_custom_resource(
         .pointer("/metadata/name")
         .and_then(|n| n.as_str())
         .map(str::to_string);
-    let problem = |field: &str, message: String| Problem {
+    let problem = |error: FieldError| Problem {
         kind: Some("CustomResourceDefinition".into()),
         configuration: name.clone(),
-        field: format!("{prefix}{field}"),
-        message,
-        ..base.clone()
+        ..base.located(error.prefixed(prefix))
     };
     let v1beta1 = match value.get("apiVersion").and_then(|v| v.as_str()) {
         Some("apiextensions.k8s.io/v1") => false,
         Some("apiextensions.k8s.io/v1beta1") => true,
         other => {
-            errors.push(problem("apiVersion", format!("Unsupported value: {:?}: expected apiextensions.k8s.io/v1 or apiextensions.k8s.io/v1beta1", other.unwrap_or(""))));
+            errors.push(problem(FieldError::new(
+                ErrorType::NotSupported,
+                "apiVersion",
+                other.unwrap_or("").into(),
+                "expected apiextensions.k8s.io/v1 or apiextensions.k8s.io/v1beta1",
+            )));
             return;
         }
     };
@@ -517,16 +552,25 @@ fn declare_custom_resource(
         Ok(resource) => {
             let (group, plural) = (resource.group.clone(), resource.plural.clone());
             if custom.insert(resource).is_some() {
-                errors.push(problem(
+                errors.push(problem(FieldError::new(
+                    ErrorType::Duplicate,
                     "spec.names.plural",
-                    format!("Duplicate value: {plural}.{group} is declared by more than one CustomResourceDefinition"),
-                ));
+                    BadValue::Omitted,
+                    format!(
+                        "{plural}.{group} is declared by more than one CustomResourceDefinition"
+                    ),
+                )));
             }
         }
-        Err(problems) => {
-            for (field, message) in problems {
-                errors.push(problem(&field, message));
-            }
+        Err(crd::CrdError::Decode { field, source }) => errors.push(Problem {
+            kind: Some("CustomResourceDefinition".into()),
+            configuration: name.clone(),
+            field: format!("{prefix}{field}"),
+            message: source.to_string(),
+            ..base.clone()
+        }),
+        Err(crd::CrdError::Invalid(problems)) => {
+            errors.extend(problems.into_iter().map(problem));
         }
     }
 }
@@ -563,7 +607,12 @@ fn compile_configuration(
         "ValidatingWebhookConfiguration" => WebhookType::Validating,
         "MutatingWebhookConfiguration" => WebhookType::Mutating,
         other => {
-            errors.push(problem(format!("{prefix}kind"), format!("Unsupported value: {other:?}: expected ValidatingWebhookConfiguration, MutatingWebhookConfiguration, CustomResourceDefinition or a List of them")));
+            errors.push(base.located(FieldError::new(
+                ErrorType::NotSupported,
+                format!("{prefix}kind"),
+                other.into(),
+                "expected ValidatingWebhookConfiguration, MutatingWebhookConfiguration, CustomResourceDefinition or a List of them",
+            )));
             return None;
         }
     };
@@ -576,7 +625,12 @@ fn compile_configuration(
         "admissionregistration.k8s.io/v1" => false,
         "admissionregistration.k8s.io/v1beta1" => true,
         other => {
-            errors.push(problem(format!("{prefix}apiVersion"), format!("Unsupported value: {other:?}: expected admissionregistration.k8s.io/v1 or admissionregistration.k8s.io/v1beta1")));
+            errors.push(base.located(FieldError::new(
+                ErrorType::NotSupported,
+                format!("{prefix}apiVersion"),
+                other.into(),
+                "expected admissionregistration.k8s.io/v1 or admissionregistration.k8s.io/v1beta1",
+            )));
             return None;
         }
     };
@@ -597,13 +651,11 @@ fn compile_configuration(
     drop(value);
     let before = errors.len();
     if !names::is_dns1123_subdomain(&config.metadata.name) {
-        errors.push(problem(
+        errors.push(base.located(FieldError::invalid(
             format!("{prefix}metadata.name"),
-            format!(
-                "Invalid value: {:?}: a configuration name must be a DNS-1123 subdomain",
-                config.metadata.name
-            ),
-        ));
+            &config.metadata.name,
+            "a configuration name must be a DNS-1123 subdomain",
+        )));
     }
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(config.webhooks.len());
@@ -627,7 +679,8 @@ fn compile_configuration(
             );
         }
         if !seen.insert(hook.name.clone()) {
-            push("name", format!("Duplicate value: {:?}", hook.name));
+            let duplicate = FieldError::duplicate("name", &hook.name);
+            push(&duplicate.field, duplicate.body());
         }
         match compile_webhook(hook, v1beta1, webhook_type, backends) {
             Ok((webhook, hook_warnings)) => {
@@ -659,9 +712,18 @@ fn compile_configuration(
                     continue;
                 };
                 if o.tls_server_name.is_some() && !webhook.backend.tls {
+                    let plain = FieldError::new(
+                        ErrorType::Invalid,
+                        format!("{prefix}{}", options::field()),
+                        BadValue::Omitted,
+                        format!(
+                            "tlsServerName needs an https backend, and {} is plain http",
+                            webhook.backend.url
+                        ),
+                    );
                     errors.push(Problem {
                         webhook: Some(webhook.name.clone()),
-                        ..problem(format!("{prefix}{}", options::field()), format!("Invalid value: tlsServerName needs an https backend, and {} is plain http", webhook.backend.url))
+                        ..base.located(plain)
                     });
                 }
                 if o.tls_server_name.is_some() {
@@ -680,9 +742,11 @@ fn compile_configuration(
             }
         }
         Err(problems) => {
-            for (field, message) in problems {
-                errors.push(problem(format!("{prefix}{field}"), message));
-            }
+            errors.extend(
+                problems
+                    .into_iter()
+                    .map(|e| base.located(e.prefixed(prefix))),
+            );
         }
     }
     (errors.len() == before).then_some(out)
@@ -700,8 +764,14 @@ fn webhook_name_at(value: &serde_json::Value, path: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// `(field, message)` problems of one object.
+/// `(field, message)` problems or warnings of one webhook, fields relative to it.
 type FieldProblems = Vec<(String, String)>;
+
+/// A field error as a `(field, message)` problem: the message is its body (`ErrorBody`).
+fn field_problem(error: FieldError) -> (String, String) {
+    let message = error.body();
+    (error.field, message)
+}
 
 /// The backends of one load, one per distinct `clientConfig`: webhooks that call the same
 /// backend with the same `caBundle` share its parsed trust roots (about 4 KB each), which
@@ -710,9 +780,8 @@ type FieldProblems = Vec<(String, String)>;
 struct Backends(HashMap<api::WebhookClientConfig, Arc<Backend>>);
 
 impl Backends {
-    /// The backend `cc` names, built on first use. Errors: [`Backend::from_client_config`]'s
-    /// `(field, message)`.
-    fn get(&mut self, cc: &api::WebhookClientConfig) -> Result<Arc<Backend>, (String, String)> {
+    /// The backend `cc` names, built on first use. Errors: [`Backend::from_client_config`]'s.
+    fn get(&mut self, cc: &api::WebhookClientConfig) -> Result<Arc<Backend>, FieldError> {
         if let Some(backend) = self.0.get(cc) {
             return Ok(backend.clone());
         }
@@ -733,12 +802,16 @@ fn compile_webhook(
 ) -> Result<(Webhook, FieldProblems), FieldProblems> {
     let mut problems: FieldProblems = Vec::new();
     let mut warnings: FieldProblems = Vec::new();
-    let mut bad = |field: &str, message: String| problems.push((field.to_string(), message));
+    let mut bad = |error: FieldError| problems.push(field_problem(error));
 
     if hook.name.is_empty() {
-        bad("name", "Required value".into());
+        bad(FieldError::required("name", ""));
     } else if !names::is_fully_qualified_name(&hook.name) {
-        bad("name", format!("Invalid value: {:?}: should be a domain with at least three segments separated by dots", hook.name));
+        bad(FieldError::invalid(
+            "name",
+            &hook.name,
+            "should be a domain with at least three segments separated by dots",
+        ));
     }
 
     let failure_policy = match hook.failure_policy.as_deref() {
@@ -747,10 +820,11 @@ fn compile_webhook(
         Some("Ignore") => FailurePolicy::Ignore,
         Some("Fail") => FailurePolicy::Fail,
         Some(other) => {
-            bad(
+            bad(FieldError::not_supported(
                 "failurePolicy",
-                format!("Unsupported value: {other:?}: supported values: \"Fail\", \"Ignore\""),
-            );
+                other,
+                &["Fail", "Ignore"],
+            ));
             FailurePolicy::Fail
         }
     };
@@ -760,12 +834,11 @@ fn compile_webhook(
         Some("Exact") => MatchPolicy::Exact,
         Some("Equivalent") => MatchPolicy::Equivalent,
         Some(other) => {
-            bad(
+            bad(FieldError::not_supported(
                 "matchPolicy",
-                format!(
-                    "Unsupported value: {other:?}: supported values: \"Equivalent\", \"Exact\""
-                ),
-            );
+                other,
+                &["Equivalent", "Exact"],
+            ));
             MatchPolicy::Exact
         }
     };
@@ -773,10 +846,10 @@ fn compile_webhook(
     let side_effects = match hook.side_effects.as_deref() {
         None if v1beta1 => SideEffects::Unknown,
         None => {
-            bad(
+            bad(FieldError::required(
                 "sideEffects",
-                "Required value: must specify one of None, NoneOnDryRun".into(),
-            );
+                "must specify one of None, NoneOnDryRun",
+            ));
             SideEffects::Unknown
         }
         Some("None") => SideEffects::None,
@@ -785,12 +858,11 @@ fn compile_webhook(
         Some("Some") => SideEffects::Some,
         Some("Unknown") => SideEffects::Unknown,
         Some(other) => {
-            bad(
+            bad(FieldError::not_supported(
                 "sideEffects",
-                format!(
-                    "Unsupported value: {other:?}: supported values: \"None\", \"NoneOnDryRun\""
-                ),
-            );
+                other,
+                &["None", "NoneOnDryRun"],
+            ));
             SideEffects::Unknown
         }
     };
@@ -804,47 +876,55 @@ fn compile_webhook(
         .timeout_seconds
         .unwrap_or(if v1beta1 { 30 } else { 10 });
     if !(1..=30).contains(&timeout_seconds) {
-        bad("timeoutSeconds", format!("Invalid value: {timeout_seconds}: the timeout value must be between 1 and 30 seconds"));
+        bad(FieldError::invalid(
+            "timeoutSeconds",
+            timeout_seconds,
+            "the timeout value must be between 1 and 30 seconds",
+        ));
     }
     let admission_review_versions = match &hook.admission_review_versions {
         Some(v) => v.clone(),
         None if v1beta1 => vec!["v1beta1".to_string()],
         None => {
-            bad(
+            bad(FieldError::required(
                 "admissionReviewVersions",
-                "Required value: must specify one of v1, v1beta1".into(),
-            );
+                "must specify one of v1, v1beta1",
+            ));
             Vec::new()
         }
     };
     let mut versions_seen = HashSet::new();
     for (i, v) in admission_review_versions.iter().enumerate() {
         if !names::is_dns1035_label(v) {
-            bad(
-                &format!("admissionReviewVersions[{i}]"),
-                format!("Invalid value: {v:?}: a DNS-1035 label is required"),
-            );
+            bad(FieldError::invalid(
+                format!("admissionReviewVersions[{i}]"),
+                v,
+                "a DNS-1035 label is required",
+            ));
         }
         if !versions_seen.insert(v) {
-            bad(
-                &format!("admissionReviewVersions[{i}]"),
-                format!("Duplicate value: {v:?}"),
-            );
+            bad(FieldError::duplicate(
+                format!("admissionReviewVersions[{i}]"),
+                v,
+            ));
         }
     }
     let review_version = ReviewVersion::negotiate(&admission_review_versions);
     if hook.admission_review_versions.is_some() && review_version.is_none() {
-        bad(
+        bad(FieldError::new(
+            ErrorType::NotSupported,
             "admissionReviewVersions",
-            "Unsupported value: must include at least one of v1, v1beta1".into(),
-        );
+            BadValue::Omitted,
+            "must include at least one of v1, v1beta1",
+        ));
     }
     if let Some(p) = hook.reinvocation_policy.as_deref() {
         if !matches!(p, "Never" | "IfNeeded") {
-            bad(
+            bad(FieldError::not_supported(
                 "reinvocationPolicy",
-                format!("Unsupported value: {p:?}: supported values: \"IfNeeded\", \"Never\""),
-            );
+                p,
+                &["IfNeeded", "Never"],
+            ));
         }
     }
     for (i, rule) in hook.rules.iter().enumerate() {
@@ -855,65 +935,62 @@ fn compile_webhook(
         ("namespaceSelector", &hook.namespace_selector),
         ("objectSelector", &hook.object_selector),
     ]) {
-        validate_selector_names(selector.as_ref(), field, &mut bad);
+        validate_selector_names(selector.as_ref(), field, &mut |error| {
+            problems.push(field_problem(error))
+        });
         match LabelSelector::compile(selector.as_ref()) {
             Ok(s) => *slot = s,
-            Err(e) => bad(&format!("{field}.matchExpressions"), e),
+            // The selector's error names its own field (`values`, `operator`): the message
+            // is the whole error, under the selector's `matchExpressions`.
+            Err(e) => problems.push((format!("{field}.matchExpressions"), e.to_string())),
         }
     }
+    let mut bad = |error: FieldError| problems.push(field_problem(error));
     let [namespace_selector, object_selector] = selectors;
     if hook.match_conditions.len() > 64 {
-        bad(
+        bad(FieldError::too_many(
             "matchConditions",
-            format!(
-                "Too many: {}: must have at most 64 items",
-                hook.match_conditions.len()
-            ),
-        );
+            hook.match_conditions.len() as i64,
+            64,
+        ));
     }
     let mut conditions = Vec::new();
     let mut condition_names = HashSet::new();
     for (i, mc) in hook.match_conditions.iter().enumerate() {
+        let at = FieldPath::new("matchConditions").index(i);
         if mc.name.is_empty() {
-            bad(
-                &format!("matchConditions[{i}].name"),
-                "Required value".into(),
-            );
+            bad(FieldError::required(at.clone().child("name"), ""));
         } else if !names::is_qualified_name(&mc.name) {
-            bad(
-                &format!("matchConditions[{i}].name"),
-                format!("Invalid value: {:?}: must be a qualified name", mc.name),
-            );
+            bad(FieldError::invalid(
+                at.clone().child("name"),
+                &mc.name,
+                "must be a qualified name",
+            ));
         } else if !condition_names.insert(mc.name.clone()) {
-            bad(
-                &format!("matchConditions[{i}].name"),
-                format!("Duplicate value: {:?}", mc.name),
-            );
+            bad(FieldError::duplicate(at.clone().child("name"), &mc.name));
         }
         if mc.expression.trim().is_empty() {
-            bad(
-                &format!("matchConditions[{i}].expression"),
-                "Required value".into(),
-            );
+            bad(FieldError::required(at.child("expression"), ""));
             continue;
         }
         match MatchCondition::compile(&mc.name, &mc.expression) {
             Ok(c) => conditions.push(c),
-            Err(e) => bad(
-                &format!("matchConditions[{i}].expression"),
-                format!("Invalid value: {:?}: {e}", mc.expression),
-            ),
+            Err(e) => bad(FieldError::invalid(
+                at.child("expression"),
+                &mc.expression,
+                e.to_string(),
+            )),
         }
     }
     let backend = match hook.client_config.as_ref() {
         None => {
-            bad("clientConfig", "Required value".into());
+            bad(FieldError::required("clientConfig", ""));
             None
         }
         Some(cc) => match backends.get(cc) {
             Ok(b) => Some(b),
-            Err((field, message)) => {
-                bad(&field, message);
+            Err(error) => {
+                bad(error);
                 None
             }
         },
@@ -956,15 +1033,17 @@ fn compile_webhook(
 }
 
 /// Rule validation of `validation.go` (`validateRule`).
-fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(&str, String)) {
-    let star_alone = |list: &[String], field: &str, bad: &mut dyn FnMut(&str, String)| {
+fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(FieldError)) {
+    let star_alone = |list: &[String], field: &str, bad: &mut dyn FnMut(FieldError)| {
         if list.is_empty() {
-            bad(&format!("{at}.{field}"), "Required value".into());
+            bad(FieldError::required(format!("{at}.{field}"), ""));
         } else if list.len() > 1 && list.iter().any(|v| v == "*") {
-            bad(
-                &format!("{at}.{field}"),
-                "Invalid value: if '*' is present, must not specify other values".into(),
-            );
+            bad(FieldError::new(
+                ErrorType::Invalid,
+                format!("{at}.{field}"),
+                BadValue::Omitted,
+                "if '*' is present, must not specify other values",
+            ));
         }
     };
     star_alone(&rule.operations, "operations", bad);
@@ -973,25 +1052,29 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
             op.as_str(),
             "*" | "CREATE" | "UPDATE" | "DELETE" | "CONNECT"
         ) {
-            bad(&format!("{at}.operations[{i}]"), format!("Unsupported value: {op:?}: supported values: \"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\""));
+            bad(FieldError::not_supported(
+                format!("{at}.operations[{i}]"),
+                op,
+                &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"],
+            ));
         }
     }
     star_alone(&rule.api_groups, "apiGroups", bad);
     star_alone(&rule.api_versions, "apiVersions", bad);
     for (i, v) in rule.api_versions.iter().enumerate() {
         if v.is_empty() {
-            bad(&format!("{at}.apiVersions[{i}]"), "Required value".into());
+            bad(FieldError::required(format!("{at}.apiVersions[{i}]"), ""));
         }
     }
     if rule.resources.is_empty() {
-        bad(&format!("{at}.resources"), "Required value".into());
+        bad(FieldError::required(format!("{at}.resources"), ""));
     }
     let mut wildcard_sub: HashSet<&str> = HashSet::new();
     let mut wildcard_res: HashSet<&str> = HashSet::new();
     let (mut double, mut single, mut plain) = (false, false, false);
     for (i, entry) in rule.resources.iter().enumerate() {
         if entry.is_empty() {
-            bad(&format!("{at}.resources[{i}]"), "Required value".into());
+            bad(FieldError::required(format!("{at}.resources[{i}]"), ""));
             continue;
         }
         double |= entry == "*/*";
@@ -1003,20 +1086,18 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
             continue;
         };
         if wildcard_sub.contains(res) {
-            bad(
-                &format!("{at}.resources[{i}]"),
-                format!(
-                    "Invalid value: {entry:?}: if '{res}/*' is present, must not specify {entry}"
-                ),
-            );
+            bad(FieldError::invalid(
+                format!("{at}.resources[{i}]"),
+                entry,
+                format!("if '{res}/*' is present, must not specify {entry}"),
+            ));
         }
         if wildcard_res.contains(sub) {
-            bad(
-                &format!("{at}.resources[{i}]"),
-                format!(
-                    "Invalid value: {entry:?}: if '*/{sub}' is present, must not specify {entry}"
-                ),
-            );
+            bad(FieldError::invalid(
+                format!("{at}.resources[{i}]"),
+                entry,
+                format!("if '*/{sub}' is present, must not specify {entry}"),
+            ));
         }
         if sub == "*" {
             wildcard_sub.insert(res);
@@ -1026,17 +1107,28 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
         }
     }
     if rule.resources.len() > 1 && double {
-        bad(
-            &format!("{at}.resources"),
-            "Invalid value: if '*/*' is present, must not specify other resources".into(),
-        );
+        bad(FieldError::new(
+            ErrorType::Invalid,
+            format!("{at}.resources"),
+            BadValue::Omitted,
+            "if '*/*' is present, must not specify other resources",
+        ));
     }
     if single && plain {
-        bad(&format!("{at}.resources"), "Invalid value: if '*' is present, must not specify other resources without subresources".into());
+        bad(FieldError::new(
+            ErrorType::Invalid,
+            format!("{at}.resources"),
+            BadValue::Omitted,
+            "if '*' is present, must not specify other resources without subresources",
+        ));
     }
     if let Some(scope) = rule.scope.as_deref() {
         if !matches!(scope, "*" | "Cluster" | "Namespaced") {
-            bad(&format!("{at}.scope"), format!("Unsupported value: {scope:?}: supported values: \"*\", \"Cluster\", \"Namespaced\""));
+            bad(FieldError::not_supported(
+                format!("{at}.scope"),
+                scope,
+                &["*", "Cluster", "Namespaced"],
+            ));
         }
     }
 }
@@ -1045,23 +1137,32 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
 fn validate_selector_names(
     selector: Option<&api::LabelSelector>,
     field: &str,
-    bad: &mut impl FnMut(&str, String),
+    bad: &mut impl FnMut(FieldError),
 ) {
     let Some(selector) = selector else { return };
     for (k, v) in selector.match_labels.iter().flatten() {
         if !names::is_qualified_name(k) {
-            bad(&format!("{field}.matchLabels"), format!("Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.'"));
+            bad(FieldError::invalid(
+                format!("{field}.matchLabels"),
+                k,
+                "name part must consist of alphanumeric characters, '-', '_' or '.'",
+            ));
         }
         if !names::is_label_value(v) {
-            bad(&format!("{field}.matchLabels"), format!("Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'"));
+            bad(FieldError::invalid(
+                format!("{field}.matchLabels"),
+                v,
+                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'",
+            ));
         }
     }
     for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
         if !names::is_qualified_name(&req.key) {
-            bad(
-                &format!("{field}.matchExpressions[{i}].key"),
-                format!("Invalid value: {:?}: must be a qualified name", req.key),
-            );
+            bad(FieldError::invalid(
+                format!("{field}.matchExpressions[{i}].key"),
+                &req.key,
+                "must be a qualified name",
+            ));
         }
     }
 }

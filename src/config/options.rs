@@ -1,6 +1,6 @@
 //! The proxy's own per-webhook settings, carried in one annotation on the copied webhook
 //! configuration so that the file stays a valid Kubernetes object that `kubectl apply
-//! --dry-run=server` and schema validators accept. Depends on `names`.
+//! --dry-run=server` and schema validators accept. Depends on `names` and `field_error`.
 //!
 //! ```yaml
 //! metadata:
@@ -18,6 +18,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Deserialize;
+
+use crate::field_error::{BadValue, Error as FieldError, ErrorList, ErrorType};
 
 use super::names;
 
@@ -73,49 +75,61 @@ pub fn field() -> String {
 /// Parses the annotation of a configuration whose webhooks are `webhook_names`.
 ///
 /// # Errors
-/// `(field, message)` pairs: the value is not a JSON/YAML object of objects, names a webhook
+/// Field errors: the value is not a JSON/YAML object of objects, names a webhook
 /// the configuration does not have, has an unknown setting, or a `tlsServerName` that is
 /// neither a DNS-1123 subdomain nor an IP address.
 pub fn parse(
     annotations: Option<&BTreeMap<String, String>>,
     webhook_names: &[&str],
-) -> Result<HashMap<String, WebhookOptions>, Vec<(String, String)>> {
+) -> Result<HashMap<String, WebhookOptions>, ErrorList> {
     let Some(text) = annotations.and_then(|a| a.get(ANNOTATION)) else {
         return Ok(HashMap::new());
     };
-    let options: BTreeMap<String, WebhookOptions> = serde_yaml_ng::from_str(text)
-        .map_err(|e| vec![(field(), format!("Invalid value: {e}"))])?;
-    let mut problems = Vec::new();
+    let options: BTreeMap<String, WebhookOptions> = serde_yaml_ng::from_str(text).map_err(|e| {
+        // The parser's message stands where the value would: a YAML value can be long.
+        vec![FieldError::new(
+            ErrorType::Invalid,
+            field(),
+            BadValue::Omitted,
+            e.to_string(),
+        )]
+    })?;
+    let mut problems = ErrorList::new();
     for (name, o) in &options {
         let at = format!("{}[{name:?}]", field());
         if !webhook_names.contains(&name.as_str()) {
-            problems.push((
+            problems.push(FieldError::new(
+                ErrorType::NotFound,
                 at.clone(),
+                BadValue::Omitted,
                 format!(
-                    "Not found: this configuration has no webhook {name:?} (it has {})",
+                    "this configuration has no webhook {name:?} (it has {})",
                     webhook_names.join(", ")
                 ),
             ));
         }
         if let Some(t) = o.max_timeout_seconds {
             if !(1..=30).contains(&t) {
-                problems.push((
+                problems.push(FieldError::invalid(
                     format!("{at}.maxTimeoutSeconds"),
-                    format!("Invalid value: {t}: must be between 1 and 30 seconds"),
+                    t,
+                    "must be between 1 and 30 seconds",
                 ));
             }
         }
         if o.max_concurrent_calls == Some(0) {
-            problems.push((
+            problems.push(FieldError::invalid(
                 format!("{at}.maxConcurrentCalls"),
-                "Invalid value: 0: must be at least 1".to_string(),
+                0,
+                "must be at least 1",
             ));
         }
         if let Some(server) = &o.tls_server_name {
             if !names::is_dns1123_subdomain(server) && server.parse::<std::net::IpAddr>().is_err() {
-                problems.push((
+                problems.push(FieldError::invalid(
                     format!("{at}.tlsServerName"),
-                    format!("Invalid value: {server:?}: must be a DNS name or an IP address"),
+                    server,
+                    "must be a DNS name or an IP address",
                 ));
             }
         }
@@ -133,6 +147,17 @@ mod tests {
 
     fn annotations(value: &str) -> BTreeMap<String, String> {
         BTreeMap::from([(ANNOTATION.to_string(), value.to_string())])
+    }
+
+    /// The errors as the `(field, message)` pairs a configuration problem shows.
+    fn pairs(errors: ErrorList) -> Vec<(String, String)> {
+        errors
+            .into_iter()
+            .map(|e| {
+                let message = e.body();
+                (e.field, message)
+            })
+            .collect()
     }
 
     #[test]
@@ -153,13 +178,13 @@ mod tests {
         assert_eq!(parsed["a.example.com"].mode, Some(Mode::Warn));
         assert_eq!(parsed["a.example.com"].max_timeout_seconds, Some(3));
         let a = annotations(r#"{"a.example.com": {"mode": "Audit", "maxTimeoutSeconds": 31}}"#);
-        let problems = parse(Some(&a), &["a.example.com"]).unwrap_err();
+        let problems = pairs(parse(Some(&a), &["a.example.com"]).unwrap_err());
         assert!(
             problems[0].1.contains("unknown variant `Audit`"),
             "{problems:?}"
         );
         let a = annotations(r#"{"a.example.com": {"maxTimeoutSeconds": 31}}"#);
-        let problems = parse(Some(&a), &["a.example.com"]).unwrap_err();
+        let problems = pairs(parse(Some(&a), &["a.example.com"]).unwrap_err());
         assert!(
             problems[0].0.ends_with(".maxTimeoutSeconds"),
             "{problems:?}"
@@ -170,12 +195,12 @@ mod tests {
     #[test]
     fn unknown_names_settings_and_bad_server_names_are_located() {
         let a = annotations(r#"{"c.example.com": {"tlsServerName": "Not A Name"}}"#);
-        let problems = parse(Some(&a), &["a.example.com"]).unwrap_err();
+        let problems = pairs(parse(Some(&a), &["a.example.com"]).unwrap_err());
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].1.contains("no webhook \"c.example.com\""));
         assert!(problems[1].0.ends_with("[\"c.example.com\"].tlsServerName"));
         let a = annotations(r#"{"a.example.com": {"tlsServername": "x.y"}}"#);
-        let problems = parse(Some(&a), &["a.example.com"]).unwrap_err();
+        let problems = pairs(parse(Some(&a), &["a.example.com"]).unwrap_err());
         assert!(
             problems[0].1.contains("unknown field `tlsServername`"),
             "{problems:?}"

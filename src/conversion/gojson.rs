@@ -100,6 +100,8 @@ impl std::fmt::Display for DecodeError {
     }
 }
 
+impl std::error::Error for DecodeError {}
+
 /// Decodes `value` (Go's JSON of `ty`) into canonical form. `null` decodes to `Value::Null`
 /// (an unset pointer, or a value left at its zero). Unset [`Presence::Required`] fields are
 /// filled with their zero value, as the Go struct holds them.

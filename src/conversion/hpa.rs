@@ -20,7 +20,7 @@
 use serde_json::{json, Map, Value};
 
 use super::fields::{annotations, as_map, get_mut, member, spec, take, take_annotation};
-use super::gojson::{decode, encode, is_quantity, tagged, Field, Presence, Type};
+use super::gojson::{decode, encode, is_quantity, tagged, DecodeError, Field, Presence, Type};
 
 /// `autoscaling.MetricSpecsAnnotation`: v1's metrics other than CPU utilization.
 pub(super) const METRIC_SPECS: &str = "autoscaling.alpha.kubernetes.io/metrics";
@@ -206,12 +206,24 @@ static BEHAVIOR_TYPE: Type = Type::Struct(&[
     internal("ScaleDown", "scaleDown", &RULES),
 ]);
 
+/// Why a HorizontalPodAutoscaler does not convert to the hub.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HpaError {
+    /// v2beta1's `spec.metrics` or `status.currentMetrics` do not decode as their Go types:
+    /// where (from the object's root) and why, as `json.Unmarshal` says it.
+    #[error(transparent)]
+    Metrics(DecodeError),
+    /// A tolerance annotation of v2beta2 is not a Quantity (`resource.ParseQuantity`).
+    #[error("failed to parse annotation {0:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")]
+    Tolerance(&'static str),
+}
+
 /// Converts a HorizontalPodAutoscaler of `version` to the hub (autoscaling/v2) in place.
 ///
 /// # Errors
-/// A message naming the field when v2beta1's `spec.metrics` or `status.currentMetrics` do not
-/// decode as their Go types, or a tolerance annotation is not a Quantity.
-pub(super) fn to_hub(version: &str, o: &mut Value) -> Result<(), String> {
+/// [`HpaError`] naming the field when v2beta1's `spec.metrics` or `status.currentMetrics` do
+/// not decode as their Go types, or a tolerance annotation is not a Quantity.
+pub(super) fn to_hub(version: &str, o: &mut Value) -> Result<(), HpaError> {
     match version {
         "v1" => v1_to_hub(o),
         "v2beta1" => v2beta1_to_hub(o)?,
@@ -365,11 +377,11 @@ fn hub_to_v2beta1(o: &mut Value) {
     }
 }
 
-fn v2beta1_to_hub(o: &mut Value) -> Result<(), String> {
+fn v2beta1_to_hub(o: &mut Value) -> Result<(), HpaError> {
     for metric in [Metric::Spec, Metric::Status] {
         if let Some(list) = get_mut(o, metric.path()) {
             let decoded = decode(list, metric.list_type())
-                .map_err(|e| e.under(&metric.path().join(".")).to_string())?;
+                .map_err(|e| HpaError::Metrics(e.under(&metric.path().join("."))))?;
             *list = match decoded {
                 Value::Array(items) => Value::Array(
                     items
@@ -417,15 +429,13 @@ fn hub_to_v2beta2(o: &mut Value) {
     }
 }
 
-fn v2beta2_to_hub(o: &mut Value) -> Result<(), String> {
+fn v2beta2_to_hub(o: &mut Value) -> Result<(), HpaError> {
     for (direction, key) in TOLERANCES {
         let Some(text) = annotation_text(o, key).map(|t| t.trim().to_string()) else {
             continue;
         };
         if !is_quantity(&text) {
-            return Err(format!(
-                "failed to parse annotation {key:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-            ));
+            return Err(HpaError::Tolerance(key));
         }
         let rules = member(member(spec(o), "behavior"), direction);
         rules.insert("tolerance".into(), Value::String(text));

@@ -31,6 +31,35 @@ pub enum ConversionError {
     },
 }
 
+/// What in an object a conversion cannot take; its text is [`ConversionError::Invalid`]'s
+/// `reason`.
+#[derive(Debug, thiserror::Error)]
+enum InvalidObject {
+    /// extensions/v1beta1 DaemonSet's `spec.templateGeneration` is not an integer.
+    #[error("spec.templateGeneration is not an integer")]
+    TemplateGeneration,
+    /// A round-trip annotation (named) that must hold an integer does not.
+    #[error("annotation {0} is not an integer")]
+    AnnotationNotInteger(&'static str),
+    /// A Scale's `status.selector` that `metav1.ParseToLabelSelector` rejects.
+    #[error("failed to parse selector: {0}")]
+    Selector(#[source] SelectorSyntaxError),
+    /// A HorizontalPodAutoscaler's own failures.
+    #[error(transparent)]
+    Hpa(#[from] hpa::HpaError),
+}
+
+/// Why a label selector string is refused (the term, quoted).
+#[derive(Debug, thiserror::Error)]
+enum SelectorSyntaxError {
+    /// `!=`, `>` or `<`, which `ParseToLabelSelector` rejects.
+    #[error("{0:?} is not supported in label selectors")]
+    Unsupported(String),
+    /// An equality term without a key.
+    #[error("{0:?}: a label key is required")]
+    NoKey(String),
+}
+
 /// `group/version` as `apiVersion` writes it (`v1` for the core group).
 pub fn api_version((group, version): (&str, &str)) -> String {
     if group.is_empty() {
@@ -56,10 +85,10 @@ pub fn convert(
         return Ok(object.clone());
     }
     let mut object = object.clone();
-    let invalid = |reason: String| ConversionError::Invalid {
+    let invalid = |reason: InvalidObject| ConversionError::Invalid {
         kind: kind.to_string(),
         to: api_version(to),
-        reason,
+        reason: reason.to_string(),
     };
     to_hub(kind, from, &mut object).map_err(invalid)?;
     from_hub(kind, to, &mut object).map_err(invalid)?;
@@ -79,7 +108,7 @@ const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
 /// (`pkg/apis/policy/helper.go`, `PDBV1beta1Label`).
 const PDB_LABEL: &str = "pdb.kubernetes.io/deprecated-v1beta1-empty-selector-match";
 
-fn to_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result<(), String> {
+fn to_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result<(), InvalidObject> {
     match (kind, group, version) {
         ("Deployment", "apps" | "extensions", "v1beta1") => {
             if let Some(rollback) = take(o, &["spec", "rollbackTo"]) {
@@ -94,7 +123,7 @@ fn to_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result<(
             if let Some(generation) = take(o, &["spec", "templateGeneration"]) {
                 let generation = generation
                     .as_i64()
-                    .ok_or("spec.templateGeneration is not an integer")?;
+                    .ok_or(InvalidObject::TemplateGeneration)?;
                 annotations(o).insert(
                     TEMPLATE_GENERATION.into(),
                     Value::String(generation.to_string()),
@@ -130,13 +159,17 @@ fn to_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result<(
     Ok(())
 }
 
-fn from_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result<(), String> {
+fn from_hub(
+    kind: &str,
+    (group, version): GroupVersion,
+    o: &mut Value,
+) -> Result<(), InvalidObject> {
     match (kind, group, version) {
         ("Deployment", "apps" | "extensions", "v1beta1") => {
             if let Some(revision) = take_annotation(o, ROLLBACK_TO) {
                 let revision: i64 = revision
                     .parse()
-                    .map_err(|_| format!("annotation {ROLLBACK_TO} is not an integer"))?;
+                    .map_err(|_| InvalidObject::AnnotationNotInteger(ROLLBACK_TO))?;
                 spec(o).insert(
                     "rollbackTo".into(),
                     serde_json::json!({"revision": revision}),
@@ -147,7 +180,7 @@ fn from_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result
             if let Some(generation) = take_annotation(o, TEMPLATE_GENERATION) {
                 let generation: i64 = generation
                     .parse()
-                    .map_err(|_| format!("annotation {TEMPLATE_GENERATION} is not an integer"))?;
+                    .map_err(|_| InvalidObject::AnnotationNotInteger(TEMPLATE_GENERATION))?;
                 spec(o).insert("templateGeneration".into(), generation.into());
             }
         }
@@ -396,7 +429,7 @@ fn scale_status_to_autoscaling_v1(o: &mut Value) {
 /// `Convert_autoscaling_ScaleStatus_To_v1beta2_ScaleStatus`: the string becomes
 /// `targetSelector`, and also the `selector` map when it has only equality requirements
 /// (`metav1.ParseToLabelSelector` without matchExpressions).
-fn scale_status_to_v1beta(o: &mut Value) -> Result<(), String> {
+fn scale_status_to_v1beta(o: &mut Value) -> Result<(), InvalidObject> {
     let Some(status) = get_mut(o, &["status"]).and_then(Value::as_object_mut) else {
         return Ok(());
     };
@@ -407,8 +440,7 @@ fn scale_status_to_v1beta(o: &mut Value) -> Result<(), String> {
     if selector.is_empty() {
         return Ok(());
     }
-    let labels =
-        match_labels_only(&selector).map_err(|e| format!("failed to parse selector: {e}"))?;
+    let labels = match_labels_only(&selector).map_err(InvalidObject::Selector)?;
     status.insert("targetSelector".into(), Value::String(selector));
     if let Some(labels) = labels.filter(|l| !l.is_empty()) {
         status.insert("selector".into(), Value::Object(labels));
@@ -421,7 +453,7 @@ fn scale_status_to_v1beta(o: &mut Value) -> Result<(), String> {
 ///
 /// # Errors
 /// For `!=`, `>` and `<`, which `ParseToLabelSelector` rejects, and empty keys.
-fn match_labels_only(selector: &str) -> Result<Option<Map<String, Value>>, String> {
+fn match_labels_only(selector: &str) -> Result<Option<Map<String, Value>>, SelectorSyntaxError> {
     let mut labels = Map::new();
     let mut set_based = false;
     let mut depth = 0usize;
@@ -441,7 +473,7 @@ fn match_labels_only(selector: &str) -> Result<Option<Map<String, Value>>, Strin
     terms.push(&selector[start..]);
     for term in terms.iter().map(|t| t.trim()) {
         if term.contains("!=") || term.contains('>') || term.contains('<') {
-            return Err(format!("{term:?} is not supported in label selectors"));
+            return Err(SelectorSyntaxError::Unsupported(term.to_string()));
         }
         let is_set = term.starts_with('!') || term.contains('(') || !term.contains('=');
         if is_set {
@@ -453,7 +485,7 @@ fn match_labels_only(selector: &str) -> Result<Option<Map<String, Value>>, Strin
             .or_else(|| term.split_once('='))
             .unwrap_or((term, ""));
         if key.trim().is_empty() {
-            return Err(format!("{term:?}: a label key is required"));
+            return Err(SelectorSyntaxError::NoKey(term.to_string()));
         }
         labels.insert(key.trim().into(), Value::String(value.trim().into()));
     }

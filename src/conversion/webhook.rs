@@ -31,13 +31,89 @@ pub fn gvk_string(object: &Value) -> String {
     format!("{}, Kind={}", field("apiVersion"), field("kind"))
 }
 
+/// Why a conversion webhook's answer is refused; displayed as kube-apiserver's message after
+/// `conversion webhook for <gvk> ` (`webhook_converter.go`, `Convert` and
+/// `getConvertedObjectsFromResponse`).
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The body is not JSON.
+    #[error("failed: {0}")]
+    Undecodable(#[source] serde_json::Error),
+    /// A v1 answer that is not a v1 ConversionReview: what it is (`<group>/<version>, Kind=<kind>`).
+    #[error("failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got {0}")]
+    NotAReview(String),
+    /// No `response`, or a null one.
+    #[error("failed: no response provided")]
+    NoResponse,
+    /// A v1 answer for another request: the uid expected, the uid received.
+    #[error("failed: expected response.uid={expected:?}, got {got:?}")]
+    Uid { expected: String, got: String },
+    /// `result.status` is not `Success`: the webhook's message, or the status when it has none.
+    #[error("failed: {}", failure_text(.status, .message))]
+    Unsuccessful { status: String, message: String },
+    /// Not exactly one converted object: how many.
+    #[error("returned {0} objects, expected 1")]
+    ObjectCount(usize),
+    /// The converted object is not in the version asked for.
+    #[error("returned invalid object at index 0: invalid groupVersion (expected {expected}, received {got})")]
+    GroupVersion { expected: String, got: String },
+    /// The converted object is of another kind.
+    #[error(
+        "returned invalid object at index 0: invalid kind (expected {expected}, received {got})"
+    )]
+    Kind { expected: String, got: String },
+    /// `validateConvertedObject`: name, namespace or uid changed.
+    #[error("returned invalid object: must have the same {what}: {expected} != {got}")]
+    Identity {
+        what: &'static str,
+        expected: String,
+        got: String,
+    },
+    /// `restoreObjectMeta` refused the answer's metadata.
+    #[error("returned invalid metadata: {0}")]
+    Metadata(MetadataError),
+}
+
+/// `Convert`'s text for an unsuccessful answer: its message, else the status it has.
+fn failure_text(status: &str, message: &str) -> String {
+    if message.is_empty() {
+        format!("response.result.status was '{status}', not 'Success'")
+    } else {
+        message.to_string()
+    }
+}
+
+/// Why `restoreObjectMeta` refuses a converted object's metadata (Go's `%T` of the values).
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// No `metadata` at all.
+    #[error("missing metadata in converted object")]
+    Missing,
+    /// `metadata` that is not a map: its type.
+    #[error("invalid metadata of type {0} in converted object")]
+    NotAnObject(&'static str),
+    /// A label or annotation (`field`, `key`) that is not a string.
+    #[error("metadata.{field}[{key}] must be a string, but is {type_name} in converted object")]
+    NotAString {
+        field: &'static str,
+        key: String,
+        type_name: &'static str,
+    },
+    /// `labels` or `annotations` that is not a map.
+    #[error("invalid metadata.{field} of type {type_name} in converted object")]
+    NotAMap {
+        field: &'static str,
+        type_name: &'static str,
+    },
+}
+
 /// Checks the webhook's answer `body` to a request made by [`conversion_request`] for
 /// `original`, and returns the converted object with `original`'s metadata restored except for
 /// labels and annotations (`restoreObjectMeta`).
 ///
 /// # Errors
-/// The message kube-apiserver gives after `conversion webhook for <gvk> `: `failed: <why>`
-/// for an undecodable or unsuccessful answer, `returned invalid object…` /
+/// [`AnswerError`], displayed as kube-apiserver's message after `conversion webhook for <gvk> `:
+/// `failed: <why>` for an undecodable or unsuccessful answer, `returned invalid object…` /
 /// `returned invalid metadata…` for an object that breaks the rules.
 pub fn converted_object(
     version: ConversionReviewVersion,
@@ -45,28 +121,26 @@ pub fn converted_object(
     body: &[u8],
     original: &Value,
     desired_api_version: &str,
-) -> Result<Value, String> {
-    let review: Value = serde_json::from_slice(body).map_err(|e| format!("failed: {e}"))?;
+) -> Result<Value, AnswerError> {
+    let review: Value = serde_json::from_slice(body).map_err(AnswerError::Undecodable)?;
     if version == ConversionReviewVersion::V1 {
         // v1 answers must say what they are and echo the uid; v1beta1 never checked either.
         let got = gvk_string(&review);
-        let expected = "apiextensions.k8s.io/v1, Kind=ConversionReview";
-        if got != expected {
-            return Err(format!(
-                "failed: expected webhook response of {expected}, got {got}"
-            ));
+        if got != "apiextensions.k8s.io/v1, Kind=ConversionReview" {
+            return Err(AnswerError::NotAReview(got));
         }
     }
     let response = review
         .get("response")
         .filter(|r| !r.is_null())
-        .ok_or("failed: no response provided")?;
+        .ok_or(AnswerError::NoResponse)?;
     if version == ConversionReviewVersion::V1 {
         let got = response.get("uid").and_then(Value::as_str).unwrap_or("");
         if got != uid {
-            return Err(format!(
-                "failed: expected response.uid={uid:?}, got {got:?}"
-            ));
+            return Err(AnswerError::Uid {
+                expected: uid.to_string(),
+                got: got.to_string(),
+            });
         }
     }
     let result = response.get("result");
@@ -79,10 +153,9 @@ pub fn converted_object(
             .and_then(|r| r.get("message"))
             .and_then(Value::as_str)
             .unwrap_or("");
-        return Err(if message.is_empty() {
-            format!("failed: response.result.status was '{status}', not 'Success'")
-        } else {
-            format!("failed: {message}")
+        return Err(AnswerError::Unsuccessful {
+            status: status.to_string(),
+            message: message.to_string(),
         });
     }
     let objects = response
@@ -90,7 +163,7 @@ pub fn converted_object(
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
     if objects.len() != 1 {
-        return Err(format!("returned {} objects, expected 1", objects.len()));
+        return Err(AnswerError::ObjectCount(objects.len()));
     }
     let mut converted = objects[0].clone();
     let got_api_version = converted
@@ -98,7 +171,10 @@ pub fn converted_object(
         .and_then(Value::as_str)
         .unwrap_or("");
     if got_api_version != desired_api_version {
-        return Err(format!("returned invalid object at index 0: invalid groupVersion (expected {desired_api_version}, received {got_api_version})"));
+        return Err(AnswerError::GroupVersion {
+            expected: desired_api_version.to_string(),
+            got: got_api_version.to_string(),
+        });
     }
     let kind = |o: &Value| {
         o.get("kind")
@@ -107,21 +183,18 @@ pub fn converted_object(
             .to_string()
     };
     if kind(&converted) != kind(original) {
-        return Err(format!(
-            "returned invalid object at index 0: invalid kind (expected {}, received {})",
-            kind(original),
-            kind(&converted)
-        ));
+        return Err(AnswerError::Kind {
+            expected: kind(original),
+            got: kind(&converted),
+        });
     }
-    validate_converted_object(original, &converted)
-        .map_err(|e| format!("returned invalid object: {e}"))?;
-    restore_object_meta(original, &mut converted)
-        .map_err(|e| format!("returned invalid metadata: {e}"))?;
+    validate_converted_object(original, &converted)?;
+    restore_object_meta(original, &mut converted).map_err(AnswerError::Metadata)?;
     Ok(converted)
 }
 
 /// `validateConvertedObject`: name, namespace and uid must not change (the kind was checked).
-fn validate_converted_object(original: &Value, converted: &Value) -> Result<(), String> {
+fn validate_converted_object(original: &Value, converted: &Value) -> Result<(), AnswerError> {
     let meta = |o: &Value, f: &str| {
         o.get("metadata")
             .and_then(|m| m.get(f))
@@ -140,7 +213,11 @@ fn validate_converted_object(original: &Value, converted: &Value) -> Result<(), 
     ];
     for (what, expected, got) in checks {
         if expected != got {
-            return Err(format!("must have the same {what}: {expected} != {got}"));
+            return Err(AnswerError::Identity {
+                what,
+                expected,
+                got,
+            });
         }
     }
     Ok(())
@@ -148,16 +225,11 @@ fn validate_converted_object(original: &Value, converted: &Value) -> Result<(), 
 
 /// `restoreObjectMeta`: the converted object keeps the original's metadata, except for labels
 /// and annotations, which the webhook may change (string values only).
-fn restore_object_meta(original: &Value, converted: &mut Value) -> Result<(), String> {
+fn restore_object_meta(original: &Value, converted: &mut Value) -> Result<(), MetadataError> {
     let answered = match converted.get("metadata") {
-        None => return Err("missing metadata in converted object".into()),
+        None => return Err(MetadataError::Missing),
         Some(Value::Object(m)) => m.clone(),
-        Some(other) => {
-            return Err(format!(
-                "invalid metadata of type {} in converted object",
-                type_name(other)
-            ))
-        }
+        Some(other) => return Err(MetadataError::NotAnObject(type_name(other))),
     };
     let mut restored = match original.get("metadata") {
         Some(Value::Object(m)) => m.clone(),
@@ -170,18 +242,19 @@ fn restore_object_meta(original: &Value, converted: &mut Value) -> Result<(), St
             }
             Some(Value::Object(values)) => {
                 if let Some((key, value)) = values.iter().find(|(_, v)| !v.is_string()) {
-                    return Err(format!(
-                        "metadata.{field}[{key}] must be a string, but is {} in converted object",
-                        type_name(value)
-                    ));
+                    return Err(MetadataError::NotAString {
+                        field,
+                        key: key.clone(),
+                        type_name: type_name(value),
+                    });
                 }
                 restored.insert(field.into(), Value::Object(values.clone()));
             }
             Some(other) => {
-                return Err(format!(
-                    "invalid metadata.{field} of type {} in converted object",
-                    type_name(other)
-                ))
+                return Err(MetadataError::NotAMap {
+                    field,
+                    type_name: type_name(other),
+                })
             }
         }
     }
@@ -254,7 +327,9 @@ mod tests {
     fn bad_answers_get_kube_apiserver_messages() {
         let original = widget("example.com/v1");
         let check = |version, body: Vec<u8>| {
-            converted_object(version, UID, &body, &original, "example.com/v2").unwrap_err()
+            converted_object(version, UID, &body, &original, "example.com/v2")
+                .unwrap_err()
+                .to_string()
         };
         let v1 = ConversionReviewVersion::V1;
         let ok = json!({"status": "Success"});

@@ -20,18 +20,51 @@ use crate::backend::Backend;
 const POOL_IDLE: Duration = Duration::from_secs(60);
 
 /// A transport-level failure, classified once (connect / TLS / other I/O or protocol).
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+/// Displays as Go's words for it (what callers see in AdmissionReview messages and logs);
+/// `source()` is what caused it, when something did (pingora's or an I/O error).
+#[derive(Debug)]
 pub enum TransportError {
-    #[error("{0}")]
-    Connect(String),
-    #[error("{0}")]
-    Tls(String),
-    #[error("{0}")]
-    Io(String),
+    /// No connection: DNS, refused, unreachable, timed out (`dial tcp ...`).
+    Connect(TransportFailure),
+    /// The TLS handshake or the certificate failed.
+    Tls(TransportFailure),
+    /// Any other I/O or protocol failure on the connection (`EOF`, ...).
+    Io(TransportFailure),
     /// The answer's header arrived and its body could not be read: client-go reports this
     /// without the `Post "URL": ` prefix of a failed round trip (`transformResponse`).
-    #[error("unexpected error when reading response body. Please retry. Original error: {0}")]
-    Body(String),
+    Body(TransportFailure),
+}
+
+/// What a [`TransportError`] says (Go's words, `dial tcp ADDR: connect: connection refused`,
+/// `EOF`, ...) and what caused it.
+#[derive(Debug)]
+pub struct TransportFailure {
+    text: String,
+    cause: Option<TransportCause>,
+}
+
+/// The error a transport failure came from.
+#[derive(Debug)]
+enum TransportCause {
+    Pingora(Box<pingora::Error>),
+    Io(std::io::Error),
+}
+
+impl TransportFailure {
+    /// A failure with nothing underneath (a refused request line, no such host).
+    fn new(text: impl Into<String>) -> Self {
+        TransportFailure {
+            text: text.into(),
+            cause: None,
+        }
+    }
+
+    fn caused_by(text: impl Into<String>, cause: TransportCause) -> Self {
+        TransportFailure {
+            text: text.into(),
+            cause: Some(cause),
+        }
+    }
 }
 
 impl TransportError {
@@ -41,6 +74,44 @@ impl TransportError {
             TransportError::Connect(_) => "connect",
             TransportError::Tls(_) => "tls",
             TransportError::Io(_) | TransportError::Body(_) => "transport",
+        }
+    }
+
+    fn failure(&self) -> &TransportFailure {
+        match self {
+            TransportError::Connect(f)
+            | TransportError::Tls(f)
+            | TransportError::Io(f)
+            | TransportError::Body(f) => f,
+        }
+    }
+
+    fn into_failure(self) -> TransportFailure {
+        match self {
+            TransportError::Connect(f)
+            | TransportError::Tls(f)
+            | TransportError::Io(f)
+            | TransportError::Body(f) => f,
+        }
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let TransportError::Body(_) = self {
+            f.write_str(
+                "unexpected error when reading response body. Please retry. Original error: ",
+            )?;
+        }
+        f.write_str(&self.failure().text)
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self.failure().cause.as_ref()? {
+            TransportCause::Pingora(e) => Some(e.as_ref()),
+            TransportCause::Io(e) => Some(e),
         }
     }
 }
@@ -126,10 +197,19 @@ impl Target {
             Ok(ip) => SocketAddr::new(ip, b.port),
             Err(_) => tokio::net::lookup_host((b.host.as_str(), b.port))
                 .await
-                .map_err(|e| TransportError::Connect(format!("dial tcp: lookup {}: {e}", b.host)))?
+                .map_err(|e| {
+                    let text = format!("dial tcp: lookup {}: {e}", b.host);
+                    TransportError::Connect(TransportFailure::caused_by(
+                        text,
+                        TransportCause::Io(e),
+                    ))
+                })?
                 .next()
                 .ok_or_else(|| {
-                    TransportError::Connect(format!("dial tcp: lookup {}: no such host", b.host))
+                    TransportError::Connect(TransportFailure::new(format!(
+                        "dial tcp: lookup {}: no such host",
+                        b.host
+                    )))
                 })?,
         };
         let sni = if b.tls {
@@ -271,7 +351,9 @@ impl HttpClient {
                 let pinned = target.pinned_peer(&verified);
                 let session = self.connect(target, &verified, pinned.as_ref()).await?;
                 let HttpSession::H1(h1) = session else {
-                    return Err(TransportError::Io("unexpected HTTP/2 session".into()));
+                    return Err(TransportError::Io(TransportFailure::new(
+                        "unexpected HTTP/2 session",
+                    )));
                 };
                 h1.into_inner()
             }
@@ -299,7 +381,7 @@ impl HttpClient {
                 .connector
                 .get_http_session(peer)
                 .await
-                .map_err(|e| classify(&e, target))?;
+                .map_err(|e| classify(e, target))?;
             if target.pinned_leaf_ok(&session) {
                 return Ok(session);
             }
@@ -309,7 +391,7 @@ impl HttpClient {
             .connector
             .get_http_session(verified)
             .await
-            .map_err(|e| classify(&e, target))?;
+            .map_err(|e| classify(e, target))?;
         Ok(session)
     }
 }
@@ -325,26 +407,36 @@ async fn exchange(
     wire: &[u8],
 ) -> Result<(HttpReply, pingora::protocols::http::v1::client::HttpSession), TransportError> {
     use tokio::io::AsyncWriteExt;
-    let io = |e: std::io::Error| TransportError::Io(e.to_string());
+    let io = |e: std::io::Error| {
+        TransportError::Io(TransportFailure::caused_by(
+            e.to_string(),
+            TransportCause::Io(e),
+        ))
+    };
     stream.write_all(wire).await.map_err(io)?;
     stream.flush().await.map_err(io)?;
     // `new_with_options` only reads a peer option the proxy leaves at its default.
     let mut h1 = pingora::protocols::http::v1::client::HttpSession::new(stream);
-    let failed = |e: Box<pingora::Error>| classify(&e, target);
+    let failed = |e: Box<pingora::Error>| classify(e, target);
     h1.read_response().await.map_err(failed)?;
     let header = h1
         .resp_header()
-        .ok_or_else(|| TransportError::Io("no response header".into()))?;
+        .ok_or_else(|| TransportError::Io(TransportFailure::new("no response header")))?;
     let status = header.status.as_u16();
     let headers = header.headers.clone();
     let mut body = Body::default();
     // client-go reads the whole body in `transformResponse`
     // (`staging/src/k8s.io/client-go/rest/request.go`) and words any failure so.
     let body_failed = |e: Box<pingora::Error>| {
-        TransportError::Body(match classify(&e, target) {
+        let failed = classify(e, target);
+        let text = match &failed {
             // Go's io.ReadAll on a body cut short: io.ErrUnexpectedEOF.
-            TransportError::Io(cause) if cause == "EOF" => "unexpected EOF".to_string(),
+            TransportError::Io(f) if f.text == "EOF" => "unexpected EOF".to_string(),
             other => other.to_string(),
+        };
+        TransportError::Body(TransportFailure {
+            text,
+            cause: failed.into_failure().cause,
         })
     };
     while let Some(chunk) = h1.read_body_bytes().await.map_err(body_failed)? {
@@ -430,9 +522,9 @@ fn request_bytes(
     let all = || fields.iter().chain(extra_headers.iter());
     let unsafe_text = |t: &str| t.bytes().any(|b| b < 0x20 || b == 0x7f);
     if unsafe_text(path_and_query) || all().any(|(n, v)| unsafe_text(n) || unsafe_text(v)) {
-        return Err(TransportError::Io(
-            "refusing to send a request line or header with control characters".into(),
-        ));
+        return Err(TransportError::Io(TransportFailure::new(
+            "refusing to send a request line or header with control characters",
+        )));
     }
     // Appended, not `write!`: the formatting machinery cost more than the copies here
     // (benches/README.md, "Instructions per admission").
@@ -454,30 +546,37 @@ fn request_bytes(
 }
 
 /// Maps pingora's error types onto connect / TLS / I/O, with Go's texts where they are known
-/// (`dial tcp ADDR: connect: connection refused`, `EOF`).
-fn classify(e: &pingora::Error, addr: &Target) -> TransportError {
+/// (`dial tcp ADDR: connect: connection refused`, `EOF`); pingora's error is kept as the cause.
+fn classify(e: Box<pingora::Error>, addr: &Target) -> TransportError {
     use pingora::ErrorType::*;
-    if closed_without_close_notify(e) {
-        return TransportError::Io("EOF".into());
+    let failure = |text: String, e| TransportFailure::caused_by(text, TransportCause::Pingora(e));
+    if closed_without_close_notify(&e) {
+        return TransportError::Io(failure("EOF".into(), e));
     }
     // pingora's own text, which names the rustls or I/O error (tls_sentence reads it).
     let cause = e.to_string();
-    match e.etype() {
-        ConnectRefused => {
-            TransportError::Connect(format!("dial tcp {addr}: connect: connection refused"))
-        }
-        ConnectTimedout => TransportError::Connect(format!("dial tcp {addr}: i/o timeout")),
-        ConnectNoRoute => {
-            TransportError::Connect(format!("dial tcp {addr}: connect: no route to host"))
-        }
+    let (class, text): (fn(TransportFailure) -> TransportError, String) = match e.etype() {
+        ConnectRefused => (
+            TransportError::Connect,
+            format!("dial tcp {addr}: connect: connection refused"),
+        ),
+        ConnectTimedout => (
+            TransportError::Connect,
+            format!("dial tcp {addr}: i/o timeout"),
+        ),
+        ConnectNoRoute => (
+            TransportError::Connect,
+            format!("dial tcp {addr}: connect: no route to host"),
+        ),
         ConnectError | BindError | SocketError | ConnectProxyFailure => {
-            TransportError::Connect(format!("dial tcp {addr}: {cause}"))
+            (TransportError::Connect, format!("dial tcp {addr}: {cause}"))
         }
         TLSWantX509Lookup | TLSHandshakeFailure | TLSHandshakeTimedout | InvalidCert
-        | HandshakeError => TransportError::Tls(tls_sentence(&cause, addr)),
-        ConnectionClosed => TransportError::Io("EOF".into()),
-        _ => TransportError::Io(cause),
-    }
+        | HandshakeError => (TransportError::Tls, tls_sentence(&cause, addr)),
+        ConnectionClosed => (TransportError::Io, "EOF".into()),
+        _ => (TransportError::Io, cause),
+    };
+    class(failure(text, e))
 }
 
 /// Whether `e` is the peer closing TCP without TLS close_notify (an I/O error of kind
@@ -572,6 +671,52 @@ mod tests {
         })
         .unwrap();
         Target::new(&backend)
+    }
+
+    /// Go's words outside, pingora's error (and the I/O error inside it) kept as the source.
+    #[test]
+    fn transport_errors_keep_pingoras_error_as_their_source() {
+        use std::error::Error as _;
+        let t = target("https://127.0.0.1:9/");
+        let refused = classify(
+            pingora::Error::because(
+                pingora::ErrorType::ConnectRefused,
+                "connecting",
+                std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+            ),
+            &t,
+        );
+        assert_eq!(
+            refused.to_string(),
+            "dial tcp 127.0.0.1:9: connect: connection refused"
+        );
+        assert_eq!(refused.class(), "connect");
+        let source = refused.source().expect("pingora's error");
+        let pingora = source
+            .downcast_ref::<pingora::Error>()
+            .expect("pingora's error");
+        assert_eq!(pingora.etype(), &pingora::ErrorType::ConnectRefused);
+
+        // A close without close_notify reads as EOF; the I/O error stays reachable.
+        let closed = classify(
+            pingora::Error::because(
+                pingora::ErrorType::ReadError,
+                "reading",
+                std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            ),
+            &t,
+        );
+        assert!(matches!(&closed, TransportError::Io(_)));
+        assert_eq!(closed.to_string(), "EOF");
+        let pingora = closed
+            .source()
+            .unwrap()
+            .downcast_ref::<pingora::Error>()
+            .unwrap();
+        assert!(closed_without_close_notify(pingora));
+
+        let unsafe_header = request_bytes(&t, "/x\r\n", b"", &[]).unwrap_err();
+        assert!(unsafe_header.source().is_none());
     }
 
     /// The bytes a backend receives: request line with `?timeout=`, the headers kube-apiserver's

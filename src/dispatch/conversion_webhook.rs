@@ -74,7 +74,7 @@ pub async fn convert(
         ));
     }
     converted_object(version, &uid, &reply.body, object, desired_api_version)
-        .map_err(|detail| fail("bad_answer", detail))
+        .map_err(|detail| fail("bad_answer", detail.to_string()))
 }
 
 /// A random version-4 UUID for each ConversionReview (`uuid.NewUUID()` upstream).

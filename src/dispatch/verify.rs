@@ -92,7 +92,7 @@ pub fn verify(
             None,
         ),
         None => {
-            value = decode_any(&reply.body).map_err(CallFailure::Undecodable)?;
+            value = decode_any(&reply.body).map_err(|e| CallFailure::Undecodable(e.to_string()))?;
             let Some(object) = value.as_object() else {
                 return Err(CallFailure::Undecodable(
                     "couldn't get version/kind; json parse error: expected an object".into(),
@@ -251,7 +251,7 @@ fn into_verified(
             }
         }
         let patch = response.patch.unwrap_or_default();
-        let ops = decode_patch(&patch).map_err(CallFailure::UndecodablePatch)?;
+        let ops = decode_patch(&patch).map_err(|e| CallFailure::UndecodablePatch(e.to_string()))?;
         if ops > 0 {
             verified.patch = Some(patch);
         }
@@ -259,28 +259,47 @@ fn into_verified(
     Ok(verified)
 }
 
+/// Why an answer's body decodes as neither JSON nor YAML; the texts of kube-apiserver's
+/// universal deserializer.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("json: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("couldn't get version/kind; json parse error: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    #[error("couldn't get version/kind; json parse error: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
+}
+
 /// JSON first; anything that does not start like JSON is tried as YAML.
-fn decode_any(body: &[u8]) -> Result<serde_json::Value, String> {
+fn decode_any(body: &[u8]) -> Result<serde_json::Value, BodyError> {
     let trimmed = body
         .iter()
         .position(|b| !b.is_ascii_whitespace())
         .map(|i| body[i]);
     if matches!(trimmed, Some(b'{') | Some(b'[')) {
-        return serde_json::from_slice(body).map_err(|e| format!("json: {e}"));
+        return serde_json::from_slice(body).map_err(BodyError::Json);
     }
-    let text = std::str::from_utf8(body)
-        .map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))?;
-    serde_yaml_ng::from_str(text)
-        .map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))
+    let text = std::str::from_utf8(body).map_err(BodyError::NotUtf8)?;
+    serde_yaml_ng::from_str(text).map_err(BodyError::Yaml)
+}
+
+/// Why a patch is not a base64 JSON Patch (`jsonpatch.DecodePatch`'s texts).
+#[derive(Debug, thiserror::Error)]
+enum PatchError {
+    #[error("illegal base64 data: {0}")]
+    Base64(#[source] base64::DecodeError),
+    #[error("json: cannot unmarshal into []jsonpatch.Operation: {0}")]
+    Json(#[source] serde_json::Error),
 }
 
 /// Decodes a base64 JSON Patch (`jsonpatch.DecodePatch`) and counts its operations.
-fn decode_patch(patch: &str) -> Result<usize, String> {
+fn decode_patch(patch: &str) -> Result<usize, PatchError> {
     let raw = base64::engine::general_purpose::STANDARD
         .decode(patch)
-        .map_err(|e| format!("illegal base64 data: {e}"))?;
-    let ops: Vec<serde_json::Map<String, serde_json::Value>> = serde_json::from_slice(&raw)
-        .map_err(|e| format!("json: cannot unmarshal into []jsonpatch.Operation: {e}"))?;
+        .map_err(PatchError::Base64)?;
+    let ops: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_slice(&raw).map_err(PatchError::Json)?;
     Ok(ops.len())
 }
 

@@ -70,12 +70,12 @@ const MAX_CACHED_REGEXES: usize = 4096;
 /// optimizer does (`cel.ValidateRegexLiterals`, base.go).
 ///
 /// # Errors
-/// The pattern is not a valid RE2/Rust regular expression.
-pub fn precompile_regex(pattern: &str) -> Result<(), String> {
+/// The regex crate's error when the pattern is not a valid RE2/Rust regular expression.
+pub fn precompile_regex(pattern: &str) -> Result<(), regex::Error> {
     if regexes().load().contains_key(pattern) {
         return Ok(());
     }
-    let compiled = Arc::new(Regex::new(pattern).map_err(|e| e.to_string())?);
+    let compiled = Arc::new(Regex::new(pattern)?);
     regexes().rcu(|current| {
         let mut next = HashMap::clone(current);
         if next.len() < MAX_CACHED_REGEXES {
@@ -364,24 +364,36 @@ fn is_operator(name: &str) -> bool {
     name.starts_with('_') || name.starts_with('@') || name == "!_" || name == "-_"
 }
 
+/// A function an expression calls that this build cannot evaluate.
+#[derive(Debug, thiserror::Error)]
+pub enum FunctionError {
+    /// A Kubernetes CEL function known to be missing here, with the reason ([`UNSUPPORTED`]).
+    #[error("function {function:?}: {why} by admission-proxy")]
+    Unsupported { function: String, why: &'static str },
+    /// A name the Kubernetes CEL environment does not declare either.
+    #[error("undeclared reference to function {0:?} (not in the Kubernetes CEL environment)")]
+    Undeclared(String),
+}
+
 /// Checks that every function `expression` calls exists in [`FUNCTIONS`].
 ///
 /// # Errors
 /// The first function that is unsupported or unknown, named, with the reason.
 pub fn check_functions<'a>(
     functions: impl IntoIterator<Item = &'a str> + Clone,
-) -> Result<(), String> {
+) -> Result<(), FunctionError> {
     // Known-unsupported names first: `image('x').registry()` is about `image`, not `registry`.
     for function in functions.clone() {
         if let Some((_, why)) = UNSUPPORTED.iter().find(|(name, _)| *name == function) {
-            return Err(format!("function {function:?}: {why} by admission-proxy"));
+            return Err(FunctionError::Unsupported {
+                function: function.to_string(),
+                why,
+            });
         }
     }
     for function in functions {
         if !is_operator(function) && !FUNCTIONS.iter().any(|f| f.name == function) {
-            return Err(format!(
-                "undeclared reference to function {function:?} (not in the Kubernetes CEL environment)"
-            ));
+            return Err(FunctionError::Undeclared(function.to_string()));
         }
     }
     Ok(())
@@ -390,12 +402,13 @@ pub fn check_functions<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matching::conditions::CompileError;
     use crate::matching::{ConditionsResult, MatchCondition, MatchConditions};
     use crate::review::ParsedReview;
 
     const POD: &str = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"ns","operation":"CREATE","userInfo":{"username":"jane"},"object":{"metadata":{"name":"p","labels":{"app":"web"}},"spec":{}},"oldObject":null}}"#;
 
-    fn eval(expression: &str) -> Result<ConditionsResult, String> {
+    fn eval(expression: &str) -> Result<ConditionsResult, CompileError> {
         let condition = MatchCondition::compile("c", expression)?;
         let review = ParsedReview::parse(POD.as_bytes()).unwrap();
         Ok(MatchConditions::new(vec![condition]).evaluate(&review))

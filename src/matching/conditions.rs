@@ -55,13 +55,13 @@ struct Names {
 /// Collects the free identifiers and the functions an expression calls.
 ///
 /// # Errors
-/// Two-variable comprehensions: the `cel` crate's own free-variable walk ignores the second
-/// variable.
+/// [`CompileError::TwoVariableComprehension`]: the `cel` crate's own free-variable walk
+/// ignores the second variable.
 fn free_variables(
     expr: &cel::common::ast::Expr,
     bound: &mut Vec<String>,
     out: &mut Names,
-) -> Result<(), String> {
+) -> Result<(), CompileError> {
     use cel::common::ast::{EntryExpr, Expr};
     match expr {
         Expr::Unspecified | Expr::Literal(_) => {}
@@ -123,7 +123,7 @@ fn free_variables(
         }
         Expr::Comprehension(c) => {
             if c.iter_var2.is_some() {
-                return Err("compilation failed: two-variable comprehensions are not supported by admission-proxy".to_string());
+                return Err(CompileError::TwoVariableComprehension);
             }
             free_variables(&c.iter_range.expr, bound, out)?;
             free_variables(&c.accu_init.expr, bound, out)?;
@@ -223,11 +223,72 @@ pub enum ConditionsResult {
     Error(String),
 }
 
+/// Why a match condition does not compile; the message kube-apiserver's CEL compiler would
+/// give where it has one (`CompileCELExpression` in
+/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/compile.go`: `compilation failed:
+/// ...`).
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// A syntax error: the parser's errors.
+    #[error("compilation failed: {0}")]
+    Parse(#[source] cel::ParseErrors),
+    /// A function this build cannot evaluate, or that no environment declares.
+    #[error("compilation failed: {0}")]
+    Function(#[from] cel_env::FunctionError),
+    /// A variable the webhook environment does not declare.
+    #[error("compilation failed: undeclared reference to {0:?}")]
+    UndeclaredVariable(String),
+    /// `authorizer`: declared upstream, not implemented here.
+    #[error("compilation failed: the `authorizer` variable (authorization checks) is not supported by admission-proxy")]
+    Authorizer,
+    /// `all(i, v, ...)` and the like.
+    #[error(
+        "compilation failed: two-variable comprehensions are not supported by admission-proxy"
+    )]
+    TwoVariableComprehension,
+    /// A literal pattern of `matches`, `find` or `findAll` that is not a regular expression;
+    /// the regex crate's message on one line (it spans several).
+    #[error("compilation failed: invalid regular expression {pattern:?}: {}", one_line(.source))]
+    Regex {
+        pattern: String,
+        #[source]
+        source: regex::Error,
+    },
+    /// The result is statically not a bool: what it is (`int`, `a number`, ...).
+    #[error("must evaluate to bool, but evaluates to {0}")]
+    NotBool(&'static str),
+}
+
+/// `e`'s message with its lines and runs of white space joined by single spaces.
+fn one_line(e: &impl std::fmt::Display) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Why a condition has no value (`explain`, and the error `evaluate` aggregates).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EvaluationError {
+    /// The expression failed when run: CEL's error.
+    #[error(transparent)]
+    Execution(#[from] cel::ExecutionError),
+    /// Cancelled: its cel-go cost is over [`cost::PER_CALL_LIMIT`].
+    #[error("{}", cost::PER_CALL_LIMIT_ERROR)]
+    PerCallLimit,
+    /// It ran the webhook's [`cost::WEBHOOK_BUDGET`] out.
+    #[error("{}", cost::OUT_OF_BUDGET_ERROR)]
+    OutOfBudget,
+    /// It did not run: an earlier condition ran the budget out.
+    #[error("not evaluated: the webhook's cost budget ran out")]
+    NotEvaluated,
+}
+
 /// One condition's evaluation, for `explain`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConditionEvaluation {
-    /// The value as CEL prints it, or the error message.
-    pub value: Result<String, String>,
+    /// The value as CEL prints it, or why there is none.
+    pub value: Result<String, EvaluationError>,
     /// The cost kube-apiserver would charge (cel-go runtime cost); `None` when the condition
     /// did not run because the webhook's budget had run out.
     pub cost: Option<u64>,
@@ -235,7 +296,7 @@ pub struct ConditionEvaluation {
 
 /// One condition's result inside [`MatchConditions::run`].
 struct Ran {
-    result: Result<Value, String>,
+    result: Result<Value, EvaluationError>,
     cost: Option<u64>,
 }
 
@@ -243,36 +304,30 @@ impl MatchCondition {
     /// Compiles one expression.
     ///
     /// # Errors
-    /// A message for a syntax error, an undeclared variable, a Kubernetes CEL function this
-    /// build cannot evaluate, or an expression whose result is statically not a bool.
-    pub fn compile(name: &str, expression: &str) -> Result<Self, String> {
-        let program = env()
-            .compile(expression)
-            .map_err(|e| format!("compilation failed: {e}"))?;
+    /// [`CompileError`]: a syntax error, an undeclared variable, a Kubernetes CEL function
+    /// this build cannot evaluate, or an expression whose result is statically not a bool.
+    pub fn compile(name: &str, expression: &str) -> Result<Self, CompileError> {
+        let program = env().compile(expression).map_err(CompileError::Parse)?;
         let mut names = Names::default();
         free_variables(&program.expression().expr, &mut Vec::new(), &mut names)?;
         // Functions first: an unsupported macro's loop variables would read as undeclared.
-        cel_env::check_functions(names.functions.iter().map(String::as_str))
-            .map_err(|e| format!("compilation failed: {e}"))?;
+        cel_env::check_functions(names.functions.iter().map(String::as_str))?;
         for variable in &names.variables {
             if !VARIABLES.contains(&variable.as_str()) {
-                return Err(format!(
-                    "compilation failed: undeclared reference to {variable:?}"
-                ));
+                return Err(CompileError::UndeclaredVariable(variable.clone()));
             }
         }
         if names.variables.iter().any(|v| v == "authorizer") {
-            return Err("compilation failed: the `authorizer` variable (authorization checks) is not supported by admission-proxy".to_string());
+            return Err(CompileError::Authorizer);
         }
         for pattern in &names.patterns {
-            cel_env::precompile_regex(pattern).map_err(|e| {
-                // One line: the regex crate's message spans several.
-                let e = e.split_whitespace().collect::<Vec<_>>().join(" ");
-                format!("compilation failed: invalid regular expression {pattern:?}: {e}")
+            cel_env::precompile_regex(pattern).map_err(|source| CompileError::Regex {
+                pattern: pattern.clone(),
+                source,
             })?;
         }
         if let Some(kind) = static_non_bool(&program.expression().expr) {
-            return Err(format!("must evaluate to bool, but evaluates to {kind}"));
+            return Err(CompileError::NotBool(kind));
         }
         Ok(MatchCondition {
             name: name.to_string(),
@@ -406,7 +461,7 @@ impl MatchConditions {
                 condition
                     .program
                     .execute(context)
-                    .map_err(|e| e.to_string())
+                    .map_err(EvaluationError::from)
             };
             if !track {
                 ran.push(Ran {
@@ -421,7 +476,7 @@ impl MatchConditions {
                 cost::PER_CALL_LIMIT,
             ) {
                 Ok(spent) => (spent, execute()),
-                Err(Cancelled(spent)) => (spent, Err(cost::PER_CALL_LIMIT_ERROR.to_string())),
+                Err(Cancelled(spent)) => (spent, Err(EvaluationError::PerCallLimit)),
             };
             let out_of_budget = spent > remaining;
             remaining = remaining.saturating_sub(spent);
@@ -473,7 +528,7 @@ impl MatchConditions {
                 .enumerate()
                 .map(|(i, r)| ConditionEvaluation {
                     value: if out_of_budget && i == last {
-                        Err(cost::OUT_OF_BUDGET_ERROR.to_string())
+                        Err(EvaluationError::OutOfBudget)
                     } else {
                         r.result.map(|v| match v {
                             Value::Bool(b) => b.to_string(),
@@ -489,7 +544,7 @@ impl MatchConditions {
             each.resize(
                 self.conditions.len(),
                 ConditionEvaluation {
-                    value: Err("not evaluated: the webhook's cost budget ran out".to_string()),
+                    value: Err(EvaluationError::NotEvaluated),
                     cost: None,
                 },
             );
@@ -787,7 +842,7 @@ mod tests {
             ("[1].all(i, v, v > 0)", "compilation failed"),
             ("'string'", "must evaluate to bool"),
         ] {
-            let err = MatchCondition::compile("c", expr).unwrap_err();
+            let err = MatchCondition::compile("c", expr).unwrap_err().to_string();
             assert!(err.contains(want), "{expr}: {err}");
         }
     }

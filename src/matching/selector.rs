@@ -1,12 +1,13 @@
 //! Label selectors (`namespaceSelector`, `objectSelector`), compiled once at config load into
 //! `kube_core::Selector`, which matches as apimachinery's `Requirement.Matches`
-//! (`staging/src/k8s.io/apimachinery/pkg/labels/selector.go`). Depends on `api`.
+//! (`staging/src/k8s.io/apimachinery/pkg/labels/selector.go`). Depends on `api` and `field_error`.
 
 use std::collections::BTreeMap;
 
 use kube_core::{Expression, Selector, SelectorExt};
 
 use crate::api;
+use crate::field_error::{self, Error as FieldError};
 
 /// A compiled `metav1.LabelSelector`. The v1 API defaults an omitted selector to `{}`
 /// (`pkg/apis/admissionregistration/v1/defaults.go`), which matches everything
@@ -22,9 +23,10 @@ impl LabelSelector {
     /// are ANDed (`metav1.LabelSelectorAsSelector`).
     ///
     /// # Errors
-    /// The message `LabelSelectorAsSelector` would give for an unknown operator, `In`/`NotIn`
-    /// without values, or `Exists`/`DoesNotExist` with values.
-    pub fn compile(selector: Option<&api::LabelSelector>) -> Result<Self, String> {
+    /// The field error `LabelSelectorAsSelector` would give (field `values` or `operator`,
+    /// relative to the requirement) for an unknown operator, `In`/`NotIn` without values, or
+    /// `Exists`/`DoesNotExist` with values.
+    pub fn compile(selector: Option<&api::LabelSelector>) -> Result<Self, FieldError> {
         let Some(selector) = selector else {
             return Ok(Self::default());
         };
@@ -36,16 +38,34 @@ impl LabelSelector {
             let values = req.values.clone().unwrap_or_default();
             let expression = match req.operator.as_str() {
                 "In" | "NotIn" if values.is_empty() => {
-                    return Err(format!("values: Required value: must be specified when `operator` is 'In' or 'NotIn' (key {:?})", req.key))
+                    return Err(FieldError::required(
+                        "values",
+                        format!(
+                            "must be specified when `operator` is 'In' or 'NotIn' (key {})",
+                            field_error::quote(&req.key)
+                        ),
+                    ))
                 }
                 "Exists" | "DoesNotExist" if !values.is_empty() => {
-                    return Err(format!("values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist' (key {:?})", req.key))
+                    return Err(FieldError::forbidden(
+                        "values",
+                        format!(
+                            "may not be specified when `operator` is 'Exists' or 'DoesNotExist' (key {})",
+                            field_error::quote(&req.key)
+                        ),
+                    ))
                 }
                 "In" => Expression::In(req.key.clone(), values.into_iter().collect()),
                 "NotIn" => Expression::NotIn(req.key.clone(), values.into_iter().collect()),
                 "Exists" => Expression::Exists(req.key.clone()),
                 "DoesNotExist" => Expression::DoesNotExist(req.key.clone()),
-                other => return Err(format!("operator: Unsupported value: {other:?}: supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\"")),
+                other => {
+                    return Err(FieldError::not_supported(
+                        "operator",
+                        other,
+                        &["In", "NotIn", "Exists", "DoesNotExist"],
+                    ))
+                }
             };
             expressions.push(expression);
         }
@@ -84,6 +104,7 @@ mod tests {
         labels: &[(&str, &str)],
         exprs: &[(&str, &str, &[&str])],
     ) -> Result<LabelSelector, String> {
+        // As text: the tests look for kube-apiserver's words in the message.
         LabelSelector::compile(Some(&api::LabelSelector {
             match_labels: Some(
                 labels
@@ -102,6 +123,7 @@ mod tests {
                     .collect(),
             ),
         }))
+        .map_err(|e| e.to_string())
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -60,26 +60,37 @@ pub struct Options {
     pub served: Option<ServedResources>,
 }
 
+/// Why a `--service` value is not a service reference.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// No `/`, or an empty namespace or name: the whole value.
+    #[error("{0:?} is not NAMESPACE/NAME[:PORT]")]
+    Shape(String),
+    /// The text after `:` is not a port number from 1 to 65535.
+    #[error("{0:?} is not a port (1-65535)")]
+    Port(String),
+}
+
 /// Parses `NAMESPACE/NAME[:PORT]` (port 443 by default, as in `ServiceReference`).
 ///
 /// # Errors
-/// A message when the namespace, the name or the port is missing or invalid.
-pub fn parse_service(s: &str) -> Result<(String, String, u16), String> {
+/// [`ServiceError`] when the namespace, the name or the port is missing or invalid.
+pub fn parse_service(s: &str) -> Result<(String, String, u16), ServiceError> {
     let (namespace, rest) = s
         .split_once('/')
-        .ok_or_else(|| format!("{s:?} is not NAMESPACE/NAME[:PORT]"))?;
+        .ok_or_else(|| ServiceError::Shape(s.to_string()))?;
     let (name, port) = match rest.split_once(':') {
         Some((name, port)) => (
             name,
             port.parse::<u16>()
                 .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| format!("{port:?} is not a port (1-65535)"))?,
+                .ok_or_else(|| ServiceError::Port(port.to_string()))?,
         ),
         None => (rest, 443),
     };
     if namespace.is_empty() || name.is_empty() {
-        return Err(format!("{s:?} is not NAMESPACE/NAME[:PORT]"));
+        return Err(ServiceError::Shape(s.to_string()));
     }
     Ok((namespace.to_string(), name.to_string(), port))
 }

@@ -335,7 +335,8 @@ fn label_selectors_match_as_kubernetes_defines_them() {
             match_labels: (!match_labels.is_empty()).then_some(match_labels),
             match_expressions: (!expressions.is_empty()).then_some(expressions),
         };
-        let compiled = LabelSelector::compile(Some(&selector)).map_err(TestCaseError::fail)?;
+        let compiled = LabelSelector::compile(Some(&selector))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(
             compiled.matches(&labels),
             oracle(&selector, &labels),

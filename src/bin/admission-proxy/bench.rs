@@ -176,7 +176,7 @@ fn target_for(url: &str, cacert: Option<&str>) -> Result<(Target, String), Bench
         ca_bundle: cacert.map(|pem| base64::engine::general_purpose::STANDARD.encode(pem)),
         service: None,
     })
-    .map_err(|(f, m)| BenchError::Setup(format!("{url}: {f}: {m}")))?;
+    .map_err(|e| BenchError::Setup(format!("{url}: {e}")))?;
     Ok((
         Target::new(&backend),
         format!("{}?timeout={}s", parsed.path(), CALLER_TIMEOUT.as_secs()),
@@ -238,7 +238,7 @@ pub(crate) async fn run(opts: BenchOptions) -> Result<BenchReport, BenchError> {
                         s.late += u64::from(latency > CALLER_TIMEOUT);
                         let _ = s.hist.record((latency.as_micros() as u64).max(1));
                     }
-                    Err(class) => *s.errors.entry(class).or_default() += 1,
+                    Err(bad) => *s.errors.entry(bad.to_string()).or_default() += 1,
                 }
             }
             stats
@@ -352,23 +352,39 @@ pub(crate) async fn run(opts: BenchOptions) -> Result<BenchReport, BenchError> {
 /// webhook timeout.
 const CALLER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A good answer's decision header, or the error class.
+/// Why an answer does not count as good; displayed as the error class the report counts
+/// (`transport`, `http_503`, ...).
+#[derive(Debug, thiserror::Error)]
+enum BadAnswer {
+    #[error("transport")]
+    Transport(#[source] admission_proxy::dispatch::TransportError),
+    #[error("http_{0}")]
+    Status(u16),
+    #[error("unparseable")]
+    Unparseable(#[source] serde_json::Error),
+    #[error("wrong_uid")]
+    WrongUid,
+    #[error("wrong_version")]
+    WrongVersion,
+}
+
+/// A good answer's decision header, or why it is not good.
 fn check(
     result: Result<admission_proxy::dispatch::HttpReply, admission_proxy::dispatch::TransportError>,
     uid: &str,
     api_version: &str,
-) -> Result<String, String> {
-    let reply = result.map_err(|_| "transport".to_string())?;
+) -> Result<String, BadAnswer> {
+    let reply = result.map_err(BadAnswer::Transport)?;
     if reply.status != 200 {
-        return Err(format!("http_{}", reply.status));
+        return Err(BadAnswer::Status(reply.status));
     }
     let v: serde_json::Value =
-        serde_json::from_slice(&reply.body).map_err(|_| "unparseable".to_string())?;
+        serde_json::from_slice(&reply.body).map_err(BadAnswer::Unparseable)?;
     if v.pointer("/response/uid").and_then(|u| u.as_str()) != Some(uid) {
-        return Err("wrong_uid".into());
+        return Err(BadAnswer::WrongUid);
     }
     if v.get("apiVersion").and_then(|a| a.as_str()) != Some(api_version) {
-        return Err("wrong_version".into());
+        return Err(BadAnswer::WrongVersion);
     }
     Ok(reply
         .header(admission_proxy::server::DECISION_HEADER)

@@ -419,7 +419,7 @@ pub(crate) struct BindAddress(Option<SocketAddr>);
 
 /// `--health-probe-bind-address`, `--metrics-bind-address`: `0` for none (as controller-runtime
 /// reads it), else as [`parse_listen`].
-fn parse_bind_address(s: &str) -> Result<BindAddress, String> {
+fn parse_bind_address(s: &str) -> anyhow::Result<BindAddress> {
     if s == "0" {
         return Ok(BindAddress(None));
     }
@@ -427,13 +427,13 @@ fn parse_bind_address(s: &str) -> Result<BindAddress, String> {
 }
 
 /// `--listen`: `HOST:PORT`, `[V6]:PORT`, or Go's `:PORT` for all (IPv4) addresses.
-fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+fn parse_listen(s: &str) -> anyhow::Result<SocketAddr> {
     let full = match s.strip_prefix(':') {
         Some(port) => format!("0.0.0.0:{port}"),
         None => s.to_string(),
     };
     full.parse()
-        .map_err(|e| format!("{s:?} is not HOST:PORT or :PORT ({e})"))
+        .map_err(|e| anyhow::anyhow!("{s:?} is not HOST:PORT or :PORT ({e})"))
 }
 
 #[derive(clap::Args)]

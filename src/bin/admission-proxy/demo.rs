@@ -181,7 +181,7 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
             ca_bundle: Some(pki.ca_bundle()),
             service: None,
         })
-        .map_err(|(f, m)| DemoError::Setup(format!("{f}: {m}")))?,
+        .map_err(|e| DemoError::Setup(e.to_string()))?,
     );
     let files: Vec<PathBuf> = if opts.all {
         let mut all: Vec<PathBuf> = std::fs::read_dir(&opts.reviews)
