@@ -56,7 +56,7 @@ fn parse_and_convert(c: &mut Criterion) {
                     .uid
                     .len(),
             )
-        })
+        });
     });
     // Every captured review once per iteration (the latency benchmark's mix): time / count.
     let all: Vec<Vec<u8>> = std::fs::read_dir(format!("{FIXTURES}/admission-reviews"))
@@ -72,11 +72,11 @@ fn parse_and_convert(c: &mut Criterion) {
                         .ok(),
                 );
             }
-        })
+        });
     });
     let parsed = ParsedReview::parse(&pod).unwrap();
     c.bench_function("envelope/v1_to_v1beta1", |b| {
-        b.iter(|| black_box(parsed.body_as(ReviewVersion::V1beta1).len()))
+        b.iter(|| black_box(parsed.body_as(ReviewVersion::V1beta1).len()));
     });
 }
 
@@ -120,7 +120,7 @@ fn object_conversion(c: &mut Criterion) {
             b.iter(|| {
                 let there = convert(black_box(object), kind, from, to).unwrap();
                 black_box(convert(&there, kind, to, from).unwrap())
-            })
+            });
         });
     }
 }
@@ -138,7 +138,7 @@ fn matching(c: &mut Criterion) {
                 let webhook = snapshot.webhook(&name).unwrap();
                 black_box(webhook.matcher.decide(&review, Some(&ns)));
                 black_box(webhook.matcher.decide_conditions(&review))
-            })
+            });
         });
     }
     group.finish();
@@ -159,13 +159,13 @@ fn cel(c: &mut Criterion) {
     .unwrap()]);
     let constant = MatchConditions::new(vec![MatchCondition::compile("c", "true").unwrap()]);
     c.bench_function("cel/constant", |b| {
-        b.iter(|| black_box(constant.evaluate(&review)))
+        b.iter(|| black_box(constant.evaluate(&review)));
     });
     c.bench_function("cel/request_only", |b| {
-        b.iter(|| black_box(simple.evaluate(&review)))
+        b.iter(|| black_box(simple.evaluate(&review)));
     });
     c.bench_function("cel/object_walk", |b| {
-        b.iter(|| black_box(walking.evaluate(&review)))
+        b.iter(|| black_box(walking.evaluate(&review)));
     });
 }
 
@@ -211,7 +211,7 @@ fn pipeline(c: &mut Criterion) {
                             .decision,
                     )
                 })
-            })
+            });
         });
     }
 }

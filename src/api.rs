@@ -12,52 +12,60 @@ use serde::{Deserialize, Serialize};
 /// `ValidatingWebhookConfiguration` or `MutatingWebhookConfiguration`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WebhookConfiguration {
+#[allow(
+    dead_code,
+    reason = "declared so that deny_unknown_fields accepts them"
+)]
+pub(crate) struct WebhookConfiguration {
     #[serde(default)]
-    pub api_version: String,
+    pub(crate) api_version: String,
     #[serde(default)]
-    pub kind: String,
+    pub(crate) kind: String,
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub(crate) metadata: ObjectMeta,
     #[serde(default)]
-    pub webhooks: Vec<Webhook>,
+    pub(crate) webhooks: Vec<Webhook>,
 }
 
 /// `metav1.ObjectMeta`. Only `name` matters; the rest is accepted because `kubectl get -o yaml`
 /// prints it.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ObjectMeta {
+#[allow(
+    dead_code,
+    reason = "declared so that deny_unknown_fields accepts (and type-checks) what kubectl prints"
+)]
+pub(crate) struct ObjectMeta {
     #[serde(default)]
-    pub name: String,
+    pub(crate) name: String,
     #[serde(default)]
-    pub generate_name: Option<String>,
+    pub(crate) generate_name: Option<String>,
     #[serde(default)]
-    pub namespace: Option<String>,
+    pub(crate) namespace: Option<String>,
     #[serde(default)]
-    pub self_link: Option<String>,
+    pub(crate) self_link: Option<String>,
     #[serde(default)]
-    pub uid: Option<String>,
+    pub(crate) uid: Option<String>,
     #[serde(default)]
-    pub resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
     #[serde(default)]
-    pub generation: Option<i64>,
+    pub(crate) generation: Option<i64>,
     #[serde(default)]
-    pub creation_timestamp: Option<serde_json::Value>,
+    pub(crate) creation_timestamp: Option<serde_json::Value>,
     #[serde(default)]
-    pub deletion_timestamp: Option<serde_json::Value>,
+    pub(crate) deletion_timestamp: Option<serde_json::Value>,
     #[serde(default)]
-    pub deletion_grace_period_seconds: Option<i64>,
+    pub(crate) deletion_grace_period_seconds: Option<i64>,
     #[serde(default)]
-    pub labels: Option<BTreeMap<String, String>>,
+    pub(crate) labels: Option<BTreeMap<String, String>>,
     #[serde(default)]
-    pub annotations: Option<BTreeMap<String, String>>,
+    pub(crate) annotations: Option<BTreeMap<String, String>>,
     #[serde(default)]
-    pub owner_references: Option<serde_json::Value>,
+    pub(crate) owner_references: Option<serde_json::Value>,
     #[serde(default)]
-    pub finalizers: Option<Vec<String>>,
+    pub(crate) finalizers: Option<Vec<String>>,
     #[serde(default)]
-    pub managed_fields: Option<serde_json::Value>,
+    pub(crate) managed_fields: Option<serde_json::Value>,
 }
 
 /// `ValidatingWebhook` / `MutatingWebhook`. `reinvocationPolicy` exists only on the mutating
@@ -65,40 +73,45 @@ pub struct ObjectMeta {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Webhook {
+    /// The webhook's name, unique in its configuration (`admission.example.com`).
     #[serde(default)]
     pub name: String,
     #[serde(default)]
-    pub client_config: Option<WebhookClientConfig>,
+    pub(crate) client_config: Option<WebhookClientConfig>,
+    /// Which operations on which resources the webhook is called for (`RuleWithOperations`).
     #[serde(default)]
     pub rules: Vec<RuleWithOperations>,
     #[serde(default)]
-    pub failure_policy: Option<String>,
+    pub(crate) failure_policy: Option<String>,
     #[serde(default)]
-    pub match_policy: Option<String>,
+    pub(crate) match_policy: Option<String>,
     #[serde(default)]
-    pub namespace_selector: Option<LabelSelector>,
+    pub(crate) namespace_selector: Option<LabelSelector>,
     #[serde(default)]
-    pub object_selector: Option<LabelSelector>,
+    pub(crate) object_selector: Option<LabelSelector>,
     #[serde(default)]
-    pub side_effects: Option<String>,
+    pub(crate) side_effects: Option<String>,
     #[serde(default)]
-    pub timeout_seconds: Option<i64>,
+    pub(crate) timeout_seconds: Option<i64>,
     #[serde(default)]
-    pub admission_review_versions: Option<Vec<String>>,
+    pub(crate) admission_review_versions: Option<Vec<String>>,
     #[serde(default)]
-    pub reinvocation_policy: Option<String>,
+    pub(crate) reinvocation_policy: Option<String>,
     #[serde(default)]
-    pub match_conditions: Vec<MatchCondition>,
+    pub(crate) match_conditions: Vec<MatchCondition>,
 }
 
 /// `WebhookClientConfig`: exactly one of `url` or `service`; `caBundle` is base64 PEM.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, Hash)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WebhookClientConfig {
+    /// `https://host[:port]/path` of a backend outside the cluster.
     #[serde(default)]
     pub url: Option<String>,
+    /// A Service in the cluster that fronts the backend.
     #[serde(default)]
     pub service: Option<ServiceReference>,
+    /// PEM CA certificates (base64 in YAML/JSON) the backend's serving certificate must chain to; the system roots when absent.
     #[serde(default)]
     pub ca_bundle: Option<String>,
 }
@@ -108,13 +121,13 @@ pub struct WebhookClientConfig {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ServiceReference {
     #[serde(default)]
-    pub namespace: String,
+    pub(crate) namespace: String,
     #[serde(default)]
-    pub name: String,
+    pub(crate) name: String,
     #[serde(default)]
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
     #[serde(default)]
-    pub port: Option<i64>,
+    pub(crate) port: Option<i64>,
 }
 
 /// `RuleWithOperations`.
@@ -122,15 +135,15 @@ pub struct ServiceReference {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RuleWithOperations {
     #[serde(default)]
-    pub operations: Vec<String>,
+    pub(crate) operations: Vec<String>,
     #[serde(default)]
-    pub api_groups: Vec<String>,
+    pub(crate) api_groups: Vec<String>,
     #[serde(default)]
-    pub api_versions: Vec<String>,
+    pub(crate) api_versions: Vec<String>,
     #[serde(default)]
-    pub resources: Vec<String>,
+    pub(crate) resources: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
 }
 
 impl RuleWithOperations {
@@ -140,7 +153,7 @@ impl RuleWithOperations {
     /// matches them: `*` or equal for groups and versions, and
     /// `(r == "*" || r == res) && (s == "*" || s == sub)` for each resource entry `r/s`.
     /// Operations and scope are not looked at.
-    pub fn covers(&self, group: &str, version: &str, entry: &str) -> bool {
+    pub(crate) fn covers(&self, group: &str, version: &str, entry: &str) -> bool {
         let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
         self.names_group_version(group, version)
             && self.resources.iter().any(|r| {
@@ -151,7 +164,7 @@ impl RuleWithOperations {
 
     /// Whether `apiGroups` and `apiVersions` each hold the value or `*` (`rules.go`'s group
     /// and version match).
-    pub fn names_group_version(&self, group: &str, version: &str) -> bool {
+    pub(crate) fn names_group_version(&self, group: &str, version: &str) -> bool {
         let any_or_star =
             |list: &[String], value: &str| list.iter().any(|s| s == "*" || s == value);
         any_or_star(&self.api_groups, group) && any_or_star(&self.api_versions, version)
@@ -162,8 +175,10 @@ impl RuleWithOperations {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelector {
+    /// Labels that must all be present with these values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_labels: Option<BTreeMap<String, String>>,
+    /// Requirements (`In`, `NotIn`, `Exists`, `DoesNotExist`) that must all hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_expressions: Option<Vec<LabelSelectorRequirement>>,
 }
@@ -172,10 +187,13 @@ pub struct LabelSelector {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelectorRequirement {
+    /// The label key the requirement applies to.
     #[serde(default)]
     pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
     #[serde(default)]
     pub operator: String,
+    /// The values for `In`/`NotIn`; empty for `Exists`/`DoesNotExist`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Vec<String>>,
 }
@@ -185,14 +203,14 @@ pub struct LabelSelectorRequirement {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MatchCondition {
     #[serde(default)]
-    pub name: String,
+    pub(crate) name: String,
     #[serde(default)]
-    pub expression: String,
+    pub(crate) expression: String,
 }
 
 /// `failurePolicy`: how a failed call (or a matchCondition error) is handled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailurePolicy {
+pub(crate) enum FailurePolicy {
     /// Fail open: the request is admitted.
     Ignore,
     /// Fail closed: the request is rejected.
@@ -201,7 +219,7 @@ pub enum FailurePolicy {
 
 impl FailurePolicy {
     /// The configuration spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FailurePolicy::Ignore => "Ignore",
             FailurePolicy::Fail => "Fail",
@@ -211,14 +229,14 @@ impl FailurePolicy {
 
 /// `matchPolicy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MatchPolicy {
+pub(crate) enum MatchPolicy {
     Exact,
     Equivalent,
 }
 
 /// `sideEffects`. `Unknown` and `Some` only come from configurations stored through v1beta1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SideEffects {
+pub(crate) enum SideEffects {
     None,
     NoneOnDryRun,
     Some,
@@ -227,7 +245,7 @@ pub enum SideEffects {
 
 impl SideEffects {
     /// Whether the webhook may be called for a dry-run request (the dispatchers' `callHook`).
-    pub fn supports_dry_run(self) -> bool {
+    pub(crate) fn supports_dry_run(self) -> bool {
         matches!(self, SideEffects::None | SideEffects::NoneOnDryRun)
     }
 }
@@ -235,13 +253,15 @@ impl SideEffects {
 /// Which admission plugin a webhook belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WebhookType {
+    /// A `ValidatingWebhookConfiguration` webhook: may only allow or deny.
     Validating,
+    /// A `MutatingWebhookConfiguration` webhook: may also patch the object.
     Mutating,
 }
 
 impl WebhookType {
     /// `validating` / `mutating`, as used in logs and metric labels.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             WebhookType::Validating => "validating",
             WebhookType::Mutating => "mutating",
@@ -249,7 +269,7 @@ impl WebhookType {
     }
 
     /// The kind of configuration that holds this type of webhook.
-    pub fn configuration_kind(self) -> &'static str {
+    pub(crate) fn configuration_kind(self) -> &'static str {
         match self {
             WebhookType::Validating => "ValidatingWebhookConfiguration",
             WebhookType::Mutating => "MutatingWebhookConfiguration",

@@ -18,31 +18,31 @@ use crate::field_error::{BadValue, Error as FieldError, ErrorType};
 #[derive(Clone, Debug)]
 pub struct Backend {
     /// The URL without query, as it appears in error messages (`https://host:port/path`).
-    pub url: String,
+    pub(crate) url: String,
     /// `https` (true) or plain `http` (loopback only, a documented extension).
-    pub tls: bool,
-    pub host: String,
-    pub port: u16,
+    pub(crate) tls: bool,
+    pub(crate) host: String,
+    pub(crate) port: u16,
     /// Request path; `path.Join` semantics: no trailing `/`, empty becomes `/`.
-    pub path: String,
+    pub(crate) path: String,
     /// Trust roots from `caBundle` (DER); `None` means the system roots.
-    pub ca_bundle: Option<Arc<[WrappedX509]>>,
+    pub(crate) ca_bundle: Option<Arc<[WrappedX509]>>,
     /// Distinguishes connection pools of backends with different trust roots or server names.
-    pub ca_fingerprint: u64,
+    pub(crate) ca_fingerprint: u64,
     /// Which idle connections a call may reuse: same address, scheme, server name and trust
     /// roots (computed here, once, not per call).
-    pub pool_key: u64,
+    pub(crate) pool_key: u64,
     /// The `Host` header value: `host` (IPv6 in brackets), with `:port` unless it is the
     /// scheme's default (as Go's transport writes it). Computed here, not per call.
-    pub host_header: String,
+    pub(crate) host_header: String,
     /// The TLS server name (SNI, and the name the certificate must carry) when it differs from
     /// `host`: the proxy's `tlsServerName` option (config::options). `None`: `host`.
-    pub server_name: Option<String>,
+    pub(crate) server_name: Option<String>,
     /// The self-signed certificates in `caBundle`.
     self_signed: Arc<[SelfSignedLeaf]>,
     /// Those of them that carry the server name: the backend may present one of them as its
     /// own leaf (see [`SelfSignedLeaf`]). Empty for most backends.
-    pub self_signed_leaves: Arc<[SelfSignedLeaf]>,
+    pub(crate) self_signed_leaves: Arc<[SelfSignedLeaf]>,
 }
 
 /// A self-signed certificate from `caBundle` that is also valid as the backend's own leaf.
@@ -54,19 +54,19 @@ pub struct Backend {
 /// byte-for-byte one of these certificates, within its validity period, and carry the server
 /// name; the TLS handshake signature is still verified against its key.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SelfSignedLeaf {
+pub(crate) struct SelfSignedLeaf {
     /// SHA-256 of the DER certificate (pingora's `SslDigest::cert_digest`).
-    pub sha256: Vec<u8>,
+    pub(crate) sha256: Vec<u8>,
     /// Validity, Unix seconds.
-    pub not_before: i64,
-    pub not_after: i64,
+    pub(crate) not_before: i64,
+    pub(crate) not_after: i64,
     /// DNS names and IP addresses of the subjectAltName extension (Go ignores the CN).
-    pub names: Vec<String>,
+    pub(crate) names: Vec<String>,
 }
 
 impl SelfSignedLeaf {
     /// Whether the certificate carries `name` (DNS, with a single leftmost `*` label, or IP).
-    pub fn covers(&self, name: &str) -> bool {
+    pub(crate) fn covers(&self, name: &str) -> bool {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         self.names.iter().any(|n| {
             let n = n.to_ascii_lowercase();
@@ -217,7 +217,7 @@ impl Backend {
 impl Backend {
     /// Sets the TLS server name (`tlsServerName`); a different name gets its own connection
     /// pool.
-    pub fn set_server_name(&mut self, server_name: Option<String>) {
+    pub(crate) fn set_server_name(&mut self, server_name: Option<String>) {
         if let Some(name) = &server_name {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             (self.ca_fingerprint, name).hash(&mut h);
@@ -264,13 +264,13 @@ impl Backend {
     }
 
     /// The name sent as SNI and verified in the backend's certificate.
-    pub fn tls_server_name(&self) -> &str {
+    pub(crate) fn tls_server_name(&self) -> &str {
         self.server_name.as_deref().unwrap_or(&self.host)
     }
 }
 
 /// `host:port`, an IPv6 host in brackets (Go's `net.JoinHostPort`).
-pub fn authority(host: &str, port: u16) -> String {
+pub(crate) fn authority(host: &str, port: u16) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
@@ -279,7 +279,7 @@ pub fn authority(host: &str, port: u16) -> String {
 }
 
 /// Loopback hosts: 127.0.0.0/8, ::1 and `localhost`.
-pub fn is_loopback(host: &str) -> bool {
+pub(crate) fn is_loopback(host: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 

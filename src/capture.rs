@@ -46,7 +46,7 @@ struct Entry {
 
 /// The request path's handle: samples and queues; never blocks.
 #[derive(Debug)]
-pub struct Capture {
+pub(crate) struct Capture {
     /// Captured when the uid's hash (mod 2^32) is below this.
     threshold: u64,
     queue: SyncSender<Entry>,
@@ -63,7 +63,7 @@ impl Capture {
     ///
     /// # Errors
     /// The directory cannot be created or listed, or the thread cannot start.
-    pub fn start(settings: CaptureSettings) -> std::io::Result<Self> {
+    pub(crate) fn start(settings: CaptureSettings) -> std::io::Result<Self> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -85,7 +85,7 @@ impl Capture {
 
     /// Whether the admission with `uid` is sampled (a stable choice: the same uid, the same
     /// answer).
-    pub fn sampled(&self, uid: &str) -> bool {
+    pub(crate) fn sampled(&self, uid: &str) -> bool {
         // FNV-1a: cheap and stable across runs and builds.
         let mut h: u32 = 0x811c_9dc5;
         for b in uid.bytes() {
@@ -96,7 +96,7 @@ impl Capture {
 
     /// Queues a capture of `body` (call only when [`Capture::sampled`]); dropped and counted
     /// when the writer is behind.
-    pub fn offer(
+    pub(crate) fn offer(
         &self,
         body: &[u8],
         webhook: &str,

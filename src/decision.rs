@@ -9,9 +9,13 @@
 pub enum Decision {
     /// Not sent to the backend: kube-apiserver would not have called it.
     Skipped,
+    /// The backend allowed the request (with or without a patch).
     Allowed,
+    /// The backend denied the request.
     Denied,
+    /// The call failed and failurePolicy Ignore admitted the request.
     FailedOpen,
+    /// The call failed and failurePolicy Fail rejected the request (HTTP 500).
     FailedClosed,
     /// Dry-run request to a webhook whose sideEffects is Unknown or Some.
     RejectedDryRun,
@@ -27,7 +31,7 @@ pub enum Decision {
 
 impl Decision {
     /// Every decision, in [`Decision::index`] order.
-    pub const ALL: [Decision; 10] = [
+    pub(crate) const ALL: [Decision; 10] = [
         Decision::Skipped,
         Decision::Allowed,
         Decision::Denied,
@@ -41,7 +45,7 @@ impl Decision {
     ];
 
     /// The log/metric spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Decision::Skipped => "skipped",
             Decision::Allowed => "allowed",
@@ -58,7 +62,7 @@ impl Decision {
 
     /// Whether kube-apiserver ends up refusing the request (its admission metrics'
     /// `rejected` label): denials, failures closed and the proxy's own rejections.
-    pub fn rejects(self) -> bool {
+    pub(crate) fn rejects(self) -> bool {
         matches!(
             self,
             Decision::Denied
@@ -69,7 +73,7 @@ impl Decision {
     }
 
     /// The position in [`Decision::ALL`] (the metrics' series arrays).
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }

@@ -27,123 +27,123 @@ use crate::review::{ParsedReview, Status};
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {
-    pub uid: String,
+    pub(crate) uid: String,
     /// `admission.k8s.io/v1` or `v1beta1`, as the review was written.
-    pub api_version: &'static str,
+    pub(crate) api_version: &'static str,
     /// `CREATE apps/v1 deployments "web" in namespace "prod"`.
-    pub request: String,
-    pub webhooks: Vec<WebhookExplanation>,
+    pub(crate) request: String,
+    pub(crate) webhooks: Vec<WebhookExplanation>,
 }
 
 /// One webhook's verdict and the evidence for it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WebhookExplanation {
-    pub name: String,
-    pub configuration: String,
+pub(crate) struct WebhookExplanation {
+    pub(crate) name: String,
+    pub(crate) configuration: String,
     /// `validating` or `mutating`.
     #[serde(rename = "type")]
-    pub webhook_type: &'static str,
+    pub(crate) webhook_type: &'static str,
     /// `call`, `skip` or `reject` (the request fails before the webhook is called).
-    pub verdict: &'static str,
+    pub(crate) verdict: &'static str,
     /// Why, in one line.
-    pub reason: String,
-    pub namespace_selector: SelectorCheck,
-    pub object_selector: ObjectSelectorCheck,
+    pub(crate) reason: String,
+    pub(crate) namespace_selector: SelectorCheck,
+    pub(crate) object_selector: ObjectSelectorCheck,
     /// Each rule with `matched` or the first part that did not match.
-    pub rules: Vec<RuleCheck>,
+    pub(crate) rules: Vec<RuleCheck>,
     /// matchPolicy Equivalent only: the rule of the proxy's own registration
     /// (`admission-proxy registration`) that kube-apiserver matches this request against
     /// exactly, i.e. why kube-apiserver calls the proxy at all; `None` inside when no
     /// registration rule matches (kube-apiserver would not call the proxy).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub registration_rule: Option<Option<RegistrationRuleCheck>>,
-    pub match_conditions: Vec<ConditionCheck>,
+    pub(crate) registration_rule: Option<Option<RegistrationRuleCheck>>,
+    pub(crate) match_conditions: Vec<ConditionCheck>,
     /// `Fail` or `Ignore`.
-    pub failure_policy: &'static str,
+    pub(crate) failure_policy: &'static str,
     /// What happens if the call to the backend fails (failurePolicy, which kube-apiserver's
     /// dispatchers apply to `ErrCallingWebhook` only).
-    pub on_call_failure: &'static str,
+    pub(crate) on_call_failure: &'static str,
     /// The `mode` webhook option: `Enforce` (as kube-apiserver), `Warn` or `Shadow`.
-    pub mode: &'static str,
+    pub(crate) mode: &'static str,
     /// The `maxConcurrentCalls` webhook option.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_concurrent_calls: Option<usize>,
+    pub(crate) max_concurrent_calls: Option<usize>,
     /// For `call`: what would be sent.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub call: Option<CallPlan>,
+    pub(crate) call: Option<CallPlan>,
 }
 
 /// namespaceSelector: the selector, the labels used and where they came from.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SelectorCheck {
-    pub selector: String,
+pub(crate) struct SelectorCheck {
+    pub(crate) selector: String,
     /// `none needed (empty selector)`, `none needed (cluster-scoped object...)`, `the Namespace
     /// object itself`, `--namespaces-file`, or `namespace not found`.
-    pub labels_from: &'static str,
+    pub(crate) labels_from: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub labels: Option<BTreeMap<String, String>>,
+    pub(crate) labels: Option<BTreeMap<String, String>>,
     /// `match`, `no match` or `error: ...`.
-    pub result: String,
+    pub(crate) result: String,
 }
 
 /// objectSelector: labels of `object` and `oldObject`; either matching is enough
 /// (`MatchObjectSelector`).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ObjectSelectorCheck {
-    pub selector: String,
+pub(crate) struct ObjectSelectorCheck {
+    pub(crate) selector: String,
     /// The labels, `null` (no object) or `no metadata`.
-    pub object: String,
-    pub old_object: String,
-    pub result: &'static str,
+    pub(crate) object: String,
+    pub(crate) old_object: String,
+    pub(crate) result: &'static str,
 }
 
 #[derive(Debug, Serialize)]
-pub struct RuleCheck {
-    pub rule: String,
+pub(crate) struct RuleCheck {
+    pub(crate) rule: String,
     /// `matched`, or `<field> does not match`.
-    pub result: String,
+    pub(crate) result: String,
 }
 
 /// The registration rule that brings a request to the proxy.
 #[derive(Debug, Serialize)]
-pub struct RegistrationRuleCheck {
+pub(crate) struct RegistrationRuleCheck {
     /// Its index in the registered webhook's `rules`.
-    pub index: usize,
-    pub rule: String,
+    pub(crate) index: usize,
+    pub(crate) rule: String,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ConditionCheck {
-    pub name: String,
-    pub expression: String,
+pub(crate) struct ConditionCheck {
+    pub(crate) name: String,
+    pub(crate) expression: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
+    pub(crate) value: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// The CEL cost kube-apiserver would charge; absent when the condition did not run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost: Option<u64>,
+    pub(crate) cost: Option<u64>,
 }
 
 /// The request the proxy would send to the legacy backend.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CallPlan {
+pub(crate) struct CallPlan {
     /// The negotiated AdmissionReview version (`admission.k8s.io/v1`), absent when the
     /// webhook names none the proxy speaks (then the call fails as failurePolicy says).
-    pub admission_review_version: Option<&'static str>,
-    pub url: String,
+    pub(crate) admission_review_version: Option<&'static str>,
+    pub(crate) url: String,
     /// The TLS server name verified in the backend's certificate when it is not the URL's
     /// host (the `tlsServerName` option).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_server_name: Option<String>,
-    pub timeout_seconds: u64,
+    pub(crate) tls_server_name: Option<String>,
+    pub(crate) timeout_seconds: u64,
     /// The body, exactly as sent except Secret values and `--redact-path` fields, which are
     /// redacted ([`crate::redact`]).
-    pub body: Option<Box<RawValue>>,
+    pub(crate) body: Option<Box<RawValue>>,
 }
 
 /// Explains `review` against every webhook of `snapshot`, sorted by webhook name; bodies shown
@@ -176,7 +176,10 @@ pub fn explain(
     if !r.namespace.is_empty() {
         let _ = write!(request, " in namespace {:?}", r.namespace);
     }
-    let mut webhooks: Vec<&Webhook> = snapshot.webhooks().map(|w| w.as_ref()).collect();
+    let mut webhooks: Vec<&Webhook> = snapshot
+        .webhooks()
+        .map(std::convert::AsRef::as_ref)
+        .collect();
     webhooks.sort_by(|a, b| a.name.cmp(&b.name));
     Explanation {
         uid: r.uid.to_string(),
@@ -418,7 +421,7 @@ fn explain_webhook(
         let timeout_seconds = webhook.timeout.as_secs();
         let version = webhook.review_version;
         CallPlan {
-            admission_review_version: version.map(|v| v.api_version()),
+            admission_review_version: version.map(super::review::ReviewVersion::api_version),
             url: format!("{}?timeout={timeout_seconds}s", webhook.backend.url),
             tls_server_name: webhook.backend.server_name.clone(),
             timeout_seconds,

@@ -11,7 +11,11 @@ use std::fmt::{self, Write as _};
 /// Why a field is invalid: `ErrorType` of `field/errors.go`, displayed as its
 /// `ErrorType.String` (`Required value`, `Unsupported value`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorType {
+#[allow(
+    dead_code,
+    reason = "apimachinery's whole set, so that each displays as upstream"
+)]
+pub(crate) enum ErrorType {
     /// `ErrorTypeNotFound`: `Not found`.
     NotFound,
     /// `ErrorTypeRequired`: `Required value`.
@@ -36,7 +40,7 @@ pub enum ErrorType {
 
 impl ErrorType {
     /// The canonical text of the type (`ErrorType.String`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ErrorType::NotFound => "Not found",
             ErrorType::Required => "Required value",
@@ -59,7 +63,7 @@ impl fmt::Display for ErrorType {
 
 /// The offending value of an [`Error`] (`Error.BadValue`), rendered as `ErrorBody` does.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BadValue {
+pub(crate) enum BadValue {
     /// No value shown (`omitValue`): the body is the type, then the detail.
     Omitted,
     /// A string, quoted as Go's `%q` (see [`quote`]).
@@ -114,24 +118,24 @@ impl From<u64> for BadValue {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     /// What is wrong.
-    pub error_type: ErrorType,
+    pub(crate) error_type: ErrorType,
     /// The field path, as `Path.String` renders it (`spec.versions[1].name`).
-    pub field: String,
+    pub(crate) field: String,
     /// The offending value.
-    pub bad_value: BadValue,
+    pub(crate) bad_value: BadValue,
     /// Free text after the value; empty for none.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl std::error::Error for Error {}
 
 /// A list of field errors (`field.ErrorList`).
-pub type ErrorList = Vec<Error>;
+pub(crate) type ErrorList = Vec<Error>;
 
 impl Error {
     /// An error of any type, for the messages the named constructors do not shape (a
     /// `NotSupported` whose detail is not a list of values, a `NotFound` with a detail).
-    pub fn new(
+    pub(crate) fn new(
         error_type: ErrorType,
         field: impl Into<String>,
         bad_value: BadValue,
@@ -146,12 +150,12 @@ impl Error {
     }
 
     /// `field.Required`: `<field>: Required value[: <detail>]`.
-    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(ErrorType::Required, field, BadValue::Omitted, detail)
     }
 
     /// `field.Invalid`: `<field>: Invalid value: <value>[: <detail>]`.
-    pub fn invalid(
+    pub(crate) fn invalid(
         field: impl Into<String>,
         value: impl Into<BadValue>,
         detail: impl Into<String>,
@@ -161,7 +165,7 @@ impl Error {
 
     /// `field.NotSupported`: `<field>: Unsupported value: <value>: supported values: "a", "b"`
     /// (each valid value quoted by `strconv.Quote`, in the order given).
-    pub fn not_supported(
+    pub(crate) fn not_supported(
         field: impl Into<String>,
         value: impl Into<BadValue>,
         valid: &[&str],
@@ -180,18 +184,22 @@ impl Error {
     }
 
     /// `field.Duplicate`: `<field>: Duplicate value: <value>`.
-    pub fn duplicate(field: impl Into<String>, value: impl Into<BadValue>) -> Self {
+    pub(crate) fn duplicate(field: impl Into<String>, value: impl Into<BadValue>) -> Self {
         Self::new(ErrorType::Duplicate, field, value.into(), "")
     }
 
     /// `field.Forbidden`: `<field>: Forbidden[: <detail>]`.
-    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(ErrorType::Forbidden, field, BadValue::Omitted, detail)
     }
 
     /// `field.TooLong`: `<field>: Too long: may not be more than <max> bytes` (`byte` for
     /// 1); `value is too long` when `max` is negative. The value itself is never shown.
-    pub fn too_long(field: impl Into<String>, max: i64) -> Self {
+    #[allow(
+        dead_code,
+        reason = "apimachinery's constructor; no configuration field has a length limit yet"
+    )]
+    pub(crate) fn too_long(field: impl Into<String>, max: i64) -> Self {
         let detail = match max {
             1 => "may not be more than 1 byte".to_string(),
             max if max >= 0 => format!("may not be more than {max} bytes"),
@@ -202,7 +210,7 @@ impl Error {
 
     /// `field.TooMany`: `<field>: Too many: <actual>: must have at most <max> items` (`item`
     /// for 1); the count is left out when negative, the bound replaced by `has too many items`.
-    pub fn too_many(field: impl Into<String>, actual: i64, max: i64) -> Self {
+    pub(crate) fn too_many(field: impl Into<String>, actual: i64, max: i64) -> Self {
         let detail = match max {
             1 => "must have at most 1 item".to_string(),
             max if max >= 0 => format!("must have at most {max} items"),
@@ -217,14 +225,14 @@ impl Error {
     }
 
     /// The same error at `prefix` followed by its field (`items[0].` + `webhooks[1].name`).
-    pub fn prefixed(mut self, prefix: &str) -> Self {
+    pub(crate) fn prefixed(mut self, prefix: &str) -> Self {
         self.field.insert_str(0, prefix);
         self
     }
 
     /// The message without the field (`ErrorBody`): the type, the value unless the type or
     /// [`BadValue::Omitted`] hides it, then `: <detail>` when there is one.
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         let mut s = self.error_type.as_str().to_string();
         // Required, Forbidden, TooLong and Internal never show their value.
         let hidden = matches!(
@@ -264,7 +272,7 @@ impl fmt::Display for Error {
 /// The text of `ErrorList.ToAggregate().Error()`: each distinct message once, in order; a
 /// single message as it is, several as `[a, b]`; empty for none (`aggregate.Error` in
 /// `staging/src/k8s.io/apimachinery/pkg/util/errors/errors.go`).
-pub fn aggregate(list: &[Error]) -> String {
+pub(crate) fn aggregate(list: &[Error]) -> String {
     let mut seen: Vec<String> = Vec::new();
     for error in list {
         let message = error.to_string();
@@ -282,16 +290,16 @@ pub fn aggregate(list: &[Error]) -> String {
 /// A field path (`field.Path` of `staging/src/k8s.io/apimachinery/pkg/util/validation/field/path.go`),
 /// kept rendered: `NewPath("spec").Child("versions").Index(1)` is `spec.versions[1]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Path(String);
+pub(crate) struct Path(String);
 
 impl Path {
     /// The root of a path (`NewPath`).
-    pub fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         Path(name.to_string())
     }
 
     /// A field below this one (`Child`): `.name`.
-    pub fn child(mut self, name: &str) -> Self {
+    pub(crate) fn child(mut self, name: &str) -> Self {
         if !self.0.is_empty() {
             self.0.push('.');
         }
@@ -300,13 +308,17 @@ impl Path {
     }
 
     /// A list element (`Index`): `[i]`.
-    pub fn index(mut self, i: usize) -> Self {
+    pub(crate) fn index(mut self, i: usize) -> Self {
         let _ = write!(self.0, "[{i}]");
         self
     }
 
     /// A map entry (`Key`): `[key]`, the key unquoted as upstream prints it.
-    pub fn key(mut self, key: &str) -> Self {
+    #[allow(
+        dead_code,
+        reason = "apimachinery's path step; no map-keyed field is validated yet"
+    )]
+    pub(crate) fn key(mut self, key: &str) -> Self {
         let _ = write!(self.0, "[{key}]");
         self
     }
@@ -330,7 +342,7 @@ impl From<Path> for String {
 /// is printable is Rust's judgement (the table `str::escape_debug` uses), which stands in for
 /// Go's `unicode.IsPrint`: letters, marks, numbers, punctuation and symbols print as they are;
 /// the two tables differ only where their Unicode versions do.
-pub fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

@@ -16,6 +16,8 @@
 //! The binary's tools (`demo`, `bench`, the example backend, the demo PKI) are not part of this
 //! library: they live with the binary in `src/bin/admission-proxy/`.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod backend;
 pub mod capture;

@@ -14,7 +14,7 @@ pub fn set_release(release: fn()) {
 }
 
 /// Returns memory freed on this thread to the OS; does nothing when nothing was registered.
-pub fn release() {
+pub(crate) fn release() {
     if let Some(release) = RELEASE.get() {
         release();
     }

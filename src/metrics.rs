@@ -20,7 +20,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Histogram buckets, seconds: 50 µs to 30 s (kube-apiserver's own webhook histogram starts at
 /// 5 ms and cannot show a sub-millisecond sidecar).
-pub const BUCKETS: [f64; 18] = [
+pub(crate) const BUCKETS: [f64; 18] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
     2.5, 5.0, 10.0, 30.0,
 ];
@@ -29,10 +29,10 @@ pub const BUCKETS: [f64; 18] = [
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// AdmissionReview operations, in the order of `review::Operation`.
-pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
+pub(crate) const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
 
 /// Why the proxy closes a client connection (`server::Closed`, plus the connection cap).
-pub const CLOSE_REASONS: [&str; 6] = [
+pub(crate) const CLOSE_REASONS: [&str; 6] = [
     "idle_timeout",
     "header_timeout",
     "body_timeout",
@@ -42,7 +42,7 @@ pub const CLOSE_REASONS: [&str; 6] = [
 ];
 
 /// Call failure classes (`dispatch::CallFailure::class`).
-pub const FAILURE_CLASSES: [&str; 11] = [
+pub(crate) const FAILURE_CLASSES: [&str; 11] = [
     "connect",
     "tls",
     "transport",
@@ -110,7 +110,7 @@ enum Kind {
 /// The upkeep matters: with `install_recorder` the exporter keeps every histogram sample until
 /// someone calls `run_upkeep` (or scrapes `/metrics`); without it RSS grew by about 20 bytes
 /// per request, 20 MB per million (benches/README.md, "What the profiles found").
-pub fn install(version: &'static str, commit: &'static str) -> Option<PrometheusHandle> {
+pub(crate) fn install(version: &'static str, commit: &'static str) -> Option<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("duration_seconds".into()), &BUCKETS)
         .ok()?
@@ -178,7 +178,7 @@ fn by_operation() -> &'static [[Counter; Decision::ALL.len()]; OPERATIONS.len()]
 /// Configurations with at most this many webhooks export every series of every webhook at
 /// zero from the start; larger ones register a webhook's histograms and failure classes when
 /// first used (see [`WebhookMetrics`]).
-pub const EAGER_WEBHOOKS: usize = 100;
+pub(crate) const EAGER_WEBHOOKS: usize = 100;
 
 /// One webhook's series. Resolved when its configuration is loaded (a reload resolves the same
 /// series again, so counts carry on): the admission counters by decision, retries, in-flight
@@ -189,7 +189,7 @@ pub const EAGER_WEBHOOKS: usize = 100;
 /// and a 10 MB scrape, most of them for webhooks that never see a request (benches/README.md,
 /// "Memory across reloads").
 #[derive(Debug)]
-pub struct WebhookMetrics {
+pub(crate) struct WebhookMetrics {
     /// The `name` label's value, shared by every series of the webhook: the registry keeps a
     /// label value it is handed as an owned string as a copy of its own per series.
     name: std::sync::Arc<str>,
@@ -207,7 +207,7 @@ pub struct WebhookMetrics {
 
 /// How matchConditions took part in one admission.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Conditions {
+pub(crate) enum Conditions {
     /// Not evaluated (none, or the request was decided before them).
     #[default]
     NotEvaluated,
@@ -221,7 +221,7 @@ pub enum Conditions {
 
 impl WebhookMetrics {
     /// The series of webhook `name` of `webhook_type` (`validating`/`mutating`), at zero.
-    pub fn new(name: &str, webhook_type: &'static str) -> Self {
+    pub(crate) fn new(name: &str, webhook_type: &'static str) -> Self {
         let name: std::sync::Arc<str> = name.into();
         let labels = webhook_labels(&name, webhook_type);
         let counter = |family: &'static str| metrics::counter!(family, labels.to_vec());
@@ -249,7 +249,7 @@ impl WebhookMetrics {
     }
 
     /// Registers every series of this webhook now (histograms and failure classes included).
-    pub fn register_all(&self) {
+    pub(crate) fn register_all(&self) {
         let _ = self.durations();
         for class in 0..FAILURE_CLASSES.len() {
             let _ = self.failure_counter(class);
@@ -279,7 +279,7 @@ impl WebhookMetrics {
 
     /// One admission answered: its decision, operation (index into [`OPERATIONS`]), end-to-end
     /// time, the backend call's time if it was called, and what matchConditions did.
-    pub fn admission(
+    pub(crate) fn admission(
         &self,
         decision: Decision,
         operation: usize,
@@ -321,19 +321,19 @@ impl WebhookMetrics {
     }
 
     /// A backend call failed with `class` (one of [`FAILURE_CLASSES`]).
-    pub fn call_failure(&self, class: &str) {
+    pub(crate) fn call_failure(&self, class: &str) {
         if let Some(i) = FAILURE_CLASSES.iter().position(|c| *c == class) {
             self.failure_counter(i).increment(1);
         }
     }
 
     /// A backend call re-sent after `Retry-After`.
-    pub fn retry(&self) {
+    pub(crate) fn retry(&self) {
         self.retries.increment(1);
     }
 
     /// Counts an admission in flight until the guard is dropped.
-    pub fn in_flight(&self) -> InFlight<'_> {
+    pub(crate) fn in_flight(&self) -> InFlight<'_> {
         self.in_flight.increment(1.0);
         InFlight(&self.in_flight)
     }
@@ -356,7 +356,7 @@ fn with_labels(labels: &[Label; 2], extra: &[(&'static str, &'static str)]) -> V
 }
 
 /// See [`WebhookMetrics::in_flight`].
-pub struct InFlight<'a>(&'a Gauge);
+pub(crate) struct InFlight<'a>(&'a Gauge);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
@@ -365,18 +365,18 @@ impl Drop for InFlight<'_> {
 }
 
 /// A request rejected before any webhook: `admission_proxy_bad_requests_total{reason}`.
-pub fn bad_request(reason: &'static str) {
+pub(crate) fn bad_request(reason: &'static str) {
     metrics::counter!("admission_proxy_bad_requests_total", "reason" => reason).increment(1);
 }
 
 /// A configuration reload: `admission_proxy_config_reloads_total{result}` (`ok`/`error`).
-pub fn reload(result: &'static str) {
+pub(crate) fn reload(result: &'static str) {
     metrics::counter!("admission_proxy_config_reloads_total", "result" => result).increment(1);
 }
 
 /// A configuration was loaded (at start or by a reload): generation, hash of its files'
 /// contents, webhook count.
-pub fn config_loaded(hash: u64, webhooks: usize) {
+pub(crate) fn config_loaded(hash: u64, webhooks: usize) {
     metrics::gauge!("admission_proxy_config_generation").increment(1.0);
     // 53 bits: a gauge is an f64, and an integer above 2^53 would not survive it.
     metrics::gauge!("admission_proxy_config_hash").set((hash >> 11) as f64);
@@ -384,20 +384,20 @@ pub fn config_loaded(hash: u64, webhooks: usize) {
 }
 
 /// The serving certificate now served expires at `not_after` (Unix seconds).
-pub fn serving_certificate(not_after: i64) {
+pub(crate) fn serving_certificate(not_after: i64) {
     metrics::gauge!("admission_proxy_serving_certificate_expiry_timestamp_seconds")
         .set(not_after as f64);
 }
 
 /// A CRD conversion webhook call failed:
 /// `admission_proxy_conversion_webhook_failures_total{crd,class}`.
-pub fn conversion_failure(crd: &str, class: &'static str) {
+pub(crate) fn conversion_failure(crd: &str, class: &'static str) {
     metrics::counter!("admission_proxy_conversion_webhook_failures_total", "crd" => crd.to_string(), "class" => class).increment(1);
 }
 
 /// A connection that never became a TLS session:
 /// `admission_proxy_tls_handshake_failures_total{reason}` (`error`, `timeout`, `plain_http`).
-pub fn tls_handshake_failure(reason: &'static str) {
+pub(crate) fn tls_handshake_failure(reason: &'static str) {
     metrics::counter!("admission_proxy_tls_handshake_failures_total", "reason" => reason)
         .increment(1);
 }
@@ -405,7 +405,7 @@ pub fn tls_handshake_failure(reason: &'static str) {
 /// The namespace watch's state: `admission_proxy_namespace_watch_synced` (0/1) and, after a
 /// change, `admission_proxy_namespace_watch_last_update_timestamp_seconds` and
 /// `admission_proxy_namespaces_cached`.
-pub fn namespace_watch(synced: bool, update: Option<(f64, usize)>) {
+pub(crate) fn namespace_watch(synced: bool, update: Option<(f64, usize)>) {
     metrics::gauge!("admission_proxy_namespace_watch_synced").set(if synced { 1.0 } else { 0.0 });
     if let Some((timestamp, cached)) = update {
         metrics::gauge!("admission_proxy_namespace_watch_last_update_timestamp_seconds")
@@ -416,7 +416,7 @@ pub fn namespace_watch(synced: bool, update: Option<(f64, usize)>) {
 
 /// A watch error (dropped connection, 410 Gone, API error), retried with backoff:
 /// `admission_proxy_namespace_watch_errors_total`.
-pub fn namespace_watch_error() {
+pub(crate) fn namespace_watch_error() {
     metrics::counter!("admission_proxy_namespace_watch_errors_total").increment(1);
 }
 
@@ -425,35 +425,35 @@ const NAMESPACE_LOOKUP_RESULTS: [&str; 3] = ["found", "not_found", "error"];
 
 /// A live namespace lookup: `admission_proxy_namespace_lookups_total{result}`, one of
 /// [`NAMESPACE_LOOKUP_RESULTS`].
-pub fn namespace_lookup(result: &'static str) {
+pub(crate) fn namespace_lookup(result: &'static str) {
     metrics::counter!("admission_proxy_namespace_lookups_total", "result" => result).increment(1);
 }
 
 /// A new connection to a backend (TCP and, for https, a TLS handshake):
 /// `admission_proxy_upstream_connections_opened_total`.
-pub fn upstream_connection_opened() {
+pub(crate) fn upstream_connection_opened() {
     metrics::counter!("admission_proxy_upstream_connections_opened_total").increment(1);
 }
 
 /// Client connections open now: `admission_proxy_connections_open`.
-pub fn connections_open(open: usize) {
+pub(crate) fn connections_open(open: usize) {
     metrics::gauge!("admission_proxy_connections_open").set(open as f64);
 }
 
 /// A client connection closed by a limit (one of [`CLOSE_REASONS`]):
 /// `admission_proxy_connections_closed_total{reason}`.
-pub fn connection_closed(reason: &'static str) {
+pub(crate) fn connection_closed(reason: &'static str) {
     metrics::counter!("admission_proxy_connections_closed_total", "reason" => reason).increment(1);
 }
 
 /// An admission answered 429 by `--max-requests-inflight`: `admission_proxy_throttled_total`.
-pub fn throttled() {
+pub(crate) fn throttled() {
     metrics::counter!("admission_proxy_throttled_total").increment(1);
 }
 
 /// A backend's circuit breaker entered `to` (open, half_open, closed):
 /// `admission_proxy_circuit_breaker_transitions_total{backend,to}`. Rare: labels hashed here.
-pub fn breaker_transition(backend: &str, to: &'static str) {
+pub(crate) fn breaker_transition(backend: &str, to: &'static str) {
     metrics::counter!("admission_proxy_circuit_breaker_transitions_total", "backend" => backend.to_string(), "to" => to).increment(1);
     let state = match to {
         "open" => 1.0,
@@ -466,22 +466,22 @@ pub fn breaker_transition(backend: &str, to: &'static str) {
 
 /// What a webhook in mode Shadow decided in the background:
 /// `admission_proxy_webhook_shadow_decisions_total{name,type,decision}` (off the answer's path).
-pub fn shadow_decision(name: &str, webhook_type: &'static str, decision: &'static str) {
+pub(crate) fn shadow_decision(name: &str, webhook_type: &'static str, decision: &'static str) {
     metrics::counter!("admission_proxy_webhook_shadow_decisions_total", "name" => name.to_string(), "type" => webhook_type, "decision" => decision).increment(1);
 }
 
 /// A shadow call dropped because the background queue was full:
 /// `admission_proxy_shadow_calls_dropped_total`.
-pub fn shadow_dropped() {
+pub(crate) fn shadow_dropped() {
     metrics::counter!("admission_proxy_shadow_calls_dropped_total").increment(1);
 }
 
 /// A capture written: `admission_proxy_captures_total`.
-pub fn captured() {
+pub(crate) fn captured() {
     metrics::counter!("admission_proxy_captures_total").increment(1);
 }
 
 /// A sampled capture dropped (queue full): `admission_proxy_captures_dropped_total`.
-pub fn capture_dropped() {
+pub(crate) fn capture_dropped() {
     metrics::counter!("admission_proxy_captures_dropped_total").increment(1);
 }

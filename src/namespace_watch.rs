@@ -32,7 +32,9 @@ pub enum WatchError {
     /// The `--kubeconfig` file cannot be read or used.
     #[error("cannot read kubeconfig {path}: {source}")]
     Kubeconfig {
+        /// The `--kubeconfig` path.
         path: String,
+        /// kube's reason.
         #[source]
         source: kube::config::KubeconfigError,
     },
@@ -46,7 +48,7 @@ pub enum WatchError {
 
 /// What a live lookup of one namespace found.
 #[derive(Debug)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// The namespace exists: its labels (the automatic name label added).
     Found(Namespaces),
     /// The API server says it does not exist (404).
@@ -56,7 +58,7 @@ pub enum Lookup {
 }
 
 /// A running namespace watch. Dropping it stops the watch.
-pub struct NamespaceWatch {
+pub(crate) struct NamespaceWatch {
     api: Api<PartialObjectMeta<Namespace>>,
     synced: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
@@ -73,7 +75,7 @@ impl Drop for NamespaceWatch {
 ///
 /// # Errors
 /// [`WatchError`] when no configuration is found or it cannot be used.
-pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
+pub(crate) async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
     Client::try_from(config(kubeconfig).await?).map_err(WatchError::Client)
 }
 
@@ -106,7 +108,7 @@ impl NamespaceWatch {
     /// Starts watching Namespaces with `client`; every change is published to `target`.
     /// Labels already published stay until a new list replaces them (a failed re-list never
     /// empties the cache).
-    pub fn start(client: Client, target: Arc<ArcSwapOption<Namespaces>>) -> Self {
+    pub(crate) fn start(client: Client, target: Arc<ArcSwapOption<Namespaces>>) -> Self {
         // `Api<PartialObjectMeta<_>>` asks for metadata only (PartialObjectMetadata).
         let api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
         let synced = Arc::new(AtomicBool::new(false));
@@ -116,13 +118,13 @@ impl NamespaceWatch {
     }
 
     /// Whether the first list has completed (the cache holds every namespace).
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
     }
 
     /// kube-apiserver's lister-miss fallback: a live GET of namespace `name`, bounded by
     /// `timeout`.
-    pub async fn lookup(&self, name: &str, timeout: Duration) -> Lookup {
+    pub(crate) async fn lookup(&self, name: &str, timeout: Duration) -> Lookup {
         let result = tokio::time::timeout(timeout, self.api.get_opt(name)).await;
         let lookup = match result {
             Ok(Ok(Some(meta))) => {

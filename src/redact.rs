@@ -12,11 +12,11 @@ use std::str::FromStr;
 use serde_json::Value;
 
 /// What replaces a redacted value.
-pub const REDACTED: &str = "REDACTED";
+pub(crate) const REDACTED: &str = "REDACTED";
 
 /// The annotation `kubectl apply` keeps the applied object in (`kubectl.kubernetes.io/`
 /// `last-applied-configuration`, k8s.io/kubectl `pkg/util/apply`): for a Secret, its values.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub(crate) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// A field to redact (`--redact-path`): a JSON Pointer (RFC 6901, `/request/object/metadata/
 /// annotations/example.com~1token`, `~1` for `/` and `~0` for `~`), or a dotted path
@@ -30,8 +30,10 @@ pub struct RedactPath {
 /// Why a `--redact-path` is not a path.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RedactPathError {
+    /// `""`: the whole review cannot be redacted away.
     #[error("an empty path names the whole AdmissionReview")]
     Empty,
+    /// A `~` not followed by `0` or `1`.
     #[error("{0:?}: a JSON Pointer escapes only ~0 (~) and ~1 (/)")]
     BadEscape(String),
 }
@@ -74,7 +76,7 @@ fn unescape(token: &str) -> Option<String> {
 /// Replaces Secret `data`, `stringData` and last-applied-configuration values in `object` and
 /// `oldObject`, and every field at `paths`, with [`REDACTED`]. Returns whether anything was
 /// replaced.
-pub fn redact(review: &mut Value, paths: &[RedactPath]) -> bool {
+pub(crate) fn redact(review: &mut Value, paths: &[RedactPath]) -> bool {
     let mut replaced = false;
     let mut replace = |v: &mut Value| {
         *v = Value::String(REDACTED.into());
@@ -119,7 +121,7 @@ pub fn redact(review: &mut Value, paths: &[RedactPath]) -> bool {
 /// `body` (an AdmissionReview) with [`redact`] applied, as JSON text for a log line or
 /// `explain`: byte for byte when nothing is redacted, re-serialized otherwise; a body that is
 /// not JSON is described by its size only.
-pub fn redacted_text(body: &[u8], paths: &[RedactPath]) -> String {
+pub(crate) fn redacted_text(body: &[u8], paths: &[RedactPath]) -> String {
     let (Ok(text), Ok(mut review)) = (
         std::str::from_utf8(body),
         serde_json::from_slice::<Value>(body),

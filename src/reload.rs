@@ -22,7 +22,7 @@ use crate::server::State;
 use crate::tls::{load_certified_key, CertResolver, ClientAuth};
 
 /// How long file events are collected before one reload.
-pub const DEBOUNCE: Duration = Duration::from_millis(150);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(150);
 
 /// How often the debouncer looks for collected events. Its default (a quarter of [`DEBOUNCE`])
 /// woke the process 27 times a second while idle; at [`DEBOUNCE`] a change is reloaded within
@@ -30,20 +30,20 @@ pub const DEBOUNCE: Duration = Duration::from_millis(150);
 const DEBOUNCE_TICK: Duration = DEBOUNCE;
 
 /// What to watch and where the results go.
-pub struct Sources {
-    pub config: PathBuf,
-    pub namespaces: Option<PathBuf>,
+pub(crate) struct Sources {
+    pub(crate) config: PathBuf,
+    pub(crate) namespaces: Option<PathBuf>,
     /// Serving certificate and key files, reloaded as a pair.
-    pub tls: Option<(PathBuf, PathBuf, Arc<CertResolver>)>,
+    pub(crate) tls: Option<(PathBuf, PathBuf, Arc<CertResolver>)>,
     /// The client CA file (`--client-ca-file`) and the verifier it feeds.
-    pub client_ca: Option<(PathBuf, Arc<ClientAuth>)>,
+    pub(crate) client_ca: Option<(PathBuf, Arc<ClientAuth>)>,
     /// Backstop re-read interval.
-    pub resync: Duration,
+    pub(crate) resync: Duration,
 }
 
 /// Keeps the watcher alive; dropping it stops reloading (the reload thread sees its event
 /// channel close and ends).
-pub struct ReloadHandle {
+pub(crate) struct ReloadHandle {
     _watcher: Box<dyn std::any::Any + Send>,
 }
 
@@ -174,7 +174,7 @@ impl Sources {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::error!(file = %ns_path.display(), error = %e, "cannot read namespaces file")
+                    tracing::error!(file = %ns_path.display(), error = %e, "cannot read namespaces file");
                 }
             }
         }
@@ -191,7 +191,7 @@ impl Sources {
                             tracing::info!(cert = %cert.display(), "serving certificate reloaded");
                         }
                         Err(e) => {
-                            tracing::error!(error = %e, "serving certificate not reloaded; the last good pair keeps serving")
+                            tracing::error!(error = %e, "serving certificate not reloaded; the last good pair keeps serving");
                         }
                     }
                 }
@@ -205,7 +205,7 @@ impl Sources {
                     match auth.replace(&raw[0].1) {
                         Ok(()) => tracing::info!(file = %file.display(), "client CA reloaded"),
                         Err(e) => {
-                            tracing::error!(file = %file.display(), error = %e, "client CA not reloaded; the last good one keeps verifying")
+                            tracing::error!(file = %file.display(), error = %e, "client CA not reloaded; the last good one keeps verifying");
                         }
                     }
                 }
@@ -240,7 +240,7 @@ impl Sources {
                 (p.to_path_buf(), None)
             } else {
                 let dir = p.parent().map_or_else(|| p.clone(), Path::to_path_buf);
-                (dir, p.file_name().map(|n| n.to_os_string()))
+                (dir, p.file_name().map(std::ffi::OsStr::to_os_string))
             };
             match out.iter_mut().find(|i| i.dir == dir) {
                 Some(i) => match (&mut i.names, name) {
@@ -272,7 +272,7 @@ impl Sources {
     ///
     /// # Errors
     /// The watcher could not be created or a directory not watched.
-    pub fn spawn(self, state: Arc<State>) -> Result<ReloadHandle, notify::Error> {
+    pub(crate) fn spawn(self, state: Arc<State>) -> Result<ReloadHandle, notify::Error> {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let mut interests = self.interests();
         let dirs: Vec<PathBuf> = interests.iter().map(|i| i.dir.clone()).collect();
@@ -415,10 +415,10 @@ fn rearm<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(
         // The old watch went with the old directory (inotify dropped it); a new one is added.
         match debouncer.watch(&dir, RecursiveMode::NonRecursive) {
             Ok(()) => {
-                tracing::info!(dir = %dir.display(), "watched directory was created again; watching it again")
+                tracing::info!(dir = %dir.display(), "watched directory was created again; watching it again");
             }
             Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the recreated directory; its changes are seen at the periodic resync")
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the recreated directory; its changes are seen at the periodic resync");
             }
         }
     }

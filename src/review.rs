@@ -14,9 +14,6 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-/// The API group of AdmissionReview.
-pub const ADMISSION_GROUP: &str = "admission.k8s.io";
-
 /// An AdmissionReview version kube-apiserver knows (`CreateAdmissionObjects`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReviewVersion {
@@ -44,7 +41,7 @@ impl ReviewVersion {
     }
 
     /// Parses an `admissionReviewVersions` entry; `None` for versions kube-apiserver does not know.
-    pub fn from_short(version: &str) -> Option<Self> {
+    pub(crate) fn from_short(version: &str) -> Option<Self> {
         match version {
             "v1" => Some(ReviewVersion::V1),
             "v1beta1" => Some(ReviewVersion::V1beta1),
@@ -53,7 +50,7 @@ impl ReviewVersion {
     }
 
     /// Parses a full `apiVersion`; `None` unless it is one of the two AdmissionReview versions.
-    pub fn from_api_version(api_version: &str) -> Option<Self> {
+    pub(crate) fn from_api_version(api_version: &str) -> Option<Self> {
         match api_version {
             "admission.k8s.io/v1" => Some(ReviewVersion::V1),
             "admission.k8s.io/v1beta1" => Some(ReviewVersion::V1beta1),
@@ -64,7 +61,7 @@ impl ReviewVersion {
     /// The version kube-apiserver sends a webhook: the first entry of `admissionReviewVersions`
     /// it knows, unknown entries skipped (`CreateAdmissionObjects`).
     /// `None` when no entry is known; calling such a webhook is a call failure.
-    pub fn negotiate<S: AsRef<str>>(admission_review_versions: &[S]) -> Option<Self> {
+    pub(crate) fn negotiate<S: AsRef<str>>(admission_review_versions: &[S]) -> Option<Self> {
         admission_review_versions
             .iter()
             .find_map(|v| Self::from_short(v.as_ref()))
@@ -80,38 +77,42 @@ impl std::fmt::Display for ReviewVersion {
 /// `metav1.GroupVersionKind` as AdmissionRequest carries it, borrowing the request body
 /// (no allocation per field on the request path: benches/README.md, "fewer allocations").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
-pub struct GroupVersionKind<'a> {
+pub(crate) struct GroupVersionKind<'a> {
     #[serde(default, borrow)]
-    pub group: Cow<'a, str>,
+    pub(crate) group: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub version: Cow<'a, str>,
+    pub(crate) version: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub kind: Cow<'a, str>,
+    pub(crate) kind: Cow<'a, str>,
 }
 
 /// `metav1.GroupVersionResource` as AdmissionRequest carries it, borrowing the request body.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 pub struct GroupVersionResource<'a> {
     #[serde(default, borrow)]
-    pub group: Cow<'a, str>,
+    pub(crate) group: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub version: Cow<'a, str>,
+    pub(crate) version: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub resource: Cow<'a, str>,
+    pub(crate) resource: Cow<'a, str>,
 }
 
 /// An admission operation (`request.operation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operation {
+    /// `CREATE`.
     Create,
+    /// `UPDATE`.
     Update,
+    /// `DELETE`.
     Delete,
+    /// `CONNECT`.
     Connect,
 }
 
 impl Operation {
     /// Parses the wire form (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "CREATE" => Some(Operation::Create),
             "UPDATE" => Some(Operation::Update),
@@ -122,7 +123,7 @@ impl Operation {
     }
 
     /// The wire form.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Operation::Create => "CREATE",
             Operation::Update => "UPDATE",
@@ -137,42 +138,44 @@ impl Operation {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionRequest<'a> {
+    /// The request's uid, echoed in the response.
     #[serde(default, borrow)]
     pub uid: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub kind: GroupVersionKind<'a>,
+    pub(crate) kind: GroupVersionKind<'a>,
     #[serde(default, borrow)]
-    pub resource: GroupVersionResource<'a>,
+    pub(crate) resource: GroupVersionResource<'a>,
     #[serde(default, borrow)]
-    pub sub_resource: Cow<'a, str>,
+    pub(crate) sub_resource: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub request_kind: Option<GroupVersionKind<'a>>,
+    pub(crate) request_kind: Option<GroupVersionKind<'a>>,
     #[serde(default, borrow)]
-    pub request_resource: Option<GroupVersionResource<'a>>,
+    pub(crate) request_resource: Option<GroupVersionResource<'a>>,
     #[serde(default, borrow, deserialize_with = "optional_borrowed")]
-    pub request_sub_resource: Option<Cow<'a, str>>,
+    pub(crate) request_sub_resource: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
-    pub name: Cow<'a, str>,
+    pub(crate) name: Cow<'a, str>,
+    /// The object's namespace, `""` for cluster-scoped objects.
     #[serde(default, borrow)]
     pub namespace: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub operation: Cow<'a, str>,
+    pub(crate) operation: Cow<'a, str>,
     #[serde(default, borrow)]
-    pub user_info: Option<&'a RawValue>,
+    pub(crate) user_info: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    pub object: Option<&'a RawValue>,
+    pub(crate) object: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    pub old_object: Option<&'a RawValue>,
+    pub(crate) old_object: Option<&'a RawValue>,
     #[serde(default)]
-    pub dry_run: Option<bool>,
+    pub(crate) dry_run: Option<bool>,
     #[serde(default, borrow)]
-    pub options: Option<&'a RawValue>,
+    pub(crate) options: Option<&'a RawValue>,
 }
 
 impl<'a> AdmissionRequest<'a> {
     /// The kind of the original request: `requestKind` when present, else `kind`
     /// (`CreateV1AdmissionReview` puts the original request's there; match against it).
-    pub fn effective_kind(&self) -> &GroupVersionKind<'a> {
+    pub(crate) fn effective_kind(&self) -> &GroupVersionKind<'a> {
         self.request_kind.as_ref().unwrap_or(&self.kind)
     }
 
@@ -192,7 +195,7 @@ impl<'a> AdmissionRequest<'a> {
     }
 
     /// `request.dryRun`, false when absent.
-    pub fn is_dry_run(&self) -> bool {
+    pub(crate) fn is_dry_run(&self) -> bool {
         self.dry_run.unwrap_or(false)
     }
 }
@@ -215,18 +218,25 @@ where
 /// Why an incoming body is not an AdmissionReview request we can serve (answered with 400).
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
+    /// Not JSON, or not the shape of an AdmissionReview.
     #[error("malformed AdmissionReview: {0}")]
     Json(#[from] serde_json::Error),
+    /// No `apiVersion`.
     #[error("AdmissionReview has no apiVersion")]
     MissingApiVersion,
+    /// An `apiVersion` other than admission.k8s.io/v1 and v1beta1.
     #[error("unsupported AdmissionReview apiVersion {0:?}: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1")]
     UnsupportedApiVersion(String),
+    /// A `kind` other than `AdmissionReview`.
     #[error("wrong kind {0:?}: expected AdmissionReview")]
     WrongKind(String),
+    /// No `request`.
     #[error("AdmissionReview has no request")]
     MissingRequest,
+    /// No `request.uid`.
     #[error("AdmissionReview request has no uid")]
     MissingUid,
+    /// A `request.operation` other than CREATE, UPDATE, DELETE or CONNECT.
     #[error("AdmissionReview request has unknown operation {0:?}: expected CREATE, UPDATE, DELETE or CONNECT")]
     UnknownOperation(String),
 }
@@ -257,7 +267,9 @@ struct Whole<'a> {
 pub struct ParsedReview<'a> {
     /// The version the caller (kube-apiserver) used; the answer must use it too.
     pub version: ReviewVersion,
+    /// The request, borrowing the body.
     pub request: AdmissionRequest<'a>,
+    /// `request.operation`, parsed.
     pub operation: Operation,
     body: &'a [u8],
     api_version_span: Range<usize>,
@@ -271,7 +283,7 @@ thread_local! {
 
 impl<'a> ParsedReview<'a> {
     /// Length of the AdmissionReview body, in bytes.
-    pub fn body_len(&self) -> usize {
+    pub(crate) fn body_len(&self) -> usize {
         self.body.len()
     }
 
@@ -356,7 +368,7 @@ impl<'a> ParsedReview<'a> {
     }
 
     /// The body exactly as received.
-    pub fn body(&self) -> &'a [u8] {
+    pub(crate) fn body(&self) -> &'a [u8] {
         self.body
     }
 }
@@ -370,16 +382,16 @@ fn span_in(whole: &[u8], part: &str) -> Range<usize> {
 /// A `metav1.Status` as the proxy builds it for a denial or a failure.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Status {
-    pub status: &'static str,
-    pub message: String,
+    pub(crate) status: &'static str,
+    pub(crate) message: String,
     #[serde(skip_serializing_if = "str::is_empty")]
-    pub reason: &'static str,
-    pub code: u16,
+    pub(crate) reason: &'static str,
+    pub(crate) code: u16,
 }
 
 impl Status {
     /// A `Failure` status with the given HTTP code, reason (`BadRequest`, `Forbidden`, ...) and message.
-    pub fn failure(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn failure(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Status {
             status: "Failure",
             message: message.into(),
@@ -392,24 +404,24 @@ impl Status {
 /// The answer's `response`, as the proxy sends it to kube-apiserver.
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AdmissionResponse {
-    pub uid: String,
-    pub allowed: bool,
+pub(crate) struct AdmissionResponse {
+    pub(crate) uid: String,
+    pub(crate) allowed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<serde_json::Value>,
+    pub(crate) status: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch: Option<String>,
+    pub(crate) patch: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch_type: Option<String>,
+    pub(crate) patch_type: Option<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub audit_annotations: BTreeMap<String, String>,
+    pub(crate) audit_annotations: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl AdmissionResponse {
     /// `allowed: true` for `uid`.
-    pub fn allow(uid: &str) -> Self {
+    pub(crate) fn allow(uid: &str) -> Self {
         AdmissionResponse {
             uid: uid.to_string(),
             allowed: true,
@@ -418,7 +430,7 @@ impl AdmissionResponse {
     }
 
     /// `allowed: false` for `uid` with a proxy-built status.
-    pub fn deny(uid: &str, status: Status) -> Self {
+    pub(crate) fn deny(uid: &str, status: Status) -> Self {
         AdmissionResponse {
             uid: uid.to_string(),
             allowed: false,
@@ -428,7 +440,7 @@ impl AdmissionResponse {
     }
 
     /// Encodes `{"kind":"AdmissionReview","apiVersion":...,"response":{...}}` in `version`.
-    pub fn encode(&self, version: ReviewVersion) -> Vec<u8> {
+    pub(crate) fn encode(&self, version: ReviewVersion) -> Vec<u8> {
         #[derive(Serialize)]
         struct Answer<'r> {
             kind: &'static str,
@@ -450,7 +462,7 @@ impl AdmissionResponse {
 /// kube-apiserver reads its `message` into
 /// `failed calling webhook "N": failed to call webhook: <message>` (client-go's
 /// `transformResponse` takes the Status's message; `ErrCallingWebhook.Error` adds the prefix).
-pub fn encode_status(status: &Status) -> Vec<u8> {
+pub(crate) fn encode_status(status: &Status) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
         "kind": "Status",
         "apiVersion": "v1",

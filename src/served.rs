@@ -14,13 +14,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The release that stopped serving a group/version (or one resource of it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Removal {
-    pub group: &'static str,
-    pub version: &'static str,
+pub(crate) struct Removal {
+    pub(crate) group: &'static str,
+    pub(crate) version: &'static str,
     /// `None`: every resource of the group/version.
-    pub resource: Option<&'static str>,
+    pub(crate) resource: Option<&'static str>,
     /// The Kubernetes minor release that no longer serves it, `"1.16"`.
-    pub release: &'static str,
+    pub(crate) release: &'static str,
 }
 
 const fn removed(
@@ -45,7 +45,7 @@ const fn removed(
 /// coordination.k8s.io/v1beta1 LeaseCandidate, certificates.k8s.io/v1beta1
 /// ClusterTrustBundle) and come before their group/version's row: extensions/v1beta1 stopped
 /// serving workloads in 1.16 and the rest (Ingress) in 1.22.
-pub const REMOVED: &[Removal] = &[
+pub(crate) const REMOVED: &[Removal] = &[
     removed("extensions", "v1beta1", Some("deployments"), "1.16"),
     removed("extensions", "v1beta1", Some("daemonsets"), "1.16"),
     removed("extensions", "v1beta1", Some("replicasets"), "1.16"),
@@ -121,7 +121,7 @@ pub const REMOVED: &[Removal] = &[
 
 /// The removal of `group/version` `resource` (a resource name without subresource), if
 /// current Kubernetes no longer serves it.
-pub fn removal(group: &str, version: &str, resource: &str) -> Option<&'static Removal> {
+pub(crate) fn removal(group: &str, version: &str, resource: &str) -> Option<&'static Removal> {
     REMOVED.iter().find(|r| {
         r.group == group && r.version == version && r.resource.is_none_or(|res| res == resource)
     })
@@ -142,7 +142,7 @@ pub struct ServedResources {
 impl ServedResources {
     /// Records that `group/version` serves `resource` (`"deployments"` or
     /// `"deployments/scale"`).
-    pub fn insert(&mut self, group: &str, version: &str, resource: &str) {
+    pub(crate) fn insert(&mut self, group: &str, version: &str, resource: &str) {
         self.by_group_version
             .entry((group.to_string(), version.to_string()))
             .or_default()
@@ -151,7 +151,7 @@ impl ServedResources {
 
     /// Whether a rule's resource entry (`res`, `res/sub`, `res/*`) can be requested in
     /// `group/version`: `res` must be served, and a named subresource too (`*` accepts any).
-    pub fn serves(&self, group: &str, version: &str, entry: &str) -> bool {
+    pub(crate) fn serves(&self, group: &str, version: &str, entry: &str) -> bool {
         let Some(resources) = self
             .by_group_version
             .get(&(group.to_string(), version.to_string()))
@@ -166,7 +166,7 @@ impl ServedResources {
     }
 
     /// Every served `(group, version, resource)`, subresources included, sorted.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &str)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str, &str)> {
         self.by_group_version
             .iter()
             .flat_map(|((g, v), resources)| {

@@ -72,7 +72,7 @@ impl std::fmt::Debug for TraceContext<'_> {
 
 impl<'a> TraceContext<'a> {
     /// The context from the caller's header values, validated (no allocation).
-    pub fn new(traceparent: Option<&'a str>, tracestate: Option<&'a str>) -> Self {
+    pub(crate) fn new(traceparent: Option<&'a str>, tracestate: Option<&'a str>) -> Self {
         let hex = |s: &str, len: usize| {
             s.len() == len
                 && s.bytes()
@@ -110,25 +110,25 @@ impl<'a> TraceContext<'a> {
     }
 
     /// This context with the proxy's own admission span: phases and calls become its children.
-    pub fn with_span(self, admission: Option<&'a AdmissionSpan<'a>>) -> Self {
+    pub(crate) fn with_span(self, admission: Option<&'a AdmissionSpan<'a>>) -> Self {
         TraceContext { admission, ..self }
     }
 
     /// The caller's headers as received: none, `traceparent`, or both.
-    pub fn headers(&self) -> &[(&'static str, &'a str)] {
+    pub(crate) fn headers(&self) -> &[(&'static str, &'a str)] {
         &self.headers[..self.len]
     }
 
     /// A child span of the admission for one phase (`matching`, `conversion`); `None`, at no
     /// cost, when spans are not exported.
-    pub fn phase(&self, name: &'static str) -> Option<PhaseSpan> {
+    pub(crate) fn phase(&self, name: &'static str) -> Option<PhaseSpan> {
         self.admission.map(|a| a.child(name, SpanKind::Internal))
     }
 
     /// The span of one backend call (`None` without spans) and the trace headers to send
     /// with it: with spans, the call span as `traceparent` (the caller's `tracestate` kept);
     /// without, the caller's headers unchanged.
-    pub fn call(&self, webhook: &Webhook) -> (Option<PhaseSpan>, CallHeaders<'a>) {
+    pub(crate) fn call(&self, webhook: &Webhook) -> (Option<PhaseSpan>, CallHeaders<'a>) {
         let Some(admission) = self.admission else {
             return (None, CallHeaders::Forwarded(*self));
         };
@@ -175,7 +175,7 @@ impl Injector for HeaderInjector {
 }
 
 /// The trace headers of one backend call.
-pub enum CallHeaders<'a> {
+pub(crate) enum CallHeaders<'a> {
     /// No spans: the caller's headers, unchanged.
     Forwarded(TraceContext<'a>),
     /// The call span's context, as the propagator wrote it.
@@ -184,7 +184,7 @@ pub enum CallHeaders<'a> {
 
 impl CallHeaders<'_> {
     /// The header fields to send (no allocation).
-    pub fn headers(&self) -> TraceHeaders<'_> {
+    pub(crate) fn headers(&self) -> TraceHeaders<'_> {
         match self {
             CallHeaders::Forwarded(caller) => TraceHeaders {
                 pairs: caller.headers,
@@ -206,7 +206,7 @@ impl CallHeaders<'_> {
 }
 
 /// Up to two trace header fields (`traceparent`, `tracestate`), as a slice.
-pub struct TraceHeaders<'a> {
+pub(crate) struct TraceHeaders<'a> {
     pairs: [(&'static str, &'a str); 2],
     len: usize,
 }
@@ -221,16 +221,16 @@ impl<'a> std::ops::Deref for TraceHeaders<'a> {
 /// A span for one phase of an admission; ended when dropped. Boxed: the SDK's span is a few
 /// hundred bytes, and an `Option` of it held across an await made every admission's future
 /// that much larger to move, spans on or off (callgrind: +190 instructions of memcpy).
-pub struct PhaseSpan(Box<opentelemetry_sdk::trace::Span>);
+pub(crate) struct PhaseSpan(Box<opentelemetry_sdk::trace::Span>);
 
 impl PhaseSpan {
     /// Sets one attribute (`key` as kube-apiserver's spans name it where they have it).
-    pub fn set(&mut self, key: &'static str, value: impl Into<opentelemetry::Value>) {
+    pub(crate) fn set(&mut self, key: &'static str, value: impl Into<opentelemetry::Value>) {
         self.0.set_attribute(KeyValue::new(key, value));
     }
 
     /// Marks the span failed with `description` (a call failure, a failed conversion).
-    pub fn fail(&mut self, description: impl Into<std::borrow::Cow<'static, str>>) {
+    pub(crate) fn fail(&mut self, description: impl Into<std::borrow::Cow<'static, str>>) {
         self.0.set_status(Status::error(description));
     }
 }
@@ -251,15 +251,22 @@ pub struct SpanSettings {
 /// Why the span exporter could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
+    /// `--otlp-endpoint` is not an `http(s)://` URL.
     #[error("--otlp-endpoint {endpoint:?}: {reason}")]
-    Endpoint { endpoint: String, reason: String },
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The OTLP exporter could not be built.
     #[error("OTLP span exporter: {0}")]
     Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
 }
 
 /// The proxy's span pipeline: a tracer provider with kube-apiserver's sampler and a batch
 /// exporter to the OTLP collector.
-pub struct Spans {
+pub(crate) struct Spans {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
 }
@@ -268,7 +275,7 @@ impl Spans {
     /// Builds the exporter and provider. Errors: an endpoint that is not an `http`/`https`
     /// URL, or an exporter the library cannot build. Nothing is sent until spans end, and a
     /// collector that is down only costs dropped spans (logged by the SDK), never an admission.
-    pub fn start(settings: &SpanSettings) -> Result<Self, TelemetryError> {
+    pub(crate) fn start(settings: &SpanSettings) -> Result<Self, TelemetryError> {
         use opentelemetry_otlp::WithExportConfig as _;
         let endpoint = traces_url(&settings.endpoint)?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -295,7 +302,7 @@ impl Spans {
 
     /// Starts the `admission` span of one request to `webhook`, parented on the caller's
     /// context, beginning when the request arrived (`received`).
-    pub fn admission(
+    pub(crate) fn admission(
         &self,
         incoming: &TraceContext<'_>,
         received: Instant,
@@ -336,7 +343,7 @@ impl Spans {
 
     /// Exports what is buffered and stops the exporter, waiting at most `timeout`. Blocks the
     /// calling thread: call it off the async runtime.
-    pub fn shutdown(&self, timeout: Duration) {
+    pub(crate) fn shutdown(&self, timeout: Duration) {
         if let Err(e) = self.provider.shutdown_with_timeout(timeout) {
             tracing::warn!(error = %e, "exporting the last spans failed");
         }
@@ -367,7 +374,7 @@ fn traces_url(base: &str) -> Result<String, TelemetryError> {
 }
 
 /// The `admission` span of one request; its phases and calls are its children.
-pub struct AdmissionSpan<'s> {
+pub(crate) struct AdmissionSpan<'s> {
     tracer: &'s SdkTracer,
     cx: Context,
 }
@@ -384,7 +391,7 @@ impl AdmissionSpan<'_> {
 
     /// Ends the span with the admission's decision and HTTP status; failures decided by
     /// failurePolicy and the proxy's own rejections mark it failed.
-    pub fn finish(self, decision: crate::decision::Decision, http_status: u16) {
+    pub(crate) fn finish(self, decision: crate::decision::Decision, http_status: u16) {
         use crate::decision::Decision;
         let failed = matches!(
             decision,

@@ -18,11 +18,15 @@ use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 /// Why a certificate pair cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file.
         path: String,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// The PEM does not hold a usable certificate or key; why.
     #[error("{0}")]
     Invalid(String),
 }
@@ -48,7 +52,7 @@ impl CertResolver {
     }
 
     /// Replaces the served pair; handshakes already under way keep the old one.
-    pub fn replace(&self, key: CertifiedKey) {
+    pub(crate) fn replace(&self, key: CertifiedKey) {
         self.current.store(Arc::new(key));
     }
 }
@@ -103,7 +107,7 @@ pub fn load_certified_key(cert_file: &Path, key_file: &Path) -> Result<Certified
 }
 
 /// When the first certificate of `key`'s chain expires, Unix seconds.
-pub fn not_after(key: &CertifiedKey) -> Option<i64> {
+pub(crate) fn not_after(key: &CertifiedKey) -> Option<i64> {
     let (_, cert) = x509_parser::parse_x509_certificate(key.cert.first()?).ok()?;
     Some(cert.validity().not_after.timestamp())
 }
@@ -136,7 +140,7 @@ impl ClientAuth {
     ///
     /// # Errors
     /// [`TlsError::Invalid`] when the PEM holds no usable CA certificate.
-    pub fn new(ca_pem: &[u8], allowed_cns: Vec<String>) -> Result<Self, TlsError> {
+    pub(crate) fn new(ca_pem: &[u8], allowed_cns: Vec<String>) -> Result<Self, TlsError> {
         Ok(ClientAuth {
             verifier: ArcSwap::from_pointee(client_verifier(ca_pem)?),
             allowed_cns,
@@ -147,7 +151,7 @@ impl ClientAuth {
     ///
     /// # Errors
     /// As [`ClientAuth::new`]; the current CA set stays.
-    pub fn replace(&self, ca_pem: &[u8]) -> Result<(), TlsError> {
+    pub(crate) fn replace(&self, ca_pem: &[u8]) -> Result<(), TlsError> {
         self.verifier.store(Arc::new(client_verifier(ca_pem)?));
         Ok(())
     }

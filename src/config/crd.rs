@@ -106,7 +106,7 @@ struct WebhookConversion {
 
 /// Why a CustomResourceDefinition is refused.
 #[derive(Debug, thiserror::Error)]
-pub enum CrdError {
+pub(crate) enum CrdError {
     /// The object does not have a CustomResourceDefinition's shape: where (a serde path such
     /// as `spec.versions[0].served`), and the decoder's error.
     #[error("{field}: {source}")]
@@ -130,7 +130,7 @@ pub enum CrdError {
 /// [`CrdError::Decode`] when the object does not have a CustomResourceDefinition's shape;
 /// [`CrdError::Invalid`] with every validation error, fields relative to the object
 /// (`spec.versions[1].name`).
-pub fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomResource, CrdError> {
+pub(crate) fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomResource, CrdError> {
     let crd: Crd = serde_path_to_error::deserialize(value).map_err(|e| CrdError::Decode {
         field: e.path().to_string(),
         source: e.into_inner(),

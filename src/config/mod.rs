@@ -6,8 +6,8 @@
 //! CustomResourceDefinitions in the same files declare custom resources for matchPolicy
 //! Equivalent. Depends on `api`, `backend`, `review`, `conversion`, `matching` and `field_error`.
 
-pub mod crd;
-pub mod names;
+pub(crate) mod crd;
+pub(crate) mod names;
 pub mod options;
 mod removed;
 
@@ -34,46 +34,45 @@ pub struct Webhook {
     /// webhook of the other type has the same name, `/webhooks/{name}`.
     pub name: String,
     /// `metadata.name` of the configuration it came from.
-    pub configuration: String,
+    pub(crate) configuration: String,
     /// Position in its configuration's `webhooks` list (kube-apiserver calls mutating webhooks
     /// in configuration-name order, then list order).
-    pub index: usize,
+    pub(crate) index: usize,
+    /// Validating or mutating: from the configuration's kind.
     pub webhook_type: WebhookType,
     /// The webhook as written in the file (before defaults), for `registration`.
     pub spec: api::Webhook,
     /// The file it was loaded from.
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
     /// Selection, including the webhook's `failurePolicy` (see [`Webhook::failure_policy`]).
     pub matcher: Matcher,
-    pub side_effects: SideEffects,
+    pub(crate) side_effects: SideEffects,
     /// `timeoutSeconds` (1-30 s), or the webhook's `maxTimeoutSeconds` option when lower.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// How its answers are applied (`mode` option); `None` when not set: `serve
     /// --default-mode` decides (`Enforce` unless given).
-    pub mode: Option<options::Mode>,
+    pub(crate) mode: Option<options::Mode>,
     /// `maxConcurrentCalls` option: the backend call slots, `None` when unbounded.
-    pub call_slots: Option<CallSlots>,
-    /// `admissionReviewVersions` as configured.
-    pub admission_review_versions: Vec<String>,
+    pub(crate) call_slots: Option<CallSlots>,
     /// The negotiated version; `None` when no entry is known (each call is then a call failure).
     pub review_version: Option<ReviewVersion>,
     /// Shared with each call's [`crate::dispatch::client::Target`] (no copy per call).
-    pub backend: std::sync::Arc<Backend>,
+    pub(crate) backend: std::sync::Arc<Backend>,
     /// Its metric series, resolved once here so that the request path never hashes labels.
-    pub metrics: WebhookMetrics,
+    pub(crate) metrics: WebhookMetrics,
 }
 
 /// A webhook's `maxConcurrentCalls`: how many, and the semaphore handing them out. A reload
 /// makes new slots; calls under way keep theirs until they end.
 #[derive(Debug)]
-pub struct CallSlots {
-    pub max: usize,
-    pub slots: tokio::sync::Semaphore,
+pub(crate) struct CallSlots {
+    pub(crate) max: usize,
+    pub(crate) slots: tokio::sync::Semaphore,
 }
 
 impl Webhook {
     /// `failurePolicy`, kept once, in the matcher, which needs it for matchCondition errors.
-    pub fn failure_policy(&self) -> FailurePolicy {
+    pub(crate) fn failure_policy(&self) -> FailurePolicy {
         self.matcher.failure_policy
     }
 
@@ -84,7 +83,10 @@ impl Webhook {
     /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/`: `NewDryRunUnsupportedErr`). The
     /// refusal's message without the webhook's name (kube-apiserver puts it in front), `None`
     /// when the call may go ahead.
-    pub fn dry_run_refusal(&self, review: &crate::review::ParsedReview<'_>) -> Option<String> {
+    pub(crate) fn dry_run_refusal(
+        &self,
+        review: &crate::review::ParsedReview<'_>,
+    ) -> Option<String> {
         (review.request.is_dry_run() && !self.side_effects.supports_dry_run()).then(|| {
             format!(
                 "does not support dry run (sideEffects {:?})",
@@ -98,23 +100,23 @@ impl Webhook {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     /// Validating webhooks by name.
-    pub validating: HashMap<String, Arc<Webhook>>,
+    pub(crate) validating: HashMap<String, Arc<Webhook>>,
     /// Mutating webhooks by name. kube-apiserver lets a validating and a mutating webhook share
     /// a name (names are unique per configuration only), so the two are kept apart.
-    pub mutating: HashMap<String, Arc<Webhook>>,
+    pub(crate) mutating: HashMap<String, Arc<Webhook>>,
     /// CustomResourceDefinitions declared in the files (shared with every webhook's matcher).
-    pub custom_resources: Arc<CustomResources>,
+    pub(crate) custom_resources: Arc<CustomResources>,
     /// Files read, in load order.
     pub files: Vec<PathBuf>,
     /// Problems that did not stop loading (e.g. `sideEffects: Unknown`).
     pub warnings: Vec<Problem>,
     /// A hash of the files' names and contents: equal on replicas serving the same files.
-    pub hash: u64,
+    pub(crate) hash: u64,
 }
 
 /// Why a route names no webhook.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RouteError {
+pub(crate) enum RouteError {
     #[error("no webhook {0:?} is configured (routes are /webhooks/{{validating|mutating}}/{{name}} or /webhooks/{{name}} for the webhook names in the config)")]
     Unknown(String),
     #[error("webhook name {0:?} is both a validating and a mutating webhook: use /webhooks/validating/{0} or /webhooks/mutating/{0}")]
@@ -123,7 +125,7 @@ pub enum RouteError {
 
 impl Snapshot {
     /// The webhooks of one type.
-    pub fn of_type(&self, webhook_type: WebhookType) -> &HashMap<String, Arc<Webhook>> {
+    pub(crate) fn of_type(&self, webhook_type: WebhookType) -> &HashMap<String, Arc<Webhook>> {
         match webhook_type {
             WebhookType::Validating => &self.validating,
             WebhookType::Mutating => &self.mutating,
@@ -151,7 +153,7 @@ impl Snapshot {
     /// # Errors
     /// [`RouteError::Unknown`] for a name not loaded (for that type); [`RouteError::Ambiguous`]
     /// for an untyped route whose name is both a validating and a mutating webhook.
-    pub fn route(
+    pub(crate) fn route(
         &self,
         webhook_type: Option<WebhookType>,
         name: &str,
@@ -176,14 +178,16 @@ impl Snapshot {
 /// Where a problem is and what it is: `file[#doc]: Kind "config": webhook "name": field: message`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Problem {
+    /// The file the problem is in.
     pub file: PathBuf,
     /// 0-based document index in a multi-document file.
-    pub document: Option<usize>,
-    pub kind: Option<String>,
-    pub configuration: Option<String>,
-    pub webhook: Option<String>,
+    pub(crate) document: Option<usize>,
+    pub(crate) kind: Option<String>,
+    pub(crate) configuration: Option<String>,
+    pub(crate) webhook: Option<String>,
     /// Field path, Kubernetes style: `webhooks[0].rules[1].operations[0]`.
-    pub field: String,
+    pub(crate) field: String,
+    /// What is wrong, in kube-apiserver's words where it has them.
     pub message: String,
 }
 
@@ -224,11 +228,15 @@ impl Problem {
 /// Why a configuration cannot be used; the last good one keeps serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// A file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// Every problem found, each with its file and field path.
     #[error("{} problem(s) in the webhook configuration:\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<Problem>),
 }
@@ -670,7 +678,7 @@ fn compile_configuration(
             errors.push(Problem {
                 webhook: Some(hook.name.clone()),
                 ..problem(at(field), message)
-            })
+            });
         };
         if webhook_type == WebhookType::Validating && hook.reinvocation_policy.is_some() {
             push(
@@ -936,7 +944,7 @@ fn compile_webhook(
         ("objectSelector", &hook.object_selector),
     ]) {
         validate_selector_names(selector.as_ref(), field, &mut |error| {
-            problems.push(field_problem(error))
+            problems.push(field_problem(error));
         });
         match LabelSelector::compile(selector.as_ref()) {
             Ok(s) => *slot = s,
@@ -1021,7 +1029,6 @@ fn compile_webhook(
                 timeout: Duration::from_secs(timeout_seconds as u64),
                 mode: None,
                 call_slots: None,
-                admission_review_versions,
                 review_version,
                 backend,
                 metrics: WebhookMetrics::new(&hook.name, webhook_type.as_str()),

@@ -6,7 +6,7 @@ fn is_alnum_lower(c: char) -> bool {
 }
 
 /// DNS-1123 label: at most 63 characters of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`.
-pub fn is_dns1123_label(s: &str) -> bool {
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.chars().all(|c| is_alnum_lower(c) || c == '-')
@@ -15,7 +15,7 @@ pub fn is_dns1123_label(s: &str) -> bool {
 }
 
 /// DNS-1123 subdomain: at most 253 characters, dot-separated DNS-1123 labels.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
         && s.split('.').all(|part| {
@@ -27,12 +27,12 @@ pub fn is_dns1123_subdomain(s: &str) -> bool {
 }
 
 /// DNS-1035 label: at most 63 characters of `[a-z]([-a-z0-9]*[a-z0-9])?`.
-pub fn is_dns1035_label(s: &str) -> bool {
+pub(crate) fn is_dns1035_label(s: &str) -> bool {
     is_dns1123_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase())
 }
 
 /// `IsFullyQualifiedName`: a DNS-1123 subdomain with at least three segments (webhook names).
-pub fn is_fully_qualified_name(s: &str) -> bool {
+pub(crate) fn is_fully_qualified_name(s: &str) -> bool {
     is_dns1123_subdomain(s) && s.split('.').count() >= 3
 }
 
@@ -47,7 +47,7 @@ fn is_qualified_name_part(s: &str) -> bool {
 
 /// Qualified name (label keys, matchCondition names): an optional DNS-subdomain prefix and `/`,
 /// then at most 63 characters of `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`.
-pub fn is_qualified_name(s: &str) -> bool {
+pub(crate) fn is_qualified_name(s: &str) -> bool {
     match s.split_once('/') {
         Some((prefix, name)) => is_dns1123_subdomain(prefix) && is_qualified_name_part(name),
         None => is_qualified_name_part(s),
@@ -55,7 +55,7 @@ pub fn is_qualified_name(s: &str) -> bool {
 }
 
 /// Label value: empty, or a qualified-name part.
-pub fn is_label_value(s: &str) -> bool {
+pub(crate) fn is_label_value(s: &str) -> bool {
     s.is_empty() || is_qualified_name_part(s)
 }
 

@@ -24,26 +24,26 @@ use crate::field_error::{BadValue, Error as FieldError, ErrorList, ErrorType};
 use super::names;
 
 /// The annotation holding the settings.
-pub const ANNOTATION: &str = "admission-proxy.io/webhook-options";
+pub(crate) const ANNOTATION: &str = "admission-proxy.io/webhook-options";
 
 /// Settings of one webhook.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WebhookOptions {
+pub(crate) struct WebhookOptions {
     /// The name the backend's serving certificate carries (sent as SNI and verified against
     /// the certificate), when the proxy dials another host than the one the certificate was
     /// issued for: typically the Service DNS name `legacy-webhook.webhooks.svc` while the
     /// `clientConfig.url` is `https://127.0.0.1:9443/validate`. A DNS name or an IP address.
-    pub tls_server_name: Option<String>,
+    pub(crate) tls_server_name: Option<String>,
     /// How the webhook's answers are applied ([`Mode`]); `Enforce` when absent.
-    pub mode: Option<Mode>,
+    pub(crate) mode: Option<Mode>,
     /// A bound below `timeoutSeconds` (1-30): a webhook registered with 30 s cannot hold
     /// kube-apiserver for longer than this (the `--max-timeout-seconds` of one webhook).
-    pub max_timeout_seconds: Option<u64>,
+    pub(crate) max_timeout_seconds: Option<u64>,
     /// Calls to this webhook's backend at once; a call that finds no free slot within the
     /// queue time (`--call-queue-timeout-ms`) is answered by failurePolicy (class
     /// `overloaded`) instead of piling onto a slow backend.
-    pub max_concurrent_calls: Option<usize>,
+    pub(crate) max_concurrent_calls: Option<usize>,
 }
 
 /// How a webhook's answers are applied. Everything but `Enforce` is the proxy's own, opt-in
@@ -68,7 +68,7 @@ pub enum Mode {
 }
 
 /// The field path of the annotation, for problems.
-pub fn field() -> String {
+pub(crate) fn field() -> String {
     format!("metadata.annotations[{ANNOTATION}]")
 }
 
@@ -78,7 +78,7 @@ pub fn field() -> String {
 /// Field errors: the value is not a JSON/YAML object of objects, names a webhook
 /// the configuration does not have, has an unknown setting, or a `tlsServerName` that is
 /// neither a DNS-1123 subdomain nor an IP address.
-pub fn parse(
+pub(crate) fn parse(
     annotations: Option<&BTreeMap<String, String>>,
     webhook_names: &[&str],
 ) -> Result<HashMap<String, WebhookOptions>, ErrorList> {

@@ -126,7 +126,7 @@ mod tests {
     use super::*;
 
     fn rule(groups: &[&str], versions: &[&str], resources: &[&str]) -> RuleWithOperations {
-        let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        let own = |l: &[&str]| l.iter().map(std::string::ToString::to_string).collect();
         RuleWithOperations {
             operations: own(&["CREATE"]),
             api_groups: own(groups),

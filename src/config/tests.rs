@@ -10,7 +10,7 @@ fn load_one(name: &str, text: &str) -> Result<Snapshot, ConfigError> {
 
 fn problems(name: &str, text: &str) -> Vec<String> {
     match load_one(name, text) {
-        Err(ConfigError::Invalid(p)) => p.iter().map(|p| p.to_string()).collect(),
+        Err(ConfigError::Invalid(p)) => p.iter().map(std::string::ToString::to_string).collect(),
         other => panic!("expected problems, got {other:?}"),
     }
 }

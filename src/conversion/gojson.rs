@@ -45,13 +45,13 @@ pub(super) enum Presence {
 /// One field of a Go struct.
 pub(super) struct Field {
     /// The key Go writes: the json tag's name, or the Go field name for untagged types.
-    pub key: &'static str,
+    pub(crate) key: &'static str,
     /// The field's name in canonical form (Kubernetes' JSON name).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The field's Go type.
-    pub ty: &'static Type,
+    pub(crate) ty: &'static Type,
     /// How Go writes it when unset.
-    pub presence: Presence,
+    pub(crate) presence: Presence,
 }
 
 /// A field whose Go key is its canonical name (a tagged field).
@@ -68,8 +68,8 @@ pub(super) const fn tagged(name: &'static str, ty: &'static Type, presence: Pres
 /// `[1].type`) and what was wrong.
 #[derive(Debug, PartialEq)]
 pub(super) struct DecodeError {
-    pub path: String,
-    pub message: String,
+    pub(crate) path: String,
+    pub(crate) message: String,
 }
 
 impl DecodeError {

@@ -5,8 +5,8 @@
 mod fields;
 mod gojson;
 mod hpa;
-pub mod objects;
-pub mod webhook;
+pub(crate) mod objects;
+pub(crate) mod webhook;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ use crate::review::{ParsedReview, Status};
 /// (`webhook/validating/dispatcher.go`, `webhook/mutating/dispatcher.go`) return them as
 /// `apierrors.NewInternalError`, not as call failures (`ErrCallingWebhook`).
 #[derive(Debug, thiserror::Error)]
-pub enum EquivalentError {
+pub(crate) enum EquivalentError {
     #[error(transparent)]
     Conversion(#[from] ConversionError),
     /// The caller's AdmissionReview could not be re-read as JSON (it parsed once already).
@@ -43,7 +43,7 @@ pub enum EquivalentError {
 
 /// The 500 kube-apiserver answers a conversion or patch problem with, whatever failurePolicy
 /// says (`apierrors.NewInternalError` in the dispatchers).
-pub fn internal_error(e: &dyn std::fmt::Display) -> Status {
+pub(crate) fn internal_error(e: &dyn std::fmt::Display) -> Status {
     Status::failure(
         500,
         "InternalError",
@@ -57,7 +57,7 @@ pub fn internal_error(e: &dyn std::fmt::Display) -> Status {
 /// registration that does not name the caller's version): `CreateV1AdmissionReview`
 /// (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`)
 /// puts the invocation's kind in `kind` and the converted object beside it.
-pub fn object_version<'r>(review: &'r ParsedReview<'_>) -> (&'r str, &'r str) {
+pub(crate) fn object_version<'r>(review: &'r ParsedReview<'_>) -> (&'r str, &'r str) {
     let kind = &review.request.kind;
     (&*kind.group, &*kind.version)
 }
@@ -65,7 +65,7 @@ pub fn object_version<'r>(review: &'r ParsedReview<'_>) -> (&'r str, &'r str) {
 /// Whether getting `review`'s objects to `invocation`'s version takes the custom resource's
 /// conversion webhook (strategy `Webhook` and a different version; `scale` is autoscaling/v1
 /// Scale in every version and never needs it).
-pub fn needs_webhook(review: &ParsedReview<'_>, invocation: &Equivalent) -> bool {
+pub(crate) fn needs_webhook(review: &ParsedReview<'_>, invocation: &Equivalent) -> bool {
     invocation
         .custom
         .as_deref()
@@ -82,7 +82,7 @@ pub fn needs_webhook(review: &ParsedReview<'_>, invocation: &Equivalent) -> bool
 /// [`EquivalentError::Conversion`] for an object the conversion cannot read (or a version
 /// outside the table);
 /// [`EquivalentError::ConversionWebhook`] for a custom resource that needs its webhook.
-pub fn convert_locally(
+pub(crate) fn convert_locally(
     object: &Value,
     kind: &str,
     from: (&str, &str),
@@ -113,7 +113,9 @@ pub fn convert_locally(
 ///
 /// # Errors
 /// [`EquivalentError::Review`] when an object is not valid JSON.
-pub fn take_objects(review: &ParsedReview<'_>) -> Result<[Option<Value>; 2], EquivalentError> {
+pub(crate) fn take_objects(
+    review: &ParsedReview<'_>,
+) -> Result<[Option<Value>; 2], EquivalentError> {
     let request = &review.request;
     let parse = |raw: Option<&RawValue>| -> Result<Option<Value>, EquivalentError> {
         match raw {
@@ -129,16 +131,16 @@ pub fn take_objects(review: &ParsedReview<'_>) -> Result<[Option<Value>; 2], Equ
 /// A request rewritten for a webhook matched through an equivalent resource, with the objects
 /// a patch back needs (kept so that nothing is parsed twice).
 #[derive(Debug)]
-pub struct Rewritten {
+pub(crate) struct Rewritten {
     /// The equivalent resource the rule matched, and the kind the webhook is invoked with.
-    pub invocation: Equivalent,
+    pub(crate) invocation: Equivalent,
     /// The rewritten AdmissionReview, in the caller's AdmissionReview version
     /// ([`rewrite_review`]).
-    pub body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
     /// The caller's `object`, in the caller's version (`None` when null).
-    pub original: Option<Value>,
+    pub(crate) original: Option<Value>,
     /// `object` as the webhook receives it, converted (`None` when null).
-    pub sent: Option<Value>,
+    pub(crate) sent: Option<Value>,
 }
 
 /// A member of the rewritten review: passed through as the caller sent it, or built.
@@ -165,7 +167,7 @@ const OBJECT_FIELDS: [&str; 2] = ["object", "oldObject"];
 /// # Errors
 /// [`EquivalentError::Review`] when the body has no `request` object or the result does not
 /// serialize.
-pub fn rewrite_review(
+pub(crate) fn rewrite_review(
     review: &ParsedReview<'_>,
     invocation: &Equivalent,
     converted: [Option<&Value>; 2],
@@ -223,7 +225,7 @@ pub fn rewrite_review(
 /// # Errors
 /// [`EquivalentError::Conversion`] when an object cannot be converted to the invocation's
 /// version: the webhook must never see a version it did not register for.
-pub fn rewrite_locally(
+pub(crate) fn rewrite_locally(
     review: &ParsedReview<'_>,
     invocation: Equivalent,
 ) -> Result<Rewritten, EquivalentError> {
@@ -244,7 +246,7 @@ pub fn rewrite_locally(
 ///
 /// # Errors
 /// As [`rewrite_review`].
-pub fn rewritten(
+pub(crate) fn rewritten(
     review: &ParsedReview<'_>,
     invocation: Equivalent,
     objects: [Option<Value>; 2],
@@ -296,7 +298,7 @@ fn convert_static(
 ///
 /// # Errors
 /// [`EquivalentError::Patch`] when the patch does not decode or apply.
-pub fn apply_patch(converted: &Value, patch_base64: &str) -> Result<Value, EquivalentError> {
+pub(crate) fn apply_patch(converted: &Value, patch_base64: &str) -> Result<Value, EquivalentError> {
     let engine = base64::engine::general_purpose::STANDARD;
     let bytes = engine
         .decode(patch_base64)
@@ -313,7 +315,10 @@ pub fn apply_patch(converted: &Value, patch_base64: &str) -> Result<Value, Equiv
 ///
 /// # Errors
 /// [`EquivalentError::Patch`] when the patch does not serialize.
-pub fn patch_between(original: &Value, result: &Value) -> Result<Option<String>, EquivalentError> {
+pub(crate) fn patch_between(
+    original: &Value,
+    result: &Value,
+) -> Result<Option<String>, EquivalentError> {
     let diff = json_patch::diff(original, result);
     if diff.0.is_empty() {
         return Ok(None);

@@ -18,15 +18,21 @@ pub enum ConversionError {
     /// A group/version outside the equivalence table (a request the table did not offer).
     #[error("no conversion from {from} to {to} for kind {kind} in admission-proxy")]
     NoPath {
+        /// The object's kind.
         kind: String,
+        /// The group/version converted from.
         from: String,
+        /// The group/version asked for.
         to: String,
     },
     /// The object is not what the conversion needs (a field of the wrong type).
     #[error("converting {kind} to {to}: {reason}")]
     Invalid {
+        /// The object's kind.
         kind: String,
+        /// The group/version asked for.
         to: String,
+        /// What is wrong with the object.
         reason: String,
     },
 }

@@ -10,7 +10,7 @@ use crate::resources::custom::ConversionReviewVersion;
 
 /// The request body for converting `object` to `desired_api_version`: one object per review,
 /// as kube-apiserver converts `object` and `oldObject` one at a time.
-pub fn conversion_request(
+pub(crate) fn conversion_request(
     version: ConversionReviewVersion,
     uid: &str,
     desired_api_version: &str,
@@ -26,7 +26,7 @@ pub fn conversion_request(
 
 /// `<group>/<version>, Kind=<kind>` of `object`, as Go's `GroupVersionKind.String()` prints
 /// it in conversion errors.
-pub fn gvk_string(object: &Value) -> String {
+pub(crate) fn gvk_string(object: &Value) -> String {
     let field = |f: &str| object.get(f).and_then(Value::as_str).unwrap_or("");
     format!("{}, Kind={}", field("apiVersion"), field("kind"))
 }
@@ -35,7 +35,7 @@ pub fn gvk_string(object: &Value) -> String {
 /// `conversion webhook for <gvk> ` (`webhook_converter.go`, `Convert` and
 /// `getConvertedObjectsFromResponse`).
 #[derive(Debug, thiserror::Error)]
-pub enum AnswerError {
+pub(crate) enum AnswerError {
     /// The body is not JSON.
     #[error("failed: {0}")]
     Undecodable(#[source] serde_json::Error),
@@ -85,7 +85,7 @@ fn failure_text(status: &str, message: &str) -> String {
 
 /// Why `restoreObjectMeta` refuses a converted object's metadata (Go's `%T` of the values).
 #[derive(Debug, thiserror::Error)]
-pub enum MetadataError {
+pub(crate) enum MetadataError {
     /// No `metadata` at all.
     #[error("missing metadata in converted object")]
     Missing,
@@ -115,7 +115,7 @@ pub enum MetadataError {
 /// [`AnswerError`], displayed as kube-apiserver's message after `conversion webhook for <gvk> `:
 /// `failed: <why>` for an undecodable or unsuccessful answer, `returned invalid object…` /
 /// `returned invalid metadata…` for an object that breaks the rules.
-pub fn converted_object(
+pub(crate) fn converted_object(
     version: ConversionReviewVersion,
     uid: &str,
     body: &[u8],

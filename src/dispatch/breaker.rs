@@ -25,17 +25,17 @@ pub struct BreakerSettings {
 /// An open breaker's refusal, as its failurePolicy message says it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("backend unavailable, failing fast: {failures} consecutive calls to {backend} failed to connect, handshake or answer in time; the next call is tried after a {cooldown_seconds} s cool-down")]
-pub struct BreakerOpen {
+pub(crate) struct BreakerOpen {
     /// Consecutive connect, TLS or timeout failures counted.
-    pub failures: u32,
+    pub(crate) failures: u32,
     /// `host:port`.
-    pub backend: String,
-    pub cooldown_seconds: u64,
+    pub(crate) backend: String,
+    pub(crate) cooldown_seconds: u64,
 }
 
 /// Whether a call may go to the backend.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Permit {
+pub(crate) enum Permit {
     /// Closed: call.
     Call,
     /// Half-open: this call is the one probe.
@@ -46,7 +46,7 @@ pub enum Permit {
 
 /// One backend's breaker. Lock-free: a few atomics read on every call.
 #[derive(Debug)]
-pub struct Breaker {
+pub(crate) struct Breaker {
     backend: String,
     settings: BreakerSettings,
     base: Instant,
@@ -75,7 +75,7 @@ impl Breaker {
     }
 
     /// Whether the next call may go out.
-    pub fn permit(&self) -> Permit {
+    pub(crate) fn permit(&self) -> Permit {
         let until = self.open_until.load(Ordering::Acquire);
         if until == 0 {
             return Permit::Call;
@@ -110,7 +110,7 @@ impl Breaker {
     ///
     /// # Errors
     /// [`BreakerOpen`]: the failures counted, the backend and the cool-down, for failurePolicy.
-    pub fn admit(self: &Arc<Self>) -> Result<CallPermit, BreakerOpen> {
+    pub(crate) fn admit(self: &Arc<Self>) -> Result<CallPermit, BreakerOpen> {
         match self.permit() {
             Permit::Refuse(reason) => Err(reason),
             permit => Ok(CallPermit {
@@ -131,7 +131,7 @@ impl Breaker {
 
     /// The outcome of a call that was let through: `failed` for connect, TLS and timeout
     /// failures; any answer, even an error status, shows the backend is up.
-    pub fn record(&self, permit: &Permit, failed: bool) {
+    pub(crate) fn record(&self, permit: &Permit, failed: bool) {
         if !failed {
             self.consecutive.store(0, Ordering::Relaxed);
             if self.open_until.swap(0, Ordering::AcqRel) != 0 {
@@ -158,14 +158,14 @@ impl Breaker {
 /// Every backend's breaker, found by the backend's pool key; created on first call. A
 /// copy-on-write map: lookups take no lock.
 #[derive(Debug)]
-pub struct Breakers {
+pub(crate) struct Breakers {
     settings: BreakerSettings,
     map: ArcSwap<HashMap<u64, Arc<Breaker>>>,
 }
 
 impl Breakers {
     /// Breakers with `settings`.
-    pub fn new(settings: BreakerSettings) -> Self {
+    pub(crate) fn new(settings: BreakerSettings) -> Self {
         Breakers {
             settings,
             map: ArcSwap::from_pointee(HashMap::new()),
@@ -174,7 +174,7 @@ impl Breakers {
 
     /// The breaker of backend `key`; `backend` names it in logs and metrics (called once, when
     /// the breaker is made: no string per call).
-    pub fn get(&self, key: u64, backend: impl FnOnce() -> String) -> Arc<Breaker> {
+    pub(crate) fn get(&self, key: u64, backend: impl FnOnce() -> String) -> Arc<Breaker> {
         super::cow_entry(&self.map, key, || Breaker::new(backend(), self.settings))
     }
 }
@@ -184,7 +184,7 @@ impl Breakers {
 /// admission was abandoned at shutdown), a probe goes back, so that the next call probes
 /// instead. A probe lost that way used to leave the breaker refusing every call for good.
 #[derive(Debug)]
-pub struct CallPermit {
+pub(crate) struct CallPermit {
     breaker: Arc<Breaker>,
     permit: Permit,
     recorded: bool,
@@ -192,13 +192,14 @@ pub struct CallPermit {
 
 impl CallPermit {
     /// The call's outcome: `failed` for connect, TLS and timeout failures.
-    pub fn record(mut self, failed: bool) {
+    pub(crate) fn record(mut self, failed: bool) {
         self.breaker.record(&self.permit, failed);
         self.recorded = true;
     }
 
     /// Whether this call is the half-open breaker's one probe.
-    pub fn is_probe(&self) -> bool {
+    #[cfg(test)]
+    fn is_probe(&self) -> bool {
         self.permit == Permit::Probe
     }
 }

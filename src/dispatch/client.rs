@@ -69,7 +69,7 @@ impl TransportFailure {
 
 impl TransportError {
     /// The error class for logs and metrics: `connect`, `tls` or `transport`.
-    pub fn class(&self) -> &'static str {
+    pub(crate) fn class(&self) -> &'static str {
         match self {
             TransportError::Connect(_) => "connect",
             TransportError::Tls(_) => "tls",
@@ -119,8 +119,11 @@ impl std::error::Error for TransportError {
 /// A complete HTTP answer: status, header fields as received, whole body.
 #[derive(Clone, Debug)]
 pub struct HttpReply {
+    /// The HTTP status code.
     pub status: u16,
+    /// The response headers.
     pub headers: http::HeaderMap,
+    /// The whole response body.
     pub body: Bytes,
 }
 
@@ -131,7 +134,7 @@ impl HttpReply {
     }
 
     /// The `Content-Type` header.
-    pub fn content_type(&self) -> Option<&str> {
+    pub(crate) fn content_type(&self) -> Option<&str> {
         self.header("content-type")
     }
 }
@@ -158,7 +161,7 @@ impl Target {
     }
 
     /// The target of a backend the configuration holds: the call shares it.
-    pub fn shared(backend: Arc<Backend>) -> Self {
+    pub(crate) fn shared(backend: Arc<Backend>) -> Self {
         Target { backend }
     }
 
@@ -457,14 +460,14 @@ async fn exchange(
 /// AdmissionReview and answer) is kept as read, without a copy; only one in several pieces is
 /// joined.
 #[derive(Default)]
-pub struct Body {
+pub(crate) struct Body {
     first: Bytes,
     joined: Option<Vec<u8>>,
 }
 
 impl Body {
     /// Appends the next chunk.
-    pub fn push(&mut self, chunk: Bytes) {
+    pub(crate) fn push(&mut self, chunk: Bytes) {
         match &mut self.joined {
             None if self.first.is_empty() => self.first = chunk,
             None => {
@@ -478,17 +481,12 @@ impl Body {
     }
 
     /// Bytes so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.joined.as_ref().map_or(self.first.len(), Vec::len)
     }
 
-    /// Whether nothing was read.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The whole body.
-    pub fn finish(self) -> Bytes {
+    pub(crate) fn finish(self) -> Bytes {
         self.joined.map_or(self.first, Bytes::from)
     }
 }

@@ -16,16 +16,16 @@ use crate::resources::custom::{ConversionWebhook, CustomResource};
 use super::client::{HttpClient, Target};
 
 /// kube-apiserver's timeout for conversion webhooks; CRDs cannot set one (kubernetes#91338).
-pub const DEFAULT_CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a conversion webhook call failed: `class` (`connect`, `tls`, `transport`, `timeout`,
 /// `status`, `bad_answer`, `no_review_version`) for logs and metrics, and kube-apiserver's
 /// message (`conversion webhook for <gvk> failed: …`).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{message}")]
-pub struct ConversionFailure {
-    pub class: &'static str,
-    pub message: String,
+pub(crate) struct ConversionFailure {
+    pub(crate) class: &'static str,
+    pub(crate) message: String,
 }
 
 /// Converts `object` to `desired_api_version` with `crd`'s conversion webhook, within `budget`.
@@ -33,7 +33,7 @@ pub struct ConversionFailure {
 /// # Errors
 /// [`ConversionFailure`] for a transport failure, the timeout, a non-2xx answer, or an answer
 /// `webhook_converter.go` rejects.
-pub async fn convert(
+pub(crate) async fn convert(
     client: &HttpClient,
     crd: &CustomResource,
     webhook: &ConversionWebhook,

@@ -8,10 +8,10 @@
 //! phases and backend calls become spans when the proxy exports them).
 
 pub mod breaker;
-pub mod client;
-pub mod conversion_webhook;
+pub(crate) mod client;
+pub(crate) mod conversion_webhook;
 mod pipeline;
-pub mod verify;
+pub(crate) mod verify;
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -25,19 +25,18 @@ use crate::api::FailurePolicy;
 use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, EquivalentError, Rewritten};
-pub use crate::decision::Decision;
+pub(crate) use crate::decision::Decision;
 use crate::matching::{ConditionsVerdict, MatchDecision, Namespaces, SkipReason};
 use crate::metrics::Conditions;
 use crate::resources::Equivalent;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
 use crate::telemetry::TraceContext;
 pub use client::{HttpClient, HttpReply, Target, TransportError};
-pub use verify::VerifiedResponse;
 
 /// Why a call to a backend failed. Exactly the failures kube-apiserver submits to
 /// failurePolicy (`ErrCallingWebhook`, `staging/src/k8s.io/apiserver/pkg/util/webhook/error.go`).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum CallFailure {
+pub(crate) enum CallFailure {
     /// `admissionReviewVersions` lists no version kube-apiserver knows.
     #[error("could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)")]
     NoKnownReviewVersion,
@@ -82,7 +81,7 @@ pub enum CallFailure {
 impl CallFailure {
     /// The error class for logs and metrics: `connect`, `tls`, `transport`, `timeout`,
     /// `status`, `bad_answer`, `no_review_version`.
-    pub fn class(&self) -> &'static str {
+    pub(crate) fn class(&self) -> &'static str {
         match self {
             CallFailure::NoKnownReviewVersion => "no_review_version",
             CallFailure::Transport { class, .. } => class,
@@ -104,7 +103,7 @@ impl CallFailure {
     /// `failed calling webhook "N": failed to call webhook: <this>` (`ErrCallingWebhook.Error`
     /// around client-go's error for a non-2xx Status body, whose text is its `message`): the
     /// reason without its `failed to call webhook: ` prefix.
-    pub fn status_message(&self) -> String {
+    pub(crate) fn status_message(&self) -> String {
         let reason = self.to_string();
         match reason.strip_prefix("failed to call webhook: ") {
             Some(rest) => rest.to_string(),
@@ -134,7 +133,7 @@ pub(crate) fn cow_entry<T>(
 }
 
 /// How long a call waits for a `maxConcurrentCalls` slot unless `--call-queue-timeout-ms` says.
-pub const DEFAULT_CALL_QUEUE_TIMEOUT: Duration = Duration::from_millis(100);
+pub(crate) const DEFAULT_CALL_QUEUE_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How many times client-go re-sends one webhook call (`maxRetries: 10` in `NewRequest`,
 /// `staging/src/k8s.io/client-go/rest/request.go`).
@@ -185,15 +184,16 @@ pub(crate) async fn post_as_client_go(
 #[derive(Clone, Debug)]
 pub struct Answer {
     /// 200, or 500 when failing closed.
-    pub http_status: u16,
-    pub body: Vec<u8>,
+    pub(crate) http_status: u16,
+    pub(crate) body: Vec<u8>,
+    /// What happened, for the log line and metrics.
     pub decision: Decision,
     /// Why: skip reason, failure, or empty.
-    pub detail: String,
+    pub(crate) detail: String,
     /// How long the backend call took (every attempt and Retry-After wait), when one was made.
-    pub backend: Option<Duration>,
+    pub(crate) backend: Option<Duration>,
     /// What matchConditions did (for their metrics).
-    pub conditions: Conditions,
+    pub(crate) conditions: Conditions,
 }
 
 /// Calls backends. One per process; holds the connection pool.
@@ -224,7 +224,7 @@ struct Clock {
 /// The backend deadline: `min(timeoutSeconds, caller's ?timeout - margin - time already spent)`,
 /// as `callHook` bounds a call by `timeoutSeconds` within the request's deadline; the margin
 /// allows for kube-apiserver rounding its `?timeout=` up. `None` caller timeout means no bound.
-pub fn backend_budget(
+pub(crate) fn backend_budget(
     webhook_timeout: Duration,
     caller_timeout: Option<Duration>,
     margin: Duration,
@@ -237,7 +237,7 @@ pub fn backend_budget(
 }
 
 /// The `?timeout=` sent on: the budget rounded up to whole seconds (as `callHook` does).
-pub fn timeout_param(budget: Duration) -> u64 {
+pub(crate) fn timeout_param(budget: Duration) -> u64 {
     let secs = budget.as_secs() + u64::from(budget.subsec_nanos() > 0);
     secs.max(1)
 }
@@ -257,19 +257,19 @@ impl Dispatcher {
     }
 
     /// The mode of webhooks without a `mode` option (`--default-mode`; `Enforce` otherwise).
-    pub fn with_default_mode(mut self, mode: Mode) -> Self {
+    pub(crate) fn with_default_mode(mut self, mode: Mode) -> Self {
         self.default_mode = mode;
         self
     }
 
     /// `webhook`'s mode: its `mode` option, else the default.
-    pub fn mode_of(&self, webhook: &Webhook) -> Mode {
+    pub(crate) fn mode_of(&self, webhook: &Webhook) -> Mode {
         webhook.mode.unwrap_or(self.default_mode)
     }
 
     /// How long a call waits for a free slot of a webhook with `maxConcurrentCalls`
     /// (`--call-queue-timeout-ms`; default [`DEFAULT_CALL_QUEUE_TIMEOUT`]).
-    pub fn with_call_queue_timeout(mut self, wait: Duration) -> Self {
+    pub(crate) fn with_call_queue_timeout(mut self, wait: Duration) -> Self {
         self.call_queue_timeout = wait;
         self
     }
@@ -284,14 +284,14 @@ impl Dispatcher {
     /// Bounds every webhook call by `cap` (`--max-timeout-seconds`), below its
     /// `timeoutSeconds`: a webhook that registered itself with 30 s cannot hold kube-apiserver
     /// for 30 s. The proxy's own, opt-in; kube-apiserver has no such bound.
-    pub fn with_max_timeout(mut self, cap: Duration) -> Self {
+    pub(crate) fn with_max_timeout(mut self, cap: Duration) -> Self {
         self.max_timeout = Some(cap);
         self
     }
 
     /// Bounds each CRD conversion webhook call by `timeout` instead of kube-apiserver's 30 s
     /// (always also by kube-apiserver's own deadline).
-    pub fn with_conversion_timeout(mut self, timeout: Duration) -> Self {
+    pub(crate) fn with_conversion_timeout(mut self, timeout: Duration) -> Self {
         self.conversion_timeout = timeout;
         self
     }
@@ -432,7 +432,7 @@ impl Dispatcher {
 
     /// The answer for an admission whose call was cut by the proxy's shutdown grace period:
     /// its webhook's failurePolicy, as for any call failure ([`CallFailure::ShuttingDown`]).
-    pub fn shutting_down(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> Answer {
+    pub(crate) fn shutting_down(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> Answer {
         let url = webhook.backend.url.clone();
         self.fail(webhook, review, CallFailure::ShuttingDown { url })
     }

@@ -72,7 +72,7 @@ impl Dispatcher {
     /// else, and the admission runs in the background ([`Dispatcher::admit`], started by the
     /// server, which owns the background queue); Enforce and Warn continue. Shadow must not
     /// delay the answer, not even by a namespace lookup, so it comes first.
-    pub fn mode(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> ControlFlow<Answer> {
+    pub(crate) fn mode(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> ControlFlow<Answer> {
         if self.mode_of(webhook) == Mode::Shadow {
             return ControlFlow::Break(shadowed(review));
         }

@@ -17,14 +17,14 @@ use crate::review::ReviewVersion;
 
 /// A backend's `response`, verified.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct VerifiedResponse {
-    pub allowed: bool,
+pub(crate) struct VerifiedResponse {
+    pub(crate) allowed: bool,
     /// `status`, passed through as the backend wrote it (denials only).
-    pub status: Option<serde_json::Value>,
+    pub(crate) status: Option<serde_json::Value>,
     /// The base64 JSON Patch, only from mutating webhooks, decoded and non-empty.
-    pub patch: Option<String>,
-    pub warnings: Vec<String>,
-    pub audit_annotations: BTreeMap<String, String>,
+    pub(crate) patch: Option<String>,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) audit_annotations: BTreeMap<String, String>,
 }
 
 /// A JSON answer's envelope, for the one-pass decode.
@@ -67,7 +67,7 @@ struct WireResponse<'a> {
 /// The [`CallFailure`] kube-apiserver would report: non-2xx status, empty or undecodable
 /// body, an invalid response (v1: uid, apiVersion/kind, patch/patchType rules), an unsupported
 /// patchType or an undecodable patch.
-pub fn verify(
+pub(crate) fn verify(
     reply: &HttpReply,
     version: ReviewVersion,
     uid: &str,

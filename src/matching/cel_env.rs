@@ -21,13 +21,13 @@ use regex::Regex;
 const NAMESPACES: [&str; 5] = ["optional", "sets", "strings", "ip", "format"];
 
 /// True for a function namespace (`sets` in `sets.contains(...)`) rather than a receiver.
-pub fn is_namespace(name: &str) -> bool {
+pub(crate) fn is_namespace(name: &str) -> bool {
     NAMESPACES.contains(&name)
 }
 
 /// The parse/compile environment: the standard library and the macros. Kubernetes library
 /// functions are resolved at run time through [`with_root_context`].
-pub fn env() -> Arc<Env> {
+pub(crate) fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
     ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
 }
@@ -51,7 +51,7 @@ fn root_context() -> Context<'static, 'static> {
 
 /// Runs `f` with a child scope of the per-thread root context; the caller adds the request's
 /// variables to the child.
-pub fn with_root_context<R>(f: impl FnOnce(Context<'_, 'static>) -> R) -> R {
+pub(crate) fn with_root_context<R>(f: impl FnOnce(Context<'_, 'static>) -> R) -> R {
     ROOT.with(|root| f(root.new_inner_scope()))
 }
 
@@ -71,7 +71,7 @@ const MAX_CACHED_REGEXES: usize = 4096;
 ///
 /// # Errors
 /// The regex crate's error when the pattern is not a valid RE2/Rust regular expression.
-pub fn precompile_regex(pattern: &str) -> Result<(), regex::Error> {
+pub(crate) fn precompile_regex(pattern: &str) -> Result<(), regex::Error> {
     if regexes().load().contains_key(pattern) {
         return Ok(());
     }
@@ -310,7 +310,7 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
 /// Functions of the Kubernetes base environment this build cannot evaluate, with the reason given
 /// when an expression uses one. Two-variable comprehensions (`all(k, v, ...)`) and the
 /// `authorizer` variable are refused by the expression walker in `conditions`.
-pub const UNSUPPORTED: &[(&str, &str)] = &[
+pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
     // The one-variable macros are expanded by the parser; a call left with these names has
     // the two-variable form `all(k, v, ...)`.
     (
@@ -369,7 +369,12 @@ fn is_operator(name: &str) -> bool {
 pub enum FunctionError {
     /// A Kubernetes CEL function known to be missing here, with the reason ([`UNSUPPORTED`]).
     #[error("function {function:?}: {why} by admission-proxy")]
-    Unsupported { function: String, why: &'static str },
+    Unsupported {
+        /// The function's name.
+        function: String,
+        /// Why it is missing.
+        why: &'static str,
+    },
     /// A name the Kubernetes CEL environment does not declare either.
     #[error("undeclared reference to function {0:?} (not in the Kubernetes CEL environment)")]
     Undeclared(String),
@@ -379,7 +384,7 @@ pub enum FunctionError {
 ///
 /// # Errors
 /// The first function that is unsupported or unknown, named, with the reason.
-pub fn check_functions<'a>(
+pub(crate) fn check_functions<'a>(
     functions: impl IntoIterator<Item = &'a str> + Clone,
 ) -> Result<(), FunctionError> {
     // Known-unsupported names first: `image('x').registry()` is about `image`, not `registry`.

@@ -141,8 +141,8 @@ fn free_variables(
 /// One compiled `matchConditions` entry.
 #[derive(Debug)]
 pub struct MatchCondition {
-    pub name: String,
-    pub expression: String,
+    pub(crate) name: String,
+    pub(crate) expression: String,
     program: Program,
 }
 
@@ -216,7 +216,10 @@ pub enum ConditionsResult {
     /// No condition was false and none errored: call the webhook.
     Match,
     /// The first condition that evaluated to false; the webhook is skipped whatever else errored.
-    NoMatch { condition: String },
+    NoMatch {
+        /// The condition's name.
+        condition: String,
+    },
     /// No condition was false but some errored, or the webhook's cost budget ran out;
     /// failurePolicy decides. The message aggregates the errors as `utilerrors.NewAggregate`
     /// does.
@@ -269,7 +272,7 @@ fn one_line(e: &impl std::fmt::Display) -> String {
 
 /// Why a condition has no value (`explain`, and the error `evaluate` aggregates).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum EvaluationError {
+pub(crate) enum EvaluationError {
     /// The expression failed when run: CEL's error.
     #[error(transparent)]
     Execution(#[from] cel::ExecutionError),
@@ -286,12 +289,12 @@ pub enum EvaluationError {
 
 /// One condition's evaluation, for `explain`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ConditionEvaluation {
+pub(crate) struct ConditionEvaluation {
     /// The value as CEL prints it, or why there is none.
-    pub value: Result<String, EvaluationError>,
+    pub(crate) value: Result<String, EvaluationError>,
     /// The cost kube-apiserver would charge (cel-go runtime cost); `None` when the condition
     /// did not run because the webhook's budget had run out.
-    pub cost: Option<u64>,
+    pub(crate) cost: Option<u64>,
 }
 
 /// One condition's result inside [`MatchConditions::run`].
@@ -389,7 +392,7 @@ impl MatchConditions {
     }
 
     /// True when the webhook has no matchConditions.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.conditions.is_empty()
     }
 
@@ -495,12 +498,15 @@ impl MatchConditions {
     fn bind(&self, context: &mut cel::Context<'_, 'static>, review: &ParsedReview<'_>) {
         let request = &review.request;
         if self.uses.object {
-            context.add_variable_from_value("object", raw_to_cel(request.object.map(|r| r.get())));
+            context.add_variable_from_value(
+                "object",
+                raw_to_cel(request.object.map(serde_json::value::RawValue::get)),
+            );
         }
         if self.uses.old_object {
             context.add_variable_from_value(
                 "oldObject",
-                raw_to_cel(request.old_object.map(|r| r.get())),
+                raw_to_cel(request.old_object.map(serde_json::value::RawValue::get)),
             );
         }
         if self.uses.request {
@@ -515,7 +521,7 @@ impl MatchConditions {
     /// Every condition's own result and cost, in list order, for `explain` (KEP-3716
     /// "Debuggability"): the value as CEL prints it, or the error message. Cost is always
     /// tracked here. The decision itself is [`MatchConditions::evaluate`]'s.
-    pub fn evaluate_each(&self, review: &ParsedReview<'_>) -> Vec<ConditionEvaluation> {
+    pub(crate) fn evaluate_each(&self, review: &ParsedReview<'_>) -> Vec<ConditionEvaluation> {
         cel_env::with_root_context(|mut context| {
             self.bind(&mut context, review);
             let (ran, out_of_budget) = match self.run(&context, true) {
@@ -562,7 +568,7 @@ fn raw_to_cel(raw: Option<&str>) -> Value {
 }
 
 /// JSON → CEL: integers become `int` (or `uint` beyond i64), other numbers `double`.
-pub fn json_to_cel(value: &serde_json::Value) -> Value {
+pub(crate) fn json_to_cel(value: &serde_json::Value) -> Value {
     match value {
         serde_json::Value::Null => Value::Null,
         serde_json::Value::Bool(b) => Value::Bool(*b),
@@ -687,7 +693,9 @@ fn request_to_cel(review: &ParsedReview<'_>, only: Option<&[String]>) -> Value {
     put("operation", &|| string(&r.operation));
     put("userInfo", &|| user_info_to_cel(r.user_info));
     put("dryRun", &|| Value::Bool(r.is_dry_run()));
-    put("options", &|| raw_to_cel(r.options.map(|o| o.get())));
+    put("options", &|| {
+        raw_to_cel(r.options.map(serde_json::value::RawValue::get))
+    });
     Value::Map(Map {
         map: Arc::new(entries),
     })

@@ -25,18 +25,18 @@ use cel::parser::Expression;
 use cel::Context;
 
 /// `PerCallLimit` (`apiserver/pkg/apis/cel/config.go`): most cost one expression may spend.
-pub const PER_CALL_LIMIT: u64 = 1_000_000;
+pub(crate) const PER_CALL_LIMIT: u64 = 1_000_000;
 
 /// `RuntimeCELCostBudgetMatchConditions` (`config.go`): most cost all conditions of one webhook
 /// may spend on one request.
-pub const WEBHOOK_BUDGET: u64 = 2_500_000;
+pub(crate) const WEBHOOK_BUDGET: u64 = 2_500_000;
 
 /// cel-go's error for an expression cancelled at [`PER_CALL_LIMIT`]; a per-condition error.
-pub const PER_CALL_LIMIT_ERROR: &str = "operation cancelled: actual cost limit exceeded";
+pub(crate) const PER_CALL_LIMIT_ERROR: &str = "operation cancelled: actual cost limit exceeded";
 
 /// kube-apiserver's error when [`WEBHOOK_BUDGET`] runs out (`cel/activation.go` `Evaluate`); it
 /// fails the evaluator as a whole.
-pub const OUT_OF_BUDGET_ERROR: &str =
+pub(crate) const OUT_OF_BUDGET_ERROR: &str =
     "validation failed due to running out of cost budget, no further validation rules will be run";
 
 /// cel-go `common.StringTraversalCostFactor`: a string costs one unit per 10 characters.
@@ -51,7 +51,7 @@ const STRUCT_CREATE: u64 = 40;
 /// The evaluation went over its limit; carries the cost charged so far (more than the limit),
 /// which kube-apiserver still subtracts from the webhook's budget.
 #[derive(Debug, PartialEq)]
-pub struct Cancelled(pub u64);
+pub(crate) struct Cancelled(pub u64);
 
 struct Tracker {
     cost: u64,
@@ -74,7 +74,7 @@ impl Tracker {
 ///
 /// # Errors
 /// [`Cancelled`] as soon as the cost exceeds `limit` (cel-go stops there too).
-pub fn actual_cost(
+pub(crate) fn actual_cost(
     expr: &Expression,
     context: &Context<'_, '_>,
     limit: u64,
@@ -316,7 +316,9 @@ fn walk(expr: &Expression, context: &Context<'_, '_>, t: &mut Tracker) -> Result
                 walk(&c.loop_step, &scope, t)?;
                 // An erroring step leaves the accumulator as it was: the `cel` crate defers
                 // step errors the same way (DeferredErrors).
-                if let Some(next) = value_of(&c.loop_step, &scope).map(|v| v.into_owned()) {
+                if let Some(next) =
+                    value_of(&c.loop_step, &scope).map(cel::common::value::CowVal::into_owned)
+                {
                     scope.add_variable_as_val(&c.accu_var, next);
                 }
             }
@@ -510,7 +512,7 @@ fn bound(expr: &Expression, max_size: u64) -> (u64, u64) {
 /// The largest request body, in bytes, for which `expressions` together can reach neither
 /// [`PER_CALL_LIMIT`] nor [`WEBHOOK_BUDGET`]; requests no larger need no cost tracking. `None`
 /// when even an empty body could (comprehensions, or expressions too costly by themselves).
-pub fn fast_path_max_body<'a>(
+pub(crate) fn fast_path_max_body<'a>(
     expressions: impl Iterator<Item = &'a Expression> + Clone,
 ) -> Option<u64> {
     let fits = |n: u64| {

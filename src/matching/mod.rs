@@ -4,10 +4,10 @@
 //! Depends on `api`, `review` and `resources`; everything here is compiled at config load.
 
 pub mod cel_env;
-pub mod conditions;
-pub mod cost;
-pub mod namespaces;
-pub mod rules;
+pub(crate) mod conditions;
+pub(crate) mod cost;
+pub(crate) mod namespaces;
+pub(crate) mod rules;
 pub mod selector;
 
 use std::collections::BTreeMap;
@@ -22,23 +22,24 @@ use crate::review::{Operation, ParsedReview, Status};
 pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
 pub use namespaces::Namespaces;
 pub use rules::{Rule, RuleInput};
-pub use selector::LabelSelector;
+pub(crate) use selector::LabelSelector;
 
 /// The selection part of one webhook, compiled.
 #[derive(Debug)]
 pub struct Matcher {
-    pub rules: Vec<Rule>,
-    pub namespace_selector: LabelSelector,
-    pub object_selector: LabelSelector,
+    pub(crate) rules: Vec<Rule>,
+    pub(crate) namespace_selector: LabelSelector,
+    pub(crate) object_selector: LabelSelector,
+    /// The webhook's matchConditions, compiled (CEL).
     pub match_conditions: MatchConditions,
     /// Only consulted for matchCondition errors here (`matchconditions/matcher.go` `Match`):
     /// `ShouldCallHook` returns its other errors whatever failurePolicy says.
-    pub failure_policy: FailurePolicy,
+    pub(crate) failure_policy: FailurePolicy,
     /// Equivalent also tries the request's equivalent resources (second pass of
     /// `ShouldCallHook`).
-    pub match_policy: MatchPolicy,
+    pub(crate) match_policy: MatchPolicy,
     /// The custom resources the configuration declares: their versions are equivalents too.
-    pub custom_resources: Arc<CustomResources>,
+    pub(crate) custom_resources: Arc<CustomResources>,
 }
 
 /// Why a webhook is not called.
@@ -47,8 +48,11 @@ pub enum SkipReason {
     /// The request's kind is an admission configuration kind
     /// (`predicates/rules/rules.go` `IsExemptAdmissionConfigurationResource`).
     ExemptKind,
+    /// namespaceSelector does not match the request's namespace labels.
     NamespaceSelector,
+    /// objectSelector matches neither `object` nor `oldObject`.
     ObjectSelector,
+    /// No rule matches the request (nor, under Equivalent, any equivalent resource).
     NoRuleMatched,
     /// A matchCondition evaluated to false; its name.
     MatchCondition(String),
@@ -83,6 +87,7 @@ pub enum MatchDecision {
     /// the converted request, as `ShouldCallHook` does (`request/admissionreview.go`
     /// `CreateV1AdmissionReview` builds what the webhook receives).
     CallEquivalent(Box<Equivalent>),
+    /// The webhook is not called; the request is allowed as far as it is concerned.
     Skip(SkipReason),
     /// The request fails whatever failurePolicy says (namespace not found). The status
     /// kube-apiserver would return.
@@ -114,7 +119,7 @@ pub enum ConditionsVerdict {
 
 /// Labels of `object` / `oldObject`, or why there are none.
 #[derive(Clone, Debug, PartialEq)]
-pub enum ObjectLabels {
+pub(crate) enum ObjectLabels {
     /// The object is null (oldObject on CREATE, object on DELETE).
     Null,
     /// No `metadata` member: `meta.Accessor` fails (e.g. `PodExecOptions`).
@@ -124,7 +129,7 @@ pub enum ObjectLabels {
 
 impl ObjectLabels {
     /// Reads `metadata.labels` from a raw JSON object; absent labels are the empty set.
-    pub fn of(raw: Option<&serde_json::value::RawValue>) -> Self {
+    pub(crate) fn of(raw: Option<&serde_json::value::RawValue>) -> Self {
         #[derive(Deserialize)]
         struct Obj {
             metadata: Option<Meta>,
@@ -209,7 +214,7 @@ impl Matcher {
 
     /// The Equivalent pass of `ShouldCallHook`: rules in order, and for each the request's
     /// equivalent resources in registry order; the first match. `None` under Exact.
-    pub fn equivalent_match(&self, input: &RuleInput<'_>) -> Option<Equivalent> {
+    pub(crate) fn equivalent_match(&self, input: &RuleInput<'_>) -> Option<Equivalent> {
         if self.match_policy != MatchPolicy::Equivalent {
             return None;
         }
@@ -262,7 +267,7 @@ impl Matcher {
     /// Whether deciding `review` needs the labels of a namespace `namespaces` does not list:
     /// the case where kube-apiserver falls back from its cache to a live GET
     /// (`predicates/namespace/matcher.go` `Provider.GetNamespace`).
-    pub fn namespace_missing(
+    pub(crate) fn namespace_missing(
         &self,
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
@@ -321,7 +326,7 @@ impl Matcher {
 
     /// objectSelector against both objects: either one matching is enough
     /// (`MatchObjectSelector`).
-    pub fn object_selector_matches(
+    pub(crate) fn object_selector_matches(
         &self,
         object: &ObjectLabels,
         old_object: &ObjectLabels,
@@ -341,7 +346,7 @@ enum HeldBack {
 /// Where namespaceSelector reads a request's namespace labels from (`MatchNamespaceSelector`
 /// and `GetNamespaceLabels`, `predicates/namespace/matcher.go`).
 #[derive(Clone, Debug, PartialEq)]
-pub enum NamespaceLabels<'n> {
+pub(crate) enum NamespaceLabels<'n> {
     /// A cluster-scoped object that is not a Namespace: namespaceSelector never excludes it.
     /// Only the resource *name* is tested, not the group, as `MatchNamespaceSelector` does.
     ClusterScoped,
@@ -358,7 +363,7 @@ pub enum NamespaceLabels<'n> {
 }
 
 /// The labels namespaceSelector is matched against for `review`.
-pub fn namespace_labels<'n>(
+pub(crate) fn namespace_labels<'n>(
     review: &ParsedReview<'_>,
     namespaces: Option<&'n Namespaces>,
 ) -> NamespaceLabels<'n> {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Deserialize;
 
 /// The label every Namespace carries, set by kube-apiserver (NamespaceDefaultLabelName, GA 1.22).
-pub const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub(crate) const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// Labels of the cluster's namespaces, by name.
 #[derive(Clone, Debug, Default)]
@@ -125,7 +125,7 @@ impl Namespaces {
     }
 
     /// Adds or replaces one namespace, adding the automatic name label.
-    pub fn insert(&mut self, name: String, mut labels: BTreeMap<String, String>) {
+    pub(crate) fn insert(&mut self, name: String, mut labels: BTreeMap<String, String>) {
         labels
             .entry(METADATA_NAME_LABEL.to_string())
             .or_insert_with(|| name.clone());
@@ -133,13 +133,13 @@ impl Namespaces {
     }
 
     /// The labels of namespace `name`, `None` when it is not known.
-    pub fn labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+    pub(crate) fn labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
         self.labels.get(name)
     }
 
     /// No namespace known, and any lookup answered with `reason` (a namespace whose labels
     /// could not be read: the request follows failurePolicy rather than getting a 404).
-    pub fn unavailable(reason: String) -> Self {
+    pub(crate) fn unavailable(reason: String) -> Self {
         Namespaces {
             labels: HashMap::new(),
             unavailable: Some(reason),
@@ -147,7 +147,7 @@ impl Namespaces {
     }
 
     /// Why a namespace missing here may still exist, if it may.
-    pub fn unavailable_reason(&self) -> Option<&str> {
+    pub(crate) fn unavailable_reason(&self) -> Option<&str> {
         self.unavailable.as_deref()
     }
 

@@ -7,7 +7,7 @@ use crate::review::{GroupVersionKind, GroupVersionResource, Operation};
 
 /// `rules[].scope`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// `*`: no restriction (the default).
     Any,
     Cluster,
@@ -31,9 +31,13 @@ pub struct Rule {
 /// matched, possibly an equivalent resource).
 #[derive(Clone, Copy, Debug)]
 pub struct RuleInput<'r> {
+    /// The request's operation.
     pub operation: Operation,
+    /// The request's group/version/resource (the original request's).
     pub resource: &'r GroupVersionResource<'r>,
+    /// The request's subresource, `""` for none.
     pub sub_resource: &'r str,
+    /// The request's namespace, `""` for cluster-scoped objects.
     pub namespace: &'r str,
 }
 
@@ -68,7 +72,7 @@ impl Rule {
 
     /// The first part of the rule that does not match, in `rules.Matcher.Matches` order
     /// (`scope`, `operations`, `apiGroups`, `apiVersions`, `resources`); `None` when it matches.
-    pub fn mismatch(&self, input: &RuleInput<'_>) -> Option<&'static str> {
+    pub(crate) fn mismatch(&self, input: &RuleInput<'_>) -> Option<&'static str> {
         if !self.matches_scope(input) {
             Some("scope")
         } else if !any_or_star(&self.operations, input.operation.as_str()) {
@@ -150,7 +154,7 @@ fn any_or_star(list: &[String], value: &str) -> bool {
 /// `rules.IsExemptAdmissionConfigurationResource`: requests whose *kind* is one of the
 /// admission configuration kinds never reach API-registered webhooks (`generic/webhook.go`
 /// `Dispatch` checks it before any webhook).
-pub fn is_exempt_admission_configuration(kind: &GroupVersionKind) -> bool {
+pub(crate) fn is_exempt_admission_configuration(kind: &GroupVersionKind) -> bool {
     kind.group == "admissionregistration.k8s.io"
         && matches!(
             &*kind.kind,
@@ -174,7 +178,7 @@ mod tests {
         resources: &[&str],
         scope: Option<&str>,
     ) -> Rule {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
+        let s = |v: &[&str]| v.iter().map(std::string::ToString::to_string).collect();
         Rule::new(&RuleWithOperations {
             operations: s(ops),
             api_groups: s(groups),

@@ -75,7 +75,7 @@ impl LabelSelector {
     }
 
     /// True for the empty selector, which matches everything without looking at labels.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.selector.is_none()
     }
 
@@ -118,7 +118,7 @@ mod tests {
                     .map(|(k, op, vs)| LabelSelectorRequirement {
                         key: k.to_string(),
                         operator: op.to_string(),
-                        values: Some(vs.iter().map(|v| v.to_string()).collect()),
+                        values: Some(vs.iter().map(std::string::ToString::to_string).collect()),
                     })
                     .collect(),
             ),

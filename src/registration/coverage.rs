@@ -46,7 +46,7 @@ type Key = (Vec<String>, Option<String>);
 ///
 /// Returns rules in this order: the kept wildcard rules as written, then the merged rules of
 /// each legacy rule's operations and scope, in the order those first appear.
-pub fn registration_rules(
+pub(crate) fn registration_rules(
     rules: &[RuleWithOperations],
     equivalent: bool,
     custom: &CustomResources,
@@ -223,7 +223,7 @@ fn merge(targets: &BTreeSet<Target>) -> Vec<(Vec<String>, Vec<String>, Vec<Strin
 /// The indexes of `rules` that no resource the cluster serves can reach, directly or (for
 /// matchPolicy Equivalent) through an equivalent version the proxy converts from: the webhook
 /// is never called for what those rules name, directly or through the proxy.
-pub fn unreachable_rules(
+pub(crate) fn unreachable_rules(
     rules: &[RuleWithOperations],
     equivalent: bool,
     custom: &CustomResources,
@@ -250,7 +250,7 @@ mod tests {
     use crate::resources::custom::tests::widgets;
 
     fn rule(groups: &[&str], versions: &[&str], resources: &[&str]) -> RuleWithOperations {
-        let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        let own = |l: &[&str]| l.iter().map(std::string::ToString::to_string).collect();
         RuleWithOperations {
             operations: own(&["CREATE", "UPDATE"]),
             api_groups: own(groups),

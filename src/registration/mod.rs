@@ -39,14 +39,16 @@ use crate::config::{Problem, Snapshot, Webhook};
 use crate::matching::namespaces::METADATA_NAME_LABEL;
 use crate::served::ServedResources;
 
-pub mod coverage;
+pub(crate) mod coverage;
 
 /// Where kube-apiserver reaches the proxy, and how it trusts it.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// The proxy's Service: namespace, name, port.
     pub namespace: String,
+    /// The proxy's Service name.
     pub service: String,
+    /// The Service port kube-apiserver calls.
     pub port: u16,
     /// `caBundle` (base64 of the PEM CA that signed the proxy's serving certificate); `None`
     /// leaves it to cert-manager's CA injector (`inject_ca_from`) or to the user.
@@ -140,7 +142,7 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
 }
 
 /// The rules the proxy is registered with for `w` ([`coverage::registration_rules`]).
-pub fn rules_for(
+pub(crate) fn rules_for(
     w: &Webhook,
     snapshot: &Snapshot,
     served: Option<&ServedResources>,

@@ -14,35 +14,35 @@ use crate::backend::Backend;
 
 /// One CustomResourceDefinition as far as matchPolicy Equivalent needs it.
 #[derive(Debug)]
-pub struct CustomResource {
+pub(crate) struct CustomResource {
     /// `metadata.name`, `<plural>.<group>`.
-    pub name: String,
+    pub(crate) name: String,
     /// `spec.group`.
-    pub group: String,
+    pub(crate) group: String,
     /// `spec.names.plural`: the resource.
-    pub plural: String,
+    pub(crate) plural: String,
     /// `spec.names.kind`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// `spec.versions`, in order (registry order).
-    pub versions: Vec<CustomVersion>,
+    pub(crate) versions: Vec<CustomVersion>,
     /// `spec.conversion.strategy`.
-    pub strategy: ConversionStrategy,
+    pub(crate) strategy: ConversionStrategy,
 }
 
 /// One entry of `spec.versions`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CustomVersion {
-    pub name: String,
-    pub served: bool,
+pub(crate) struct CustomVersion {
+    pub(crate) name: String,
+    pub(crate) served: bool,
     /// `subresources.status` is set for this version.
-    pub status: bool,
+    pub(crate) status: bool,
     /// `subresources.scale` is set for this version.
-    pub scale: bool,
+    pub(crate) scale: bool,
 }
 
 /// `spec.conversion.strategy`.
 #[derive(Debug)]
-pub enum ConversionStrategy {
+pub(crate) enum ConversionStrategy {
     /// `None`: kube-apiserver only rewrites `apiVersion` (`nopConverter`).
     None,
     /// `Webhook`: objects go to the CRD's conversion webhook in a ConversionReview.
@@ -51,26 +51,26 @@ pub enum ConversionStrategy {
 
 /// `spec.conversion.webhook` (v1) or `webhookClientConfig` + `conversionReviewVersions` (v1beta1).
 #[derive(Debug)]
-pub struct ConversionWebhook {
+pub(crate) struct ConversionWebhook {
     /// Shared with each call's target, as a webhook's backend is.
-    pub backend: std::sync::Arc<Backend>,
+    pub(crate) backend: std::sync::Arc<Backend>,
     /// `conversionReviewVersions` as configured (ordered preference).
-    pub review_versions: Vec<String>,
+    pub(crate) review_versions: Vec<String>,
     /// The first entry kube-apiserver knows (`createConversionReviewObjects`); `None` makes
     /// every conversion fail with "no supported conversion review versions".
-    pub review_version: Option<ConversionReviewVersion>,
+    pub(crate) review_version: Option<ConversionReviewVersion>,
 }
 
 /// The `apiextensions.k8s.io` version of a ConversionReview.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConversionReviewVersion {
+pub(crate) enum ConversionReviewVersion {
     V1,
     V1beta1,
 }
 
 impl ConversionReviewVersion {
     /// The first of `versions` kube-apiserver supports, in the webhook's order.
-    pub fn negotiate(versions: &[String]) -> Option<Self> {
+    pub(crate) fn negotiate(versions: &[String]) -> Option<Self> {
         versions.iter().find_map(|v| match v.as_str() {
             "v1" => Some(ConversionReviewVersion::V1),
             "v1beta1" => Some(ConversionReviewVersion::V1beta1),
@@ -79,7 +79,7 @@ impl ConversionReviewVersion {
     }
 
     /// `apiextensions.k8s.io/v1` or `apiextensions.k8s.io/v1beta1`.
-    pub fn api_version(self) -> &'static str {
+    pub(crate) fn api_version(self) -> &'static str {
         match self {
             ConversionReviewVersion::V1 => "apiextensions.k8s.io/v1",
             ConversionReviewVersion::V1beta1 => "apiextensions.k8s.io/v1beta1",
@@ -108,7 +108,7 @@ impl PartialEq for CustomResource {
 
 impl CustomResource {
     /// The conversion webhook, when the strategy is `Webhook`.
-    pub fn conversion_webhook(&self) -> Option<&ConversionWebhook> {
+    pub(crate) fn conversion_webhook(&self) -> Option<&ConversionWebhook> {
         match &self.strategy {
             ConversionStrategy::Webhook(w) => Some(w),
             ConversionStrategy::None => None,
@@ -119,34 +119,30 @@ impl CustomResource {
 /// The custom resources of one configuration snapshot, by group, then plural (two levels so a
 /// lookup borrows the request's names instead of allocating a key).
 #[derive(Debug, Default)]
-pub struct CustomResources {
+pub(crate) struct CustomResources {
     by_group: HashMap<String, HashMap<String, Arc<CustomResource>>>,
 }
 
 impl CustomResources {
     /// Adds `resource`; returns the one it replaces (a duplicate declaration).
-    pub fn insert(&mut self, resource: CustomResource) -> Option<Arc<CustomResource>> {
+    pub(crate) fn insert(&mut self, resource: CustomResource) -> Option<Arc<CustomResource>> {
         self.by_group
             .entry(resource.group.clone())
             .or_default()
             .insert(resource.plural.clone(), Arc::new(resource))
     }
 
-    pub fn get(&self, group: &str, plural: &str) -> Option<&Arc<CustomResource>> {
+    pub(crate) fn get(&self, group: &str, plural: &str) -> Option<&Arc<CustomResource>> {
         self.by_group.get(group)?.get(plural)
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_group.values().map(HashMap::len).sum()
     }
 
     /// Every declared custom resource, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<CustomResource>> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<CustomResource>> {
         self.by_group.values().flat_map(HashMap::values)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_group.is_empty()
     }
 }
 

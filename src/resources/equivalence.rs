@@ -8,15 +8,17 @@ use std::sync::Arc;
 use super::custom::{CustomResource, CustomResources, CustomVersion};
 
 /// A group and version, `("apps", "v1")`; the core group is `""`.
-pub type GroupVersion = (&'static str, &'static str);
+pub(crate) type GroupVersion = (&'static str, &'static str);
 
 /// A resource and every group/version serving the same objects, hub (newest) first; this is the
 /// registry order the Equivalent pass walks (`ShouldCallHook`: rule order first, then this).
 #[derive(Debug)]
 pub struct Equivalence {
+    /// The resource, plural (`deployments`).
     pub resource: &'static str,
     /// The kind, the same in every version.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
+    /// Every group/version serving it, in registry order.
     pub versions: &'static [GroupVersion],
     /// The `scale` subresource's kind per entry of `versions` (`KindFor(…, "scale")`, kind
     /// `Scale`), when the resource has one.
@@ -202,14 +204,14 @@ pub const EQUIVALENCES: &[Equivalence] = &[
 /// custom resources' are owned.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Equivalent {
-    pub group: Cow<'static, str>,
-    pub version: Cow<'static, str>,
-    pub resource: Cow<'static, str>,
-    pub kind_group: Cow<'static, str>,
-    pub kind_version: Cow<'static, str>,
-    pub kind: Cow<'static, str>,
+    pub(crate) group: Cow<'static, str>,
+    pub(crate) version: Cow<'static, str>,
+    pub(crate) resource: Cow<'static, str>,
+    pub(crate) kind_group: Cow<'static, str>,
+    pub(crate) kind_version: Cow<'static, str>,
+    pub(crate) kind: Cow<'static, str>,
     /// The declared custom resource, `None` for built-in resources.
-    pub custom: Option<Arc<CustomResource>>,
+    pub(crate) custom: Option<Arc<CustomResource>>,
 }
 
 /// The equivalents of `group/version/resource` with `sub_resource` (`""` for the main
@@ -217,7 +219,7 @@ pub struct Equivalent {
 /// has no equivalents here (custom resources, core resources) or the subresource is not known
 /// to be served by every version (only the main resource and `status`, and `scale` where the
 /// table lists it, are).
-pub fn equivalents(
+pub(crate) fn equivalents(
     group: &str,
     version: &str,
     resource: &str,
@@ -260,7 +262,7 @@ pub fn equivalents(
 
 /// The table's own `(group, version)` equal to `group/version` (a resource's or a `scale`
 /// kind's), so a request's borrowed names become the table's `'static` ones.
-pub fn table_version(group: &str, version: &str) -> Option<GroupVersion> {
+pub(crate) fn table_version(group: &str, version: &str) -> Option<GroupVersion> {
     EQUIVALENCES
         .iter()
         .flat_map(|e| e.versions.iter().chain(e.scale.into_iter().flatten()))
@@ -275,7 +277,7 @@ impl CustomResources {
     /// (`spec.versions` order), the request's own version excluded: every other version for
     /// the main resource, the versions with a `status` (or `scale`) subresource for those. Empty
     /// when no declared custom resource serves `group/version/resource`.
-    pub fn equivalents(
+    pub(crate) fn equivalents(
         &self,
         group: &str,
         version: &str,

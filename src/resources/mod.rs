@@ -5,7 +5,7 @@
 //! `conversion` (converting objects between those versions); depends on `backend` only (a
 //! custom resource's conversion webhook).
 
-pub mod custom;
+pub(crate) mod custom;
 pub mod equivalence;
 
-pub use equivalence::{equivalents, Equivalent, GroupVersion};
+pub(crate) use equivalence::{equivalents, Equivalent};

@@ -75,16 +75,21 @@ impl Default for Limits {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Closed {
+    /// Idle between requests longer than the idle timeout.
     IdleTimeout = 1,
+    /// A request's header took longer than the header timeout.
     HeaderTimeout = 2,
+    /// A request's body took longer than the body timeout.
     BodyTimeout = 3,
+    /// A request's header was larger than allowed.
     HeaderTooLarge = 4,
+    /// The client did not read the answer within the write timeout.
     WriteTimeout = 5,
 }
 
 impl Closed {
     /// The metric label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Closed::IdleTimeout => "idle_timeout",
             Closed::HeaderTimeout => "header_timeout",
@@ -125,7 +130,7 @@ enum Phase {
 /// starts and ends) and the socket wrapper (which sees bytes arrive). Both run in the
 /// connection's one task; atomics only because the wrapper lives behind pingora's `Box<dyn IO>`.
 #[derive(Debug)]
-pub struct Watch {
+pub(crate) struct Watch {
     base: Instant,
     phase: AtomicU8,
     /// Nanoseconds after `base`; 0 = none.
@@ -165,12 +170,12 @@ impl Watch {
     }
 
     /// The request header was read: the body deadline starts.
-    pub fn header_read(&self) {
+    pub(crate) fn header_read(&self) {
         self.enter(Phase::Body);
     }
 
     /// The answer is ready: the socket must take it within [`Limits::write_timeout`].
-    pub fn writing(&self) {
+    pub(crate) fn writing(&self) {
         self.enter(Phase::Write);
     }
 
@@ -180,13 +185,13 @@ impl Watch {
     }
 
     /// The answer was written: the connection waits for its next request.
-    pub fn answered(&self) {
+    pub(crate) fn answered(&self) {
         self.header_bytes.store(0, Ordering::Relaxed);
         self.enter(Phase::Idle);
     }
 
     /// Why the connection was closed by a limit, if it was.
-    pub fn closed(&self) -> Option<Closed> {
+    pub(crate) fn closed(&self) -> Option<Closed> {
         Closed::from_u8(self.closed.load(Ordering::Relaxed))
     }
 
@@ -246,7 +251,7 @@ const MAX_PENDING_WRITE: usize = 64 * 1024;
 /// deadline moved earlier or the timer fired early, so a busy connection costs no timer work
 /// per request.
 #[derive(Debug)]
-pub struct ConnIo {
+pub(crate) struct ConnIo {
     tcp: TcpStream,
     watch: Arc<Watch>,
     timer: Option<Pin<Box<Sleep>>>,
@@ -255,7 +260,7 @@ pub struct ConnIo {
 
 impl ConnIo {
     /// Wraps an accepted socket; returns it with the shared [`Watch`] for the HTTP loop.
-    pub fn new(tcp: TcpStream, limits: Arc<Limits>) -> (Self, Arc<Watch>) {
+    pub(crate) fn new(tcp: TcpStream, limits: Arc<Limits>) -> (Self, Arc<Watch>) {
         let watch = Arc::new(Watch::new(limits));
         let io = ConnIo {
             tcp,
@@ -452,7 +457,7 @@ impl Held {
 /// one record for kube-apiserver to open, and one `write` to the socket (benches/README.md:
 /// one `writev` fewer per admission).
 #[derive(Debug)]
-pub struct ServerStream<S> {
+pub(crate) struct ServerStream<S> {
     inner: S,
     held: Held,
     /// The socket's descriptor, pingora's connection id.
@@ -461,7 +466,7 @@ pub struct ServerStream<S> {
 
 impl<S> ServerStream<S> {
     /// `inner` over the accepted socket whose descriptor is `fd`.
-    pub fn new(inner: S, fd: i32) -> Self {
+    pub(crate) fn new(inner: S, fd: i32) -> Self {
         ServerStream {
             inner,
             held: Held::default(),
@@ -565,15 +570,15 @@ impl<S> GetSocketDigest for ServerStream<S> {
 
 /// Open client connections, against [`Limits::max_connections`].
 #[derive(Debug, Default)]
-pub struct ConnectionCount(AtomicUsize);
+pub(crate) struct ConnectionCount(AtomicUsize);
 
 /// Holds one of [`ConnectionCount`]'s places until dropped.
 #[derive(Debug)]
-pub struct ConnectionSlot(Arc<ConnectionCount>);
+pub(crate) struct ConnectionSlot(Arc<ConnectionCount>);
 
 impl ConnectionCount {
     /// A place for one more connection, `None` at `max`.
-    pub fn acquire(self: &Arc<Self>, max: usize) -> Option<ConnectionSlot> {
+    pub(crate) fn acquire(self: &Arc<Self>, max: usize) -> Option<ConnectionSlot> {
         let mut now = self.0.load(Ordering::Relaxed);
         loop {
             if now >= max {

@@ -46,19 +46,19 @@ pub const DECISION_HEADER: &str = "x-admission-proxy-decision";
 
 /// What the request path reads; swapped (never locked) on reload.
 pub struct State {
-    pub config: ArcSwap<Snapshot>,
+    pub(crate) config: ArcSwap<Snapshot>,
     /// Namespace labels from `--namespaces-file` or the namespace watch; `None` when neither
     /// was given (or the watch has not listed yet). Shared with the watch, which publishes here.
-    pub namespaces: Arc<ArcSwapOption<Namespaces>>,
+    pub(crate) namespaces: Arc<ArcSwapOption<Namespaces>>,
     /// `--watch-namespaces`: readiness waits for its first list, and namespaces missing from
     /// the cache are looked up live.
-    pub namespace_watch: Option<NamespaceWatch>,
-    pub dispatcher: Dispatcher,
+    pub(crate) namespace_watch: Option<NamespaceWatch>,
+    pub(crate) dispatcher: Dispatcher,
     /// Request bodies larger than this get 413.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// The listener's limits; [`Limits::default`] unless the `serve` flags set them.
     pub limits: Arc<Limits>,
-    pub metrics: Option<PrometheusHandle>,
+    pub(crate) metrics: Option<PrometheusHandle>,
     /// Set on SIGTERM: `/readyz` fails so that the endpoint is taken out of the Service, and
     /// answers ask clients to close their connections.
     shutting_down: AtomicBool,
@@ -66,13 +66,13 @@ pub struct State {
     /// Places for `mode: Shadow` background calls ([`SHADOW_QUEUE`]).
     shadow_slots: Arc<tokio::sync::Semaphore>,
     /// `--capture-dir`: sampled, redacted AdmissionReviews for `explain --review`.
-    pub capture: Option<crate::capture::Capture>,
+    pub(crate) capture: Option<crate::capture::Capture>,
     /// `--redact-path`: fields replaced in every body the proxy writes out (captures, trace
     /// logs), besides Secret values.
-    pub redact_paths: Vec<crate::redact::RedactPath>,
+    pub(crate) redact_paths: Vec<crate::redact::RedactPath>,
     /// `--otlp-endpoint`: the proxy's own spans, exported over OTLP; `None` (the default)
     /// forwards the caller's trace context and records nothing.
-    pub spans: Option<Spans>,
+    pub(crate) spans: Option<Spans>,
     /// Set when `--shutdown-grace-seconds` ran out: admissions still in flight stop waiting
     /// for their backend and are answered by failurePolicy ([`State::expire_grace`]).
     grace_expired: AtomicBool,
@@ -148,7 +148,7 @@ impl State {
     ///
     /// # Errors
     /// The reason, for the `/readyz` body.
-    pub fn readiness(&self) -> Result<(), &'static str> {
+    pub(crate) fn readiness(&self) -> Result<(), &'static str> {
         if self.shutting_down.load(Ordering::Acquire) {
             return Err("shutting down");
         }
@@ -162,14 +162,14 @@ impl State {
     }
 
     /// Marks the proxy as shutting down: `/readyz` fails from now on.
-    pub fn begin_shutdown(&self) {
+    pub(crate) fn begin_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Release);
     }
 
     /// The shutdown grace period ran out: every admission still waiting for its backend is
     /// answered by its webhook's failurePolicy now (as kube-apiserver would treat a call that
     /// never answered), rather than left to a closed connection.
-    pub fn expire_grace(&self) {
+    pub(crate) fn expire_grace(&self) {
         self.grace_expired.store(true, Ordering::Release);
         self.grace_notify.notify_waiters();
     }
@@ -186,12 +186,12 @@ impl State {
     }
 
     /// Requests being answered now.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.count.load(Ordering::Acquire)
     }
 
     /// Waits until no request is in flight. Returns at once when none is.
-    pub async fn drained(&self) {
+    pub(crate) async fn drained(&self) {
         self.in_flight.idle().await;
     }
 
@@ -202,7 +202,7 @@ impl State {
 
 /// Where an admission path points: `/webhooks/validating/{name}`, `/webhooks/mutating/{name}`
 /// or `/webhooks/{name}`. `None` for any other path.
-pub fn parse_route(path: &str) -> Option<(Option<WebhookType>, &str)> {
+pub(crate) fn parse_route(path: &str) -> Option<(Option<WebhookType>, &str)> {
     let rest = path.strip_prefix("/webhooks/")?;
     let (webhook_type, name) = match rest.split_once('/') {
         None => (None, rest),
@@ -214,7 +214,7 @@ pub fn parse_route(path: &str) -> Option<(Option<WebhookType>, &str)> {
 }
 
 /// The pingora HTTP app.
-pub struct AdmissionApp {
+pub(crate) struct AdmissionApp {
     state: Arc<State>,
 }
 
@@ -235,7 +235,7 @@ pub trait Respond: Send + Sync + 'static {
 /// except that a client that closes its connection, sends no request or stops reading is
 /// logged at debug (it is the client's event: kube-apiserver gave up, not the proxy's error),
 /// and that read deadlines are the connection's [`Watch`], not a pingora timer per read.
-pub struct Served<A> {
+pub(crate) struct Served<A> {
     app: A,
     /// Requests from their header read to their answer written, for the shutdown.
     answering: Arc<InFlight>,
@@ -277,7 +277,7 @@ impl<A: Respond> Served<A> {
                         http.shutdown().await;
                     }
                     None => {
-                        tracing::debug!(error = %e, "connection closed before a complete request")
+                        tracing::debug!(error = %e, "connection closed before a complete request");
                     }
                 }
                 return None;
@@ -373,16 +373,16 @@ fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Ve
 
 /// Which observation endpoints a listener serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Observations {
+pub(crate) struct Observations {
     /// `/livez`, `/healthz`, `/readyz`.
-    pub health: bool,
+    pub(crate) health: bool,
     /// `/metrics`.
-    pub metrics: bool,
+    pub(crate) metrics: bool,
 }
 
 impl Observations {
     /// Both, as the admission port serves them.
-    pub const ALL: Observations = Observations {
+    pub(crate) const ALL: Observations = Observations {
         health: true,
         metrics: true,
     };
@@ -409,9 +409,9 @@ fn observation(state: &State, path: &str, serves: Observations) -> Option<Respon
 /// have them): the admission port may require client certificates (`--client-ca-file`),
 /// which neither the kubelet nor a scraper presents. Serves only its [`Observations`]; every
 /// other request is a 404.
-pub struct ObservationApp {
-    pub state: Arc<State>,
-    pub serves: Observations,
+pub(crate) struct ObservationApp {
+    pub(crate) state: Arc<State>,
+    pub(crate) serves: Observations,
 }
 
 impl Respond for ObservationApp {
@@ -434,7 +434,7 @@ impl Respond for ObservationApp {
 ///
 /// # Errors
 /// See [`serve`].
-pub fn serve_observations(
+pub(crate) fn serve_observations(
     listen: SocketAddr,
     state: Arc<State>,
     serves: Observations,
@@ -637,7 +637,7 @@ impl AdmissionApp {
         }
         match answer.decision {
             Decision::Allowed | Decision::Skipped | Decision::Shadowed => {
-                admission_event!(tracing::Level::DEBUG)
+                admission_event!(tracing::Level::DEBUG);
             }
             _ => admission_event!(tracing::Level::INFO),
         }
@@ -904,7 +904,7 @@ pub struct Answering(Arc<InFlight>);
 
 impl Answering {
     /// Waits until every request read so far has its answer written (or its client gone).
-    pub async fn written(&self) {
+    pub(crate) async fn written(&self) {
         self.0.idle().await;
     }
 }
@@ -914,14 +914,14 @@ impl Answering {
 /// `net.core.somaxconn` (4096 on current kernels); the kernel caps it there. Rust's standard
 /// listener asks for 128, which a connect burst from kube-apiserver (one connection per
 /// concurrent admission) overflowed: the overflow waits a SYN retry, a second or more.
-pub const LISTEN_BACKLOG: u32 = 4096;
+pub(crate) const LISTEN_BACKLOG: u32 = 4096;
 
 /// A listening socket on `listen` with [`LISTEN_BACKLOG`] and `SO_REUSEADDR` (as Rust's and
 /// Go's listeners set it), registered with the current tokio runtime.
 ///
 /// # Errors
 /// The socket, bind or listen error, e.g. address in use.
-pub fn bind(listen: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+pub(crate) fn bind(listen: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let socket = if listen.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
@@ -1084,7 +1084,7 @@ async fn connection<A: Respond>(
         next = app
             .serve_one(ServerSession::H1(http), &watch, shutting_down)
             .await
-            .map(|reusable| reusable.into_parts());
+            .map(pingora::protocols::http::ReusableHttpStream::into_parts);
     }
 }
 

@@ -169,7 +169,7 @@ fn unknown_namespace_is_a_held_back_not_found() {
         "/tests/fixtures/admission-reviews"
     ))
     .unwrap()
-    .filter_map(|e| e.ok())
+    .filter_map(std::result::Result::ok)
     .map(|e| e.path())
     .find(|p| p.to_string_lossy().ends_with("create-core-v1-pods-v1.json"))
     .expect("a pod fixture");

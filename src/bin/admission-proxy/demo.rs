@@ -227,7 +227,10 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
                     let backend = if decision == "skipped" {
                         ""
                     } else {
-                        webhook.review_version.map(|v| v.as_str()).unwrap_or("?")
+                        webhook
+                            .review_version
+                            .map(admission_proxy::review::ReviewVersion::as_str)
+                            .unwrap_or("?")
                     };
                     let mut what = summarize(&reply.status, &reply.body, backend, &version);
                     // matchPolicy Equivalent: say when the backend saw another version.

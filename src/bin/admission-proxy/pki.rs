@@ -41,9 +41,13 @@ impl TestPki {
         let ca_params = test_ca_params()?;
         let ca_key = rcgen::KeyPair::generate().map_err(err)?;
         let ca = ca_params.self_signed(&ca_key).map_err(err)?;
-        let params =
-            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .map_err(err)?;
+        let params = rcgen::CertificateParams::new(
+            names
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect::<Vec<_>>(),
+        )
+        .map_err(err)?;
         let key = rcgen::KeyPair::generate().map_err(err)?;
         let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
         let cert = params.signed_by(&key, &issuer).map_err(err)?;
@@ -63,9 +67,13 @@ impl TestPki {
     #[allow(dead_code)] // tests/it only (self-signed legacy backends)
     pub(crate) fn self_signed_ca(names: &[&str]) -> Result<Self, TlsError> {
         let err = |e: rcgen::Error| TlsError::Invalid(e.to_string());
-        let mut params =
-            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .map_err(err)?;
+        let mut params = rcgen::CertificateParams::new(
+            names
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect::<Vec<_>>(),
+        )
+        .map_err(err)?;
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params
             .distinguished_name

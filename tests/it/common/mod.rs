@@ -14,22 +14,22 @@ use admission_proxy::matching::Namespaces;
 use admission_proxy::server::{self, ServerHandle, State, DECISION_HEADER};
 use admission_proxy::tls::{CertResolver, MinVersion};
 
-pub const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+pub(crate) const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
 /// Reads a captured AdmissionReview.
-pub fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(FIXTURES).join("admission-reviews").join(name)).expect("fixture exists")
 }
 
 /// The fixture index entries.
-pub fn index() -> Vec<serde_json::Value> {
+pub(crate) fn index() -> Vec<serde_json::Value> {
     serde_json::from_slice(
         &std::fs::read(Path::new(FIXTURES).join("admission-reviews/index.json")).unwrap(),
     )
     .unwrap()
 }
 
-pub fn namespaces() -> Namespaces {
+pub(crate) fn namespaces() -> Namespaces {
     Namespaces::parse(
         &std::fs::read_to_string(Path::new(FIXTURES).join("namespaces.yaml")).unwrap(),
     )
@@ -37,12 +37,12 @@ pub fn namespaces() -> Namespaces {
 }
 
 /// The proxy's TLS configuration as `serve` builds it by default.
-pub fn server_tls(resolver: Arc<CertResolver>) -> Arc<rustls::ServerConfig> {
+pub(crate) fn server_tls(resolver: Arc<CertResolver>) -> Arc<rustls::ServerConfig> {
     Arc::new(admission_proxy::tls::server_config(resolver, MinVersion::Tls12, None).unwrap())
 }
 
 /// A running example legacy backend with its own PKI.
-pub struct TestBackend {
+pub(crate) struct TestBackend {
     pub url: String,
     pub pki: TestPki,
     pub recorder: Arc<Recorder>,
@@ -51,12 +51,12 @@ pub struct TestBackend {
 }
 
 impl TestBackend {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::start_with_pki(TestPki::generate(&["127.0.0.1", "localhost"]).unwrap())
     }
 
     /// A backend serving `pki`'s certificate (`caBundle`: its CA).
-    pub fn start_with_pki(pki: TestPki) -> Self {
+    pub(crate) fn start_with_pki(pki: TestPki) -> Self {
         let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
         let (handle, recorder) =
             example_backend::start("127.0.0.1:0".parse().unwrap(), Some(resolver)).unwrap();
@@ -69,7 +69,7 @@ impl TestBackend {
     }
 
     /// `clientConfig` YAML (flow style) for `path` on this backend.
-    pub fn client_config(&self, path: &str) -> String {
+    pub(crate) fn client_config(&self, path: &str) -> String {
         format!(
             "{{url: \"{}{}\", caBundle: \"{}\"}}",
             self.url,
@@ -80,7 +80,7 @@ impl TestBackend {
 }
 
 /// The proxy under test and a client trusting it.
-pub struct TestProxy {
+pub(crate) struct TestProxy {
     /// The server's state, for a test that inspects it (none does today).
     #[allow(dead_code)]
     pub state: Arc<State>,
@@ -93,7 +93,7 @@ pub struct TestProxy {
 }
 
 /// An answer from the proxy.
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub decision: String,
     pub body: Vec<u8>,
@@ -113,24 +113,24 @@ impl Reply {
         }
     }
 
-    pub fn allowed(&self) -> bool {
+    pub(crate) fn allowed(&self) -> bool {
         self.json
             .pointer("/response/allowed")
-            .and_then(|v| v.as_bool())
+            .and_then(serde_json::Value::as_bool)
             .unwrap_or(false)
     }
 
     /// The proxy's decision and the denial's `status.code`.
-    pub fn outcome(&self) -> (&str, Option<i64>) {
+    pub(crate) fn outcome(&self) -> (&str, Option<i64>) {
         (
             self.decision.as_str(),
             self.json
                 .pointer("/response/status/code")
-                .and_then(|c| c.as_i64()),
+                .and_then(serde_json::Value::as_i64),
         )
     }
 
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         self.json
             .pointer("/response/status/message")
             .or_else(|| self.json.get("message"))
@@ -142,7 +142,7 @@ impl Reply {
 
 impl TestProxy {
     /// Starts a proxy serving `config_yaml` (one or more documents).
-    pub fn start(config_yaml: &str) -> Self {
+    pub(crate) fn start(config_yaml: &str) -> Self {
         Self::start_with(
             config_yaml,
             Some(namespaces()),
@@ -150,12 +150,16 @@ impl TestProxy {
         )
     }
 
-    pub fn start_with(config_yaml: &str, namespaces: Option<Namespaces>, max_body: usize) -> Self {
+    pub(crate) fn start_with(
+        config_yaml: &str,
+        namespaces: Option<Namespaces>,
+        max_body: usize,
+    ) -> Self {
         Self::start_limited(config_yaml, namespaces, max_body, server::Limits::default())
     }
 
     /// [`TestProxy::start_with`] with the listener's `limits`.
-    pub fn start_limited(
+    pub(crate) fn start_limited(
         config_yaml: &str,
         namespaces: Option<Namespaces>,
         max_body: usize,
@@ -171,7 +175,7 @@ impl TestProxy {
     }
 
     /// A proxy serving `config_yaml` with `dispatcher` (breakers, timeout caps).
-    pub fn start_dispatching(config_yaml: &str, dispatcher: Dispatcher) -> Self {
+    pub(crate) fn start_dispatching(config_yaml: &str, dispatcher: Dispatcher) -> Self {
         Self::start_full(
             config_yaml,
             Some(namespaces()),
@@ -220,17 +224,17 @@ impl TestProxy {
     }
 
     /// POSTs `body` to `/webhooks/{webhook}?timeout=10s`.
-    pub async fn review(&self, webhook: &str, body: &[u8]) -> Reply {
+    pub(crate) async fn review(&self, webhook: &str, body: &[u8]) -> Reply {
         self.post(&format!("/webhooks/{webhook}?timeout=10s"), body)
             .await
     }
 
     /// The proxy's decision (`x-admission-proxy-decision`) for `body` sent to `webhook`.
-    pub async fn decision(&self, webhook: &str, body: &[u8]) -> String {
+    pub(crate) async fn decision(&self, webhook: &str, body: &[u8]) -> String {
         self.review(webhook, body).await.decision
     }
 
-    pub async fn post(&self, path_and_query: &str, body: &[u8]) -> Reply {
+    pub(crate) async fn post(&self, path_and_query: &str, body: &[u8]) -> Reply {
         Reply::from(
             self.client
                 .post(&self.target, path_and_query, body, &[])
@@ -242,7 +246,7 @@ impl TestProxy {
 
 /// A v1 ValidatingWebhookConfiguration with one webhook; `extra` is added to the webhook (YAML,
 /// two-space indented under the list item).
-pub fn validating(name: &str, client_config: &str, rules: &str, extra: &str) -> String {
+pub(crate) fn validating(name: &str, client_config: &str, rules: &str, extra: &str) -> String {
     webhook_config(
         "admissionregistration.k8s.io/v1",
         "ValidatingWebhookConfiguration",
@@ -253,7 +257,7 @@ pub fn validating(name: &str, client_config: &str, rules: &str, extra: &str) -> 
     )
 }
 
-pub fn webhook_config(
+pub(crate) fn webhook_config(
     api_version: &str,
     kind: &str,
     name: &str,
@@ -268,11 +272,11 @@ pub fn webhook_config(
 }
 
 /// Rules matching everything.
-pub const ALL: &str =
+pub(crate) const ALL: &str =
     r#"[{operations: ["*"], apiGroups: ["*"], apiVersions: ["*"], resources: ["*/*"]}]"#;
 
 /// Replaces `request.uid` and makes a minimal review for `resource`.
-pub fn review_json(
+pub(crate) fn review_json(
     version: &str,
     op: &str,
     resource: &str,
@@ -299,7 +303,7 @@ pub fn review_json(
 }
 
 /// The real `admission-proxy serve` binary, its JSON log lines collected.
-pub struct BinaryProxy {
+pub(crate) struct BinaryProxy {
     pub child: std::process::Child,
     pub logs: Arc<std::sync::Mutex<Vec<String>>>,
     pub addr: String,
@@ -315,12 +319,12 @@ impl Drop for BinaryProxy {
 impl BinaryProxy {
     /// Starts `serve` on 127.0.0.1:0 with `config`, the serving pair and `extra` arguments;
     /// waits (at most 20 s) for the address it logs.
-    pub fn start(config: &Path, cert: &Path, key: &Path, extra: &[&str]) -> Self {
+    pub(crate) fn start(config: &Path, cert: &Path, key: &Path, extra: &[&str]) -> Self {
         Self::start_with_env(config, cert, key, extra, &[])
     }
 
     /// [`BinaryProxy::start`] with these environment variables set.
-    pub fn start_with_env(
+    pub(crate) fn start_with_env(
         config: &Path,
         cert: &Path,
         key: &Path,
@@ -370,7 +374,7 @@ impl BinaryProxy {
     }
 
     /// Where to send requests to this proxy, trusting `pki`.
-    pub fn target(&self, pki: &TestPki) -> Target {
+    pub(crate) fn target(&self, pki: &TestPki) -> Target {
         let backend = Backend::from_client_config(&WebhookClientConfig {
             url: Some(format!("https://{}/", self.addr)),
             ca_bundle: Some(pki.ca_bundle()),
@@ -381,7 +385,7 @@ impl BinaryProxy {
     }
 
     /// Whether a log line containing `needle` was written, waiting at most 3 s.
-    pub fn logged(&self, needle: &str) -> bool {
+    pub(crate) fn logged(&self, needle: &str) -> bool {
         for _ in 0..60 {
             if self.logs.lock().unwrap().iter().any(|l| l.contains(needle)) {
                 return true;
@@ -393,7 +397,7 @@ impl BinaryProxy {
 }
 
 /// A fresh directory with `config/` and a serving certificate pair for 127.0.0.1.
-pub struct Workspace {
+pub(crate) struct Workspace {
     pub dir: PathBuf,
     pub conf: PathBuf,
     pub pki: TestPki,
@@ -402,7 +406,7 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    pub fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let dir =
             std::env::temp_dir().join(format!("admission-proxy-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -430,7 +434,7 @@ impl Drop for Workspace {
 
 /// `GET path` over TLS trusting `ca_pem`, presenting `client` (cert PEM, key PEM) when given,
 /// with the blocking rustls client; the raw HTTP answer, or the TLS/IO error.
-pub fn https_get(
+pub(crate) fn https_get(
     addr: &str,
     ca_pem: &str,
     client: Option<&(String, String)>,
@@ -477,7 +481,7 @@ pub fn https_get(
 
 /// A blocking TLS connection to `addr` trusting `ca_pem` (handshake done), reads bounded by
 /// `read_timeout`.
-pub fn tls_connect(
+pub(crate) fn tls_connect(
     addr: std::net::SocketAddr,
     ca_pem: &str,
     read_timeout: Duration,
@@ -505,7 +509,7 @@ pub fn tls_connect(
 }
 
 /// Waits (at most 2 s, in 10 ms steps) until `backend` has received `n` requests.
-pub async fn wait_for_calls(backend: &TestBackend, n: u64) {
+pub(crate) async fn wait_for_calls(backend: &TestBackend, n: u64) {
     for _ in 0..200 {
         if backend.recorder.calls() >= n {
             return;
