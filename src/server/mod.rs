@@ -259,27 +259,7 @@ impl<A: Respond> Served<A> {
             Ok(true) => {}
             Ok(false) => return None,
             Err(e) => {
-                if let Some(answer) = framing_answer(&e, watch.closed()) {
-                    crate::metrics::bad_request("framing");
-                    tracing::debug!(error = %e, answer, "request could not be framed; answered and closed");
-                    if let ServerSession::H1(v1) = http {
-                        use tokio::io::AsyncWriteExt as _;
-                        let mut stream = v1.into_inner();
-                        let _ = stream.write_all(answer.as_bytes()).await;
-                        let _ = stream.flush().await;
-                        let _ = stream.shutdown().await;
-                    }
-                    return None;
-                }
-                match watch.closed() {
-                    Some(why) => {
-                        tracing::debug!(reason = why.as_str(), "connection closed by a limit");
-                        http.shutdown().await;
-                    }
-                    None => {
-                        tracing::debug!(error = %e, "connection closed before a complete request");
-                    }
-                }
+                close_unread(http, &e, watch).await;
                 return None;
             }
         }
@@ -313,6 +293,33 @@ impl<A: Respond> Served<A> {
                 tracing::debug!(error = %e, "connection not reusable after the answer");
                 None
             }
+        }
+    }
+}
+
+/// A request that could not be read: answered as Go's `net/http` answers one it cannot frame
+/// (then closed), or closed because a limit of the connection's [`Watch`] cut it off, or
+/// because the client went away.
+async fn close_unread(mut http: ServerSession, e: &pingora::Error, watch: &Watch) {
+    if let Some(answer) = framing_answer(e, watch.closed()) {
+        crate::metrics::bad_request("framing");
+        tracing::debug!(error = %e, answer, "request could not be framed; answered and closed");
+        if let ServerSession::H1(v1) = http {
+            use tokio::io::AsyncWriteExt as _;
+            let mut stream = v1.into_inner();
+            let _ = stream.write_all(answer.as_bytes()).await;
+            let _ = stream.flush().await;
+            let _ = stream.shutdown().await;
+        }
+        return;
+    }
+    match watch.closed() {
+        Some(why) => {
+            tracing::debug!(reason = why.as_str(), "connection closed by a limit");
+            http.shutdown().await;
+        }
+        None => {
+            tracing::debug!(error = %e, "connection closed before a complete request");
         }
     }
 }
@@ -462,24 +469,7 @@ impl Respond for AdmissionApp {
         }
         let body = match read_body(session, self.state.max_body_bytes).await {
             Ok(body) => body,
-            Err(BodyError::TooLarge { drained }) => {
-                crate::metrics::bad_request("too_large");
-                if !drained {
-                    session.set_keepalive(None);
-                }
-                return status_reply(
-                    413,
-                    "RequestEntityTooLarge",
-                    format!(
-                        "request body is larger than {} bytes",
-                        self.state.max_body_bytes
-                    ),
-                );
-            }
-            Err(BodyError::Read(e)) => {
-                session.set_keepalive(None);
-                return status_reply(400, "BadRequest", format!("cannot read request body: {e}"));
-            }
+            Err(e) => return self.body_refusal(session, e),
         };
         let Routed {
             webhook_type,
@@ -516,6 +506,26 @@ impl Respond for AdmissionApp {
 }
 
 impl AdmissionApp {
+    /// The answer to a body that could not be read: 413 over `--max-body-bytes` (the
+    /// connection kept when the rest was drained), 400 when reading failed (closed).
+    fn body_refusal(&self, session: &mut ServerSession, e: BodyError) -> Response<Vec<u8>> {
+        match e {
+            BodyError::TooLarge { drained } => {
+                crate::metrics::bad_request("too_large");
+                if !drained {
+                    session.set_keepalive(None);
+                }
+                let max = self.state.max_body_bytes;
+                let message = format!("request body is larger than {max} bytes");
+                status_reply(413, "RequestEntityTooLarge", message)
+            }
+            BodyError::Read(e) => {
+                session.set_keepalive(None);
+                status_reply(400, "BadRequest", format!("cannot read request body: {e}"))
+            }
+        }
+    }
+
     /// What is answered before the body is read: `/livez`, `/readyz`, `/metrics` on this
     /// port, and the 429 of `--max-requests-inflight` for an admission over the limit.
     fn before_body(&self, method: &http::Method, path: &str) -> Option<Response<Vec<u8>>> {
@@ -1019,55 +1029,16 @@ async fn connection<A: Respond>(
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let handshake_timeout = limits.tls_handshake_timeout;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
     let (stream, watch): (pingora::protocols::Stream, _) = match acceptor {
         None => {
             let (io, watch) = ConnIo::new(tcp, limits);
             (Box::new(ServerStream::new(io, fd)), watch)
         }
-        Some(acceptor) => {
-            let handshake = async {
-                // A TLS connection starts with a handshake record (0x16); anything else is a
-                // client speaking plain HTTP (or nothing we understand) to the TLS port.
-                let mut first = [0u8; 1];
-                match tcp.peek(&mut first).await {
-                    Ok(1) if first[0] == 0x16 => {}
-                    Ok(1) => return Err(Handshake::PlainHttp(tcp)),
-                    _ => return Err(Handshake::Closed),
-                }
-                let (io, watch) = ConnIo::new(tcp, limits);
-                acceptor
-                    .accept(io)
-                    .await
-                    .map(|tls| (tls, watch))
-                    .map_err(|e| Handshake::Failed(e.to_string()))
-            };
-            match tokio::time::timeout(handshake_timeout, handshake).await {
-                Ok(Ok((tls, watch))) => (Box::new(ServerStream::new(tls, fd)), watch),
-                Ok(Err(Handshake::PlainHttp(mut tcp))) => {
-                    use tokio::io::AsyncWriteExt;
-                    crate::metrics::tls_handshake_failure("plain_http");
-                    tracing::debug!(%peer, "plain HTTP request on the TLS port; answered 400");
-                    let _ = tcp.write_all(PLAIN_HTTP_ON_TLS).await;
-                    let _ = tcp.shutdown().await;
-                    return;
-                }
-                Ok(Err(Handshake::Closed)) => return,
-                Ok(Err(Handshake::Failed(error))) => {
-                    // The client's problem (wrong CA, no client certificate, port scan): its
-                    // own logs say so; here it is counted and visible at debug.
-                    crate::metrics::tls_handshake_failure("error");
-                    tracing::debug!(%peer, %error, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    crate::metrics::tls_handshake_failure("timeout");
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            }
-        }
+        Some(acceptor) => match tls_handshake(tcp, peer, acceptor, limits, fd).await {
+            Some(accepted) => accepted,
+            None => return,
+        },
     };
     let mut next = Some((stream, None));
     while let Some((stream, pipelined)) = next {
@@ -1085,6 +1056,59 @@ async fn connection<A: Respond>(
             .serve_one(ServerSession::H1(http), &watch, shutting_down)
             .await
             .map(pingora::protocols::http::ReusableHttpStream::into_parts);
+    }
+}
+
+/// The TLS handshake of a new connection, bounded by [`Limits::tls_handshake_timeout`]; `None`
+/// when the connection ended there (plain HTTP answered as Go answers it, a failed or timed-out
+/// handshake counted, or the client gone).
+async fn tls_handshake(
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    limits: Arc<Limits>,
+    fd: std::os::fd::RawFd,
+) -> Option<(pingora::protocols::Stream, Arc<Watch>)> {
+    let handshake_timeout = limits.tls_handshake_timeout;
+    let handshake = async {
+        // A TLS connection starts with a handshake record (0x16); anything else is a
+        // client speaking plain HTTP (or nothing we understand) to the TLS port.
+        let mut first = [0u8; 1];
+        match tcp.peek(&mut first).await {
+            Ok(1) if first[0] == 0x16 => {}
+            Ok(1) => return Err(Handshake::PlainHttp(tcp)),
+            _ => return Err(Handshake::Closed),
+        }
+        let (io, watch) = ConnIo::new(tcp, limits);
+        acceptor
+            .accept(io)
+            .await
+            .map(|tls| (tls, watch))
+            .map_err(|e| Handshake::Failed(e.to_string()))
+    };
+    match tokio::time::timeout(handshake_timeout, handshake).await {
+        Ok(Ok((tls, watch))) => Some((Box::new(ServerStream::new(tls, fd)), watch)),
+        Ok(Err(Handshake::PlainHttp(mut tcp))) => {
+            use tokio::io::AsyncWriteExt;
+            crate::metrics::tls_handshake_failure("plain_http");
+            tracing::debug!(%peer, "plain HTTP request on the TLS port; answered 400");
+            let _ = tcp.write_all(PLAIN_HTTP_ON_TLS).await;
+            let _ = tcp.shutdown().await;
+            None
+        }
+        Ok(Err(Handshake::Closed)) => None,
+        Ok(Err(Handshake::Failed(error))) => {
+            // The client's problem (wrong CA, no client certificate, port scan): its
+            // own logs say so; here it is counted and visible at debug.
+            crate::metrics::tls_handshake_failure("error");
+            tracing::debug!(%peer, %error, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            crate::metrics::tls_handshake_failure("timeout");
+            tracing::debug!(%peer, "TLS handshake timed out");
+            None
+        }
     }
 }
 
