@@ -334,20 +334,38 @@ fn skipped_files(path: &Path) -> Vec<PathBuf> {
 /// # Errors
 /// [`ConfigError::Invalid`] listing every problem.
 pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigError> {
-    let mut errors = Vec::new();
-    let mut snapshot = Snapshot::default();
-    let mut routes: HashMap<(WebhookType, String), (PathBuf, String)> = HashMap::new();
-    snapshot.hash = {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        files.hash(&mut h);
-        h.finish()
-    };
-    let mut compiled: Vec<Webhook> = Vec::new();
-    let mut custom = CustomResources::default();
-    let mut backends = Backends::default();
+    let mut load = Load::default();
     for (file, text) in files {
-        snapshot.files.push(file.clone());
+        load.file(file, text);
+    }
+    load.finish(files_hash(files))
+}
+
+/// A hash of the files' names and contents: equal on replicas serving the same files.
+fn files_hash(files: &[(PathBuf, String)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    files.hash(&mut h);
+    h.finish()
+}
+
+/// One load under way: what [`load_contents`] gathers file by file, in file order.
+#[derive(Default)]
+struct Load {
+    errors: Vec<Problem>,
+    warnings: Vec<Problem>,
+    files: Vec<PathBuf>,
+    /// Where each route was first defined, for the duplicate's message.
+    routes: HashMap<(WebhookType, String), (PathBuf, String)>,
+    compiled: Vec<Webhook>,
+    custom: CustomResources,
+    backends: Backends,
+}
+
+impl Load {
+    /// Every document of one file; a file with no documents at all is a problem.
+    fn file(&mut self, file: &Path, text: &str) {
+        self.files.push(file.to_path_buf());
         let is_json = file.extension().is_some_and(|e| e == "json");
         let docs = documents(text, is_json);
         if docs
@@ -357,8 +375,8 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
             // A ConfigMap key caught half-written, or emptied by mistake, would otherwise drop
             // its webhooks silently (they would answer 404): refused like an invalid file, so
             // the last good configuration, this file's webhooks included, keeps serving.
-            errors.push(Problem {
-                file: file.clone(),
+            self.errors.push(Problem {
+                file: file.to_path_buf(),
                 document: None,
                 kind: None,
                 configuration: None,
@@ -366,91 +384,113 @@ pub fn load_contents(files: &[(PathBuf, String)]) -> Result<Snapshot, ConfigErro
                 field: String::new(),
                 message: "the file has no documents (empty, or only comments): refused like an invalid file; delete it to remove its webhooks".into(),
             });
-            continue;
+            return;
         }
         for (doc_index, doc) in docs.into_iter().enumerate() {
-            let document = (!is_json).then_some(doc_index);
             let base = Problem {
-                file: file.clone(),
-                document,
+                file: file.to_path_buf(),
+                // JSON files hold one document: no index.
+                document: (!is_json).then_some(doc_index),
                 kind: None,
                 configuration: None,
                 webhook: None,
                 field: String::new(),
                 message: String::new(),
             };
-            let value = match doc {
-                Ok(serde_json::Value::Null) => continue,
-                Ok(v) => v,
-                Err(e) => {
-                    errors.push(Problem {
-                        message: e.to_string(),
-                        ..base
-                    });
-                    continue;
-                }
+            self.document(doc, &base);
+        }
+    }
+
+    /// One document: a configuration, a CustomResourceDefinition, or a `List` of them.
+    fn document(&mut self, doc: Result<serde_json::Value, SyntaxError>, base: &Problem) {
+        let value = match doc {
+            Ok(serde_json::Value::Null) => return,
+            Ok(v) => v,
+            Err(e) => {
+                self.errors.push(Problem {
+                    message: e.to_string(),
+                    ..base.clone()
+                });
+                return;
+            }
+        };
+        for (prefix, item) in configuration_items(value, base, &mut self.errors) {
+            if item.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition") {
+                declare_custom_resource(item, &prefix, base, &mut self.custom, &mut self.errors);
+                continue;
+            }
+            let Some(webhooks) = compile_configuration(
+                item,
+                &prefix,
+                base,
+                &mut self.backends,
+                &mut self.errors,
+                &mut self.warnings,
+            ) else {
+                continue;
             };
-            for (prefix, item) in configuration_items(value, &base, &mut errors) {
-                if item.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition") {
-                    declare_custom_resource(item, &prefix, &base, &mut custom, &mut errors);
-                    continue;
-                }
-                let Some(webhooks) = compile_configuration(
-                    item,
-                    &prefix,
-                    &base,
-                    &mut backends,
-                    &mut errors,
-                    &mut snapshot.warnings,
-                ) else {
-                    continue;
-                };
-                for webhook in webhooks {
-                    let key = (webhook.webhook_type, webhook.name.clone());
-                    if let Some((other_file, other_config)) = routes.get(&key) {
-                        let duplicate = FieldError::new(
-                            ErrorType::Duplicate,
-                            "webhooks[].name",
-                            BadValue::Omitted,
-                            format!(
-                                "{} webhook names are routes and must be unique across all files (also in {} configuration {other_config:?})",
-                                webhook.webhook_type.as_str(),
-                                other_file.display()
-                            ),
-                        );
-                        errors.push(Problem {
-                            kind: Some(webhook.webhook_type.configuration_kind().into()),
-                            configuration: Some(webhook.configuration.clone()),
-                            webhook: Some(webhook.name.clone()),
-                            ..base.located(duplicate)
-                        });
-                        continue;
-                    }
-                    routes.insert(key, (file.clone(), webhook.configuration.clone()));
-                    compiled.push(webhook);
-                }
+            for webhook in webhooks {
+                self.route(webhook, base);
             }
         }
     }
-    // Every matcher sees every declared custom resource, whichever file declares it.
-    snapshot.custom_resources = Arc::new(custom);
-    for mut webhook in compiled {
-        webhook.matcher.custom_resources = snapshot.custom_resources.clone();
-        let map = match webhook.webhook_type {
-            WebhookType::Validating => &mut snapshot.validating,
-            WebhookType::Mutating => &mut snapshot.mutating,
-        };
-        map.insert(webhook.name.clone(), Arc::new(webhook));
+
+    /// Keeps `webhook` unless another of its type has its name: names are routes, so they
+    /// must be unique across all files (kube-apiserver only needs them unique per
+    /// configuration).
+    fn route(&mut self, webhook: Webhook, base: &Problem) {
+        let key = (webhook.webhook_type, webhook.name.clone());
+        if let Some((other_file, other_config)) = self.routes.get(&key) {
+            let duplicate = FieldError::new(
+                ErrorType::Duplicate,
+                "webhooks[].name",
+                BadValue::Omitted,
+                format!(
+                    "{} webhook names are routes and must be unique across all files (also in {} configuration {other_config:?})",
+                    webhook.webhook_type.as_str(),
+                    other_file.display()
+                ),
+            );
+            self.errors.push(Problem {
+                kind: Some(webhook.webhook_type.configuration_kind().into()),
+                configuration: Some(webhook.configuration.clone()),
+                webhook: Some(webhook.name.clone()),
+                ..base.located(duplicate)
+            });
+            return;
+        }
+        self.routes
+            .insert(key, (base.file.clone(), webhook.configuration.clone()));
+        self.compiled.push(webhook);
     }
-    if errors.is_empty() {
+
+    /// The snapshot, or every problem found.
+    fn finish(self, hash: u64) -> Result<Snapshot, ConfigError> {
+        let mut snapshot = Snapshot {
+            files: self.files,
+            warnings: self.warnings,
+            hash,
+            // Every matcher sees every declared custom resource, whichever file declares it.
+            custom_resources: Arc::new(self.custom),
+            ..Snapshot::default()
+        };
+        for mut webhook in self.compiled {
+            webhook.matcher.custom_resources = snapshot.custom_resources.clone();
+            let map = match webhook.webhook_type {
+                WebhookType::Validating => &mut snapshot.validating,
+                WebhookType::Mutating => &mut snapshot.mutating,
+            };
+            map.insert(webhook.name.clone(), Arc::new(webhook));
+        }
+        if !self.errors.is_empty() {
+            return Err(ConfigError::Invalid(self.errors));
+        }
         if snapshot.len() <= crate::metrics::EAGER_WEBHOOKS {
             for webhook in snapshot.webhooks() {
                 webhook.metrics.register_all();
             }
         }
         Ok(snapshot)
-    } else {
-        Err(ConfigError::Invalid(errors))
     }
 }
 
@@ -583,7 +623,10 @@ fn declare_custom_resource(
     }
 }
 
-/// Parses, defaults, validates and compiles one configuration object.
+/// Parses, defaults, validates and compiles one configuration object
+/// (`validateValidatingWebhookConfiguration` and `validateMutatingWebhookConfiguration` in
+/// `pkg/apis/admissionregistration/validation/validation.go`), then applies the proxy's own
+/// webhook options. `None` when it has any problem (all of them are in `errors`).
 fn compile_configuration(
     value: serde_json::Value,
     prefix: &str,
@@ -592,26 +635,69 @@ fn compile_configuration(
     errors: &mut Vec<Problem>,
     warnings: &mut Vec<Problem>,
 ) -> Option<Vec<Webhook>> {
-    let kind = value
-        .get("kind")
-        .and_then(|k| k.as_str())
-        .unwrap_or("")
-        .to_string();
-    let name = value
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .map(str::to_string);
+    let scope = configuration_scope(&value, prefix, base, errors)?;
+    // From a reference: the value is only needed again to name the webhook of an error.
+    let config = decode_configuration(&value, &scope, errors)?;
+    // The JSON tree is as large as the compiled webhooks: freed before they are built.
+    drop(value);
+    let before = errors.len();
+    // `ValidateObjectMeta` with `NameIsDNSSubdomain`.
+    if !names::is_dns1123_subdomain(&config.metadata.name) {
+        errors.push(scope.base.located(FieldError::invalid(
+            format!("{prefix}metadata.name"),
+            &config.metadata.name,
+            "a configuration name must be a DNS-1123 subdomain",
+        )));
+    }
+    let mut out = compile_webhooks(&config, &scope, backends, errors, warnings);
+    apply_options(&config, &scope, &mut out, errors);
+    (errors.len() == before).then_some(out)
+}
+
+/// One configuration object being compiled: where its problems are, and what its `kind` and
+/// `apiVersion` say.
+struct ConfigurationScope<'a> {
+    /// `items[i].` inside a `List`, else empty: the prefix of every field path.
+    prefix: &'a str,
+    /// The file and document, with the configuration's kind and name.
+    base: Problem,
+    webhook_type: WebhookType,
+    /// `admissionregistration.k8s.io/v1beta1`, whose defaults differ from v1's.
+    v1beta1: bool,
+}
+
+impl ConfigurationScope<'_> {
+    /// A problem of `webhooks[index]`, named `name`, at `field` (relative to the webhook).
+    fn webhook_problem(&self, index: usize, name: &str, field: &str, message: String) -> Problem {
+        let dot = if field.is_empty() { "" } else { "." };
+        Problem {
+            webhook: Some(name.to_string()),
+            field: format!("{}webhooks[{index}]{dot}{field}", self.prefix),
+            message,
+            ..self.base.clone()
+        }
+    }
+}
+
+/// The configuration's kind (the webhook type) and apiVersion, as the API server's decoder
+/// recognises them; `None`, with the problem in `errors`, for anything else.
+fn configuration_scope<'a>(
+    value: &serde_json::Value,
+    prefix: &'a str,
+    base: &Problem,
+    errors: &mut Vec<Problem>,
+) -> Option<ConfigurationScope<'a>> {
+    let string_at = |key: &str| value.get(key).and_then(|v| v.as_str()).unwrap_or("");
+    let kind = string_at("kind");
     let base = Problem {
-        kind: Some(kind.clone()),
-        configuration: name.clone(),
+        kind: Some(kind.to_string()),
+        configuration: value
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .map(str::to_string),
         ..base.clone()
     };
-    let problem = |field: String, message: String| Problem {
-        field,
-        message,
-        ..base.clone()
-    };
-    let webhook_type = match kind.as_str() {
+    let webhook_type = match kind {
         "ValidatingWebhookConfiguration" => WebhookType::Validating,
         "MutatingWebhookConfiguration" => WebhookType::Mutating,
         other => {
@@ -624,12 +710,7 @@ fn compile_configuration(
             return None;
         }
     };
-    let api_version = value
-        .get("apiVersion")
-        .and_then(|v| v.as_str())
-        .unwrap_or("")
-        .to_string();
-    let v1beta1 = match api_version.as_str() {
+    let v1beta1 = match string_at("apiVersion") {
         "admissionregistration.k8s.io/v1" => false,
         "admissionregistration.k8s.io/v1beta1" => true,
         other => {
@@ -642,110 +723,90 @@ fn compile_configuration(
             return None;
         }
     };
-    // From a reference: the value is only needed again to name the webhook of an error.
-    let config: api::WebhookConfiguration = match serde_path_to_error::deserialize(&value) {
-        Ok(c) => c,
+    Some(ConfigurationScope {
+        prefix,
+        base,
+        webhook_type,
+        v1beta1,
+    })
+}
+
+/// Decodes the configuration (unknown fields refused, as the API server's strict decoding
+/// does); a decoding problem names the field path and, when it is inside one, the webhook.
+fn decode_configuration(
+    value: &serde_json::Value,
+    scope: &ConfigurationScope<'_>,
+    errors: &mut Vec<Problem>,
+) -> Option<api::WebhookConfiguration> {
+    match serde_path_to_error::deserialize(value) {
+        Ok(c) => Some(c),
         Err(e) => {
             let path = e.path().to_string();
-            let webhook = webhook_name_at(&value, &path);
             errors.push(Problem {
-                webhook,
-                ..problem(format!("{prefix}{path}"), e.into_inner().to_string())
+                webhook: webhook_name_at(value, &path),
+                field: format!("{}{path}", scope.prefix),
+                message: e.into_inner().to_string(),
+                ..scope.base.clone()
             });
-            return None;
+            None
         }
-    };
-    // The JSON tree is as large as the compiled webhooks: freed before they are built.
-    drop(value);
-    let before = errors.len();
-    if !names::is_dns1123_subdomain(&config.metadata.name) {
-        errors.push(base.located(FieldError::invalid(
-            format!("{prefix}metadata.name"),
-            &config.metadata.name,
-            "a configuration name must be a DNS-1123 subdomain",
-        )));
     }
+}
+
+/// Compiles every webhook of `config` ([`compile_webhook`]), with the checks that need the
+/// configuration: names unique within it (`validateValidatingWebhookConfiguration`:
+/// `hookNames`) and `reinvocationPolicy` on mutating webhooks only. Returns the valid ones.
+fn compile_webhooks(
+    config: &api::WebhookConfiguration,
+    scope: &ConfigurationScope<'_>,
+    backends: &mut Backends,
+    errors: &mut Vec<Problem>,
+    warnings: &mut Vec<Problem>,
+) -> Vec<Webhook> {
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(config.webhooks.len());
     for (i, hook) in config.webhooks.iter().enumerate() {
-        let at = |field: &str| {
-            format!(
-                "{prefix}webhooks[{i}]{}{field}",
-                if field.is_empty() { "" } else { "." }
-            )
-        };
-        let mut push = |field: &str, message: String| {
-            errors.push(Problem {
-                webhook: Some(hook.name.clone()),
-                ..problem(at(field), message)
-            });
-        };
-        if webhook_type == WebhookType::Validating && hook.reinvocation_policy.is_some() {
-            push(
+        let problem = |field: &str, message| scope.webhook_problem(i, &hook.name, field, message);
+        if scope.webhook_type == WebhookType::Validating && hook.reinvocation_policy.is_some() {
+            errors.push(problem(
                 "reinvocationPolicy",
                 "unknown field `reinvocationPolicy`: it exists only on MutatingWebhook".into(),
-            );
+            ));
         }
         if !seen.insert(hook.name.clone()) {
             let duplicate = FieldError::duplicate("name", &hook.name);
-            push(&duplicate.field, duplicate.body());
+            errors.push(problem(&duplicate.field, duplicate.body()));
         }
-        match compile_webhook(hook, v1beta1, webhook_type, backends) {
+        match compile_webhook(hook, scope.v1beta1, scope.webhook_type, backends) {
             Ok((webhook, hook_warnings)) => {
-                for (field, message) in hook_warnings {
-                    warnings.push(Problem {
-                        webhook: Some(hook.name.clone()),
-                        ..problem(at(&field), message)
-                    });
-                }
+                warnings.extend(hook_warnings.into_iter().map(|(f, m)| problem(&f, m)));
                 out.push(Webhook {
                     configuration: config.metadata.name.clone(),
                     index: i,
-                    source: base.file.clone(),
+                    source: scope.base.file.clone(),
                     ..webhook
                 });
             }
-            Err(problems) => {
-                for (field, message) in problems {
-                    push(&field, message);
-                }
-            }
+            Err(problems) => errors.extend(problems.into_iter().map(|(f, m)| problem(&f, m))),
         }
     }
+    out
+}
+
+/// Applies the proxy's webhook options annotation ([`options::parse`]) to the compiled
+/// webhooks of `config`; kube-apiserver has no such thing.
+fn apply_options(
+    config: &api::WebhookConfiguration,
+    scope: &ConfigurationScope<'_>,
+    out: &mut [Webhook],
+    errors: &mut Vec<Problem>,
+) {
     let names: Vec<&str> = config.webhooks.iter().map(|w| w.name.as_str()).collect();
     match options::parse(config.metadata.annotations.as_ref(), &names) {
         Ok(mut options) => {
-            for webhook in &mut out {
-                let Some(o) = options.remove(&webhook.name) else {
-                    continue;
-                };
-                if o.tls_server_name.is_some() && !webhook.backend.tls {
-                    let plain = FieldError::new(
-                        ErrorType::Invalid,
-                        format!("{prefix}{}", options::field()),
-                        BadValue::Omitted,
-                        format!(
-                            "tlsServerName needs an https backend, and {} is plain http",
-                            webhook.backend.url
-                        ),
-                    );
-                    errors.push(Problem {
-                        webhook: Some(webhook.name.clone()),
-                        ..base.located(plain)
-                    });
-                }
-                if o.tls_server_name.is_some() {
-                    // This webhook's own copy: the backend may be shared with others.
-                    std::sync::Arc::make_mut(&mut webhook.backend)
-                        .set_server_name(o.tls_server_name);
-                }
-                webhook.mode = o.mode;
-                webhook.call_slots = o.max_concurrent_calls.map(|max| CallSlots {
-                    max,
-                    slots: tokio::sync::Semaphore::new(max),
-                });
-                if let Some(cap) = o.max_timeout_seconds {
-                    webhook.timeout = webhook.timeout.min(Duration::from_secs(cap));
+            for webhook in out {
+                if let Some(o) = options.remove(&webhook.name) {
+                    apply_webhook_options(webhook, o, scope, errors);
                 }
             }
         }
@@ -753,11 +814,47 @@ fn compile_configuration(
             errors.extend(
                 problems
                     .into_iter()
-                    .map(|e| base.located(e.prefixed(prefix))),
+                    .map(|e| scope.base.located(e.prefixed(scope.prefix))),
             );
         }
     }
-    (errors.len() == before).then_some(out)
+}
+
+/// One webhook's options: tlsServerName (https backends only), mode, maxConcurrentCalls and
+/// maxTimeoutSeconds.
+fn apply_webhook_options(
+    webhook: &mut Webhook,
+    o: options::WebhookOptions,
+    scope: &ConfigurationScope<'_>,
+    errors: &mut Vec<Problem>,
+) {
+    if o.tls_server_name.is_some() && !webhook.backend.tls {
+        let plain = FieldError::new(
+            ErrorType::Invalid,
+            format!("{}{}", scope.prefix, options::field()),
+            BadValue::Omitted,
+            format!(
+                "tlsServerName needs an https backend, and {} is plain http",
+                webhook.backend.url
+            ),
+        );
+        errors.push(Problem {
+            webhook: Some(webhook.name.clone()),
+            ..scope.base.located(plain)
+        });
+    }
+    if o.tls_server_name.is_some() {
+        // This webhook's own copy: the backend may be shared with others.
+        std::sync::Arc::make_mut(&mut webhook.backend).set_server_name(o.tls_server_name);
+    }
+    webhook.mode = o.mode;
+    webhook.call_slots = o.max_concurrent_calls.map(|max| CallSlots {
+        max,
+        slots: tokio::sync::Semaphore::new(max),
+    });
+    if let Some(cap) = o.max_timeout_seconds {
+        webhook.timeout = webhook.timeout.min(Duration::from_secs(cap));
+    }
 }
 
 /// The name of the webhook a serde path like `webhooks[2].rules[0]` points into.
@@ -801,7 +898,8 @@ impl Backends {
 
 /// Defaults (`defaults.go` of the webhook's API version), validates (`validation.go`,
 /// `ValidateValidatingWebhookConfiguration` and its mutating twin) and compiles one webhook.
-/// Returns the webhook and its warnings, or every `(field, message)` problem found.
+/// Returns the webhook and its warnings, or every `(field, message)` problem found. The steps
+/// run in the order their problems are reported (pinned by the tests and `check`).
 fn compile_webhook(
     hook: &api::Webhook,
     v1beta1: bool,
@@ -811,18 +909,74 @@ fn compile_webhook(
     let mut problems: FieldProblems = Vec::new();
     let mut warnings: FieldProblems = Vec::new();
     let mut bad = |error: FieldError| problems.push(field_problem(error));
+    validate_webhook_name(&hook.name, &mut bad);
+    let failure_policy = default_failure_policy(hook.failure_policy.as_deref(), v1beta1, &mut bad);
+    let match_policy = default_match_policy(hook.match_policy.as_deref(), v1beta1, &mut bad);
+    warnings.extend(removed::warnings(&hook.rules, match_policy));
+    let side_effects = default_side_effects(hook.side_effects.as_deref(), v1beta1, &mut bad);
+    warnings.extend(side_effects_warning(side_effects));
+    let timeout_seconds = default_timeout_seconds(hook.timeout_seconds, v1beta1, &mut bad);
+    let review_version = validate_review_versions(hook, v1beta1, &mut bad);
+    validate_reinvocation_policy(hook.reinvocation_policy.as_deref(), &mut bad);
+    for (i, rule) in hook.rules.iter().enumerate() {
+        validate_rule(rule, &format!("rules[{i}]"), &mut bad);
+    }
+    let [namespace_selector, object_selector] = compile_selectors(hook, &mut problems);
+    let mut bad = |error: FieldError| problems.push(field_problem(error));
+    let conditions = compile_match_conditions(&hook.match_conditions, &mut bad);
+    let backend = client_config_backend(hook.client_config.as_ref(), backends, &mut bad);
+    match backend {
+        Some(backend) if problems.is_empty() => {
+            let matcher = Matcher {
+                rules: hook.rules.iter().map(Rule::new).collect(),
+                namespace_selector,
+                object_selector,
+                match_conditions: MatchConditions::new(conditions),
+                failure_policy,
+                match_policy,
+                custom_resources: Arc::default(),
+            };
+            let timeout = Duration::from_secs(timeout_seconds as u64);
+            let webhook = build_webhook(
+                hook,
+                webhook_type,
+                matcher,
+                side_effects,
+                timeout,
+                review_version,
+                backend,
+            );
+            Ok((webhook, warnings))
+        }
+        _ => Err(problems),
+    }
+}
 
-    if hook.name.is_empty() {
+/// `webhooks[].name` must be a fully qualified name (`validateValidatingWebhook` and
+/// `validateMutatingWebhook` in `pkg/apis/admissionregistration/validation/validation.go`:
+/// `IsFullyQualifiedName`).
+fn validate_webhook_name(name: &str, bad: &mut impl FnMut(FieldError)) {
+    if name.is_empty() {
         bad(FieldError::required("name", ""));
-    } else if !names::is_fully_qualified_name(&hook.name) {
+    } else if !names::is_fully_qualified_name(name) {
         bad(FieldError::invalid(
             "name",
-            &hook.name,
+            name,
             "should be a domain with at least three segments separated by dots",
         ));
     }
+}
 
-    let failure_policy = match hook.failure_policy.as_deref() {
+/// `failurePolicy`, defaulted as the API version does (`SetDefaults_ValidatingWebhook` in
+/// `pkg/apis/admissionregistration/v1/defaults.go`: Fail; v1beta1: Ignore) and checked against
+/// `supportedFailurePolicies` (`validation.go`). An unsupported value stands in as Fail: the
+/// webhook is refused anyway.
+fn default_failure_policy(
+    value: Option<&str>,
+    v1beta1: bool,
+    bad: &mut impl FnMut(FieldError),
+) -> FailurePolicy {
+    match value {
         None if v1beta1 => FailurePolicy::Ignore,
         None => FailurePolicy::Fail,
         Some("Ignore") => FailurePolicy::Ignore,
@@ -835,8 +989,17 @@ fn compile_webhook(
             ));
             FailurePolicy::Fail
         }
-    };
-    let match_policy = match hook.match_policy.as_deref() {
+    }
+}
+
+/// `matchPolicy`, defaulted (`defaults.go`: Equivalent; v1beta1: Exact) and checked against
+/// `supportedMatchPolicies` (`validation.go`).
+fn default_match_policy(
+    value: Option<&str>,
+    v1beta1: bool,
+    bad: &mut impl FnMut(FieldError),
+) -> MatchPolicy {
+    match value {
         None if v1beta1 => MatchPolicy::Exact,
         None => MatchPolicy::Equivalent,
         Some("Exact") => MatchPolicy::Exact,
@@ -849,9 +1012,18 @@ fn compile_webhook(
             ));
             MatchPolicy::Exact
         }
-    };
-    warnings.extend(removed::warnings(&hook.rules, match_policy));
-    let side_effects = match hook.side_effects.as_deref() {
+    }
+}
+
+/// `sideEffects`, defaulted (v1beta1's `defaults.go`: Unknown; v1 has no default, so it is
+/// required) and checked as `validateValidatingWebhook` does on create: only None and
+/// NoneOnDryRun are offered, Some and Unknown are kept from stored configurations.
+fn default_side_effects(
+    value: Option<&str>,
+    v1beta1: bool,
+    bad: &mut impl FnMut(FieldError),
+) -> SideEffects {
+    match value {
         None if v1beta1 => SideEffects::Unknown,
         None => {
             bad(FieldError::required(
@@ -873,16 +1045,28 @@ fn compile_webhook(
             ));
             SideEffects::Unknown
         }
-    };
-    if matches!(side_effects, SideEffects::Some | SideEffects::Unknown) {
-        warnings.push((
+    }
+}
+
+/// The warning for sideEffects Some or Unknown: accepted (kube-apiserver keeps them from
+/// stored configurations), but every dry-run request is refused (`NewDryRunUnsupportedErr`).
+fn side_effects_warning(side_effects: SideEffects) -> Option<(String, String)> {
+    matches!(side_effects, SideEffects::Some | SideEffects::Unknown).then(|| {
+        (
             "sideEffects".into(),
             format!("{side_effects:?} is only accepted from configurations stored before v1; dry-run requests matching this webhook are rejected (\"does not support dry run\")"),
-        ));
-    }
-    let timeout_seconds = hook
-        .timeout_seconds
-        .unwrap_or(if v1beta1 { 30 } else { 10 });
+        )
+    })
+}
+
+/// `timeoutSeconds`, defaulted (`defaults.go`: 10; v1beta1: 30) and checked to be 1-30, as
+/// `validateValidatingWebhook` does.
+fn default_timeout_seconds(
+    value: Option<i64>,
+    v1beta1: bool,
+    bad: &mut impl FnMut(FieldError),
+) -> i64 {
+    let timeout_seconds = value.unwrap_or(if v1beta1 { 30 } else { 10 });
     if !(1..=30).contains(&timeout_seconds) {
         bad(FieldError::invalid(
             "timeoutSeconds",
@@ -890,6 +1074,18 @@ fn compile_webhook(
             "the timeout value must be between 1 and 30 seconds",
         ));
     }
+    timeout_seconds
+}
+
+/// `admissionReviewVersions`, defaulted (v1beta1's `defaults.go`: `[v1beta1]`; v1 requires it)
+/// and validated (`validateAdmissionReviewVersions` in `validation.go`: DNS-1035 labels, no
+/// duplicates, at least one version kube-apiserver speaks). Returns the version the proxy
+/// speaks to the backend, `None` when no entry is known.
+fn validate_review_versions(
+    hook: &api::Webhook,
+    v1beta1: bool,
+    bad: &mut impl FnMut(FieldError),
+) -> Option<ReviewVersion> {
     let admission_review_versions = match &hook.admission_review_versions {
         Some(v) => v.clone(),
         None if v1beta1 => vec!["v1beta1".to_string()],
@@ -926,7 +1122,13 @@ fn compile_webhook(
             "must include at least one of v1, v1beta1",
         ));
     }
-    if let Some(p) = hook.reinvocation_policy.as_deref() {
+    review_version
+}
+
+/// `reinvocationPolicy`, when given, is Never or IfNeeded (`validateMutatingWebhook`:
+/// `supportedReinvocationPolicies`).
+fn validate_reinvocation_policy(value: Option<&str>, bad: &mut impl FnMut(FieldError)) {
+    if let Some(p) = value {
         if !matches!(p, "Never" | "IfNeeded") {
             bad(FieldError::not_supported(
                 "reinvocationPolicy",
@@ -935,9 +1137,13 @@ fn compile_webhook(
             ));
         }
     }
-    for (i, rule) in hook.rules.iter().enumerate() {
-        validate_rule(rule, &format!("rules[{i}]"), &mut bad);
-    }
+}
+
+/// namespaceSelector then objectSelector: label names checked
+/// ([`validate_selector_names`]), then compiled (`ValidateLabelSelector` in
+/// `apimachinery/pkg/apis/meta/v1/validation`, called by `validateValidatingWebhook`). An
+/// invalid selector compiles as the empty one: the webhook is refused anyway.
+fn compile_selectors(hook: &api::Webhook, problems: &mut FieldProblems) -> [LabelSelector; 2] {
     let mut selectors = [LabelSelector::default(), LabelSelector::default()];
     for (slot, (field, selector)) in selectors.iter_mut().zip([
         ("namespaceSelector", &hook.namespace_selector),
@@ -953,18 +1159,25 @@ fn compile_webhook(
             Err(e) => problems.push((format!("{field}.matchExpressions"), e.to_string())),
         }
     }
-    let mut bad = |error: FieldError| problems.push(field_problem(error));
-    let [namespace_selector, object_selector] = selectors;
-    if hook.match_conditions.len() > 64 {
+    selectors
+}
+
+/// matchConditions: at most 64, each with a unique qualified name and an expression that
+/// compiles (`validateMatchConditions` in `validation.go`). Returns the compiled ones.
+fn compile_match_conditions(
+    match_conditions: &[api::MatchCondition],
+    bad: &mut impl FnMut(FieldError),
+) -> Vec<MatchCondition> {
+    if match_conditions.len() > 64 {
         bad(FieldError::too_many(
             "matchConditions",
-            hook.match_conditions.len() as i64,
+            match_conditions.len() as i64,
             64,
         ));
     }
     let mut conditions = Vec::new();
     let mut condition_names = HashSet::new();
-    for (i, mc) in hook.match_conditions.iter().enumerate() {
+    for (i, mc) in match_conditions.iter().enumerate() {
         let at = FieldPath::new("matchConditions").index(i);
         if mc.name.is_empty() {
             bad(FieldError::required(at.clone().child("name"), ""));
@@ -990,7 +1203,18 @@ fn compile_webhook(
             )),
         }
     }
-    let backend = match hook.client_config.as_ref() {
+    conditions
+}
+
+/// The backend `clientConfig` names, shared through `backends`; it is required and validated
+/// as `ValidateWebhookURL` and `ValidateWebhookService` do
+/// (`staging/src/k8s.io/apiserver/pkg/util/webhook/validation.go`).
+fn client_config_backend(
+    client_config: Option<&api::WebhookClientConfig>,
+    backends: &mut Backends,
+    bad: &mut impl FnMut(FieldError),
+) -> Option<Arc<Backend>> {
+    match client_config {
         None => {
             bad(FieldError::required("clientConfig", ""));
             None
@@ -1002,40 +1226,39 @@ fn compile_webhook(
                 None
             }
         },
-    };
-    match backend {
-        Some(backend) if problems.is_empty() => Ok((
-            Webhook {
-                name: hook.name.clone(),
-                configuration: String::new(),
-                index: 0,
-                webhook_type,
-                // The backend holds what clientConfig says; the caBundle is not kept twice.
-                spec: api::Webhook {
-                    client_config: None,
-                    ..hook.clone()
-                },
-                source: PathBuf::new(),
-                matcher: Matcher {
-                    rules: hook.rules.iter().map(Rule::new).collect(),
-                    namespace_selector,
-                    object_selector,
-                    match_conditions: MatchConditions::new(conditions),
-                    failure_policy,
-                    match_policy,
-                    custom_resources: Arc::default(),
-                },
-                side_effects,
-                timeout: Duration::from_secs(timeout_seconds as u64),
-                mode: None,
-                call_slots: None,
-                review_version,
-                backend,
-                metrics: WebhookMetrics::new(&hook.name, webhook_type.as_str()),
-            },
-            warnings,
-        )),
-        _ => Err(problems),
+    }
+}
+
+/// The compiled webhook of a valid `hook`; its configuration, index and source are filled in
+/// by [`compile_configuration`], its options by [`apply_options`].
+fn build_webhook(
+    hook: &api::Webhook,
+    webhook_type: WebhookType,
+    matcher: Matcher,
+    side_effects: SideEffects,
+    timeout: Duration,
+    review_version: Option<ReviewVersion>,
+    backend: Arc<Backend>,
+) -> Webhook {
+    Webhook {
+        name: hook.name.clone(),
+        configuration: String::new(),
+        index: 0,
+        webhook_type,
+        // The backend holds what clientConfig says; the caBundle is not kept twice.
+        spec: api::Webhook {
+            client_config: None,
+            ..hook.clone()
+        },
+        source: PathBuf::new(),
+        matcher,
+        side_effects,
+        timeout,
+        mode: None,
+        call_slots: None,
+        review_version,
+        backend,
+        metrics: WebhookMetrics::new(&hook.name, webhook_type.as_str()),
     }
 }
 
