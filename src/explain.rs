@@ -259,6 +259,9 @@ fn decide_offline(
     }
 }
 
+/// One webhook's verdict and its evidence, in the order of kube-apiserver's `ShouldCallHook`
+/// (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`) and the
+/// dispatchers' `callHook`.
 fn explain_webhook(
     webhook: &Webhook,
     snapshot: &Snapshot,
@@ -269,7 +272,54 @@ fn explain_webhook(
     let m = &webhook.matcher;
     let r = &review.request;
     let decision = decide_offline(webhook, review, namespaces);
-    let (mut verdict, mut reason) = match &decision {
+    let (verdict, reason) = dry_run_check(webhook, review, verdict_of(&decision, m.failure_policy));
+    // What the webhook sees: the request rewritten for its version, when converted.
+    let converted = match &decision {
+        Offline::CallConverted(c) => ParsedReview::parse(&c.body).ok(),
+        _ => None,
+    };
+    let seen = converted.as_ref().unwrap_or(review);
+    let pending_conversion = matches!(decision, Offline::ConvertByWebhook(_));
+    let namespace_selector = namespace_selector_check(webhook, review, namespaces);
+    let object_selector = object_selector_check(webhook, review);
+    let input = RuleInput {
+        operation: review.operation,
+        resource: r.effective_resource(),
+        sub_resource: r.effective_sub_resource(),
+        namespace: &r.namespace,
+    };
+    let rules = rule_checks(webhook, &input);
+    let registration_rule = registration_rule_check(webhook, snapshot, &input);
+    let match_conditions = condition_checks(webhook, seen);
+    let (failure_policy, on_call_failure) = match webhook.failure_policy() {
+        FailurePolicy::Fail => ("Fail", "the request is rejected (500)"),
+        FailurePolicy::Ignore => ("Ignore", "the request is admitted with a warning"),
+    };
+    let call =
+        (verdict == "call").then(|| call_plan(webhook, seen, pending_conversion, redact_paths));
+    WebhookExplanation {
+        name: webhook.name.clone(),
+        configuration: webhook.configuration.clone(),
+        webhook_type: webhook.webhook_type.as_str(),
+        verdict,
+        reason,
+        namespace_selector,
+        object_selector,
+        rules,
+        registration_rule,
+        match_conditions,
+        failure_policy,
+        on_call_failure,
+        mode: mode_name(webhook.mode.unwrap_or_default()),
+        max_concurrent_calls: webhook.call_slots.as_ref().map(|c| c.max),
+        call,
+    }
+}
+
+/// The verdict (`call`, `skip`, `reject` or `fail`) and its one-line reason for what serve
+/// would decide, before the dry-run check.
+fn verdict_of(decision: &Offline, failure_policy: FailurePolicy) -> (&'static str, String) {
+    match decision {
         Offline::Call => ("call", "every check passed".to_string()),
         Offline::CallConverted(c) => (
             "call",
@@ -296,33 +346,48 @@ fn explain_webhook(
         ),
         Offline::NamespaceUnavailable(why) => (
             "fail",
-            format!("{why}; failurePolicy {} decides", m.failure_policy.as_str()),
+            format!("{why}; failurePolicy {} decides", failure_policy.as_str()),
         ),
-    };
-    // What the webhook sees: the request rewritten for its version, when converted.
-    let converted = match &decision {
-        Offline::CallConverted(c) => ParsedReview::parse(&c.body).ok(),
-        _ => None,
-    };
-    let seen = converted.as_ref().unwrap_or(review);
-    let pending_conversion = matches!(decision, Offline::ConvertByWebhook(_));
-    // The dry-run check comes after matching, before the call (the dispatchers' `callHook`).
-    if let Some(refusal) = webhook
+    }
+}
+
+/// A call refused for dry run instead, when the request is a dry run and the webhook's
+/// sideEffects do not allow it: that check comes after matching, before the call (the
+/// dispatchers' `callHook`, see [`Webhook::dry_run_refusal`]).
+fn dry_run_check(
+    webhook: &Webhook,
+    review: &ParsedReview<'_>,
+    (verdict, reason): (&'static str, String),
+) -> (&'static str, String) {
+    match webhook
         .dry_run_refusal(review)
         .filter(|_| verdict == "call")
     {
-        verdict = "reject";
-        reason = format!(
-            "400 BadRequest: admission webhook {:?} {refusal}",
-            webhook.name
-        );
+        Some(refusal) => (
+            "reject",
+            format!(
+                "400 BadRequest: admission webhook {:?} {refusal}",
+                webhook.name
+            ),
+        ),
+        None => (verdict, reason),
     }
+}
 
-    let (labels_from, labels, ns_result) = if m.namespace_selector.is_empty() {
+/// namespaceSelector evidence: the labels used, where they came from, and the result
+/// (`MatchNamespaceSelector` in
+/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/namespace/matcher.go`).
+fn namespace_selector_check(
+    webhook: &Webhook,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+) -> SelectorCheck {
+    let selector = &webhook.matcher.namespace_selector;
+    let (labels_from, labels, result) = if selector.is_empty() {
         ("none needed (empty selector)", None, "match".to_string())
     } else {
         let select = |l: &BTreeMap<String, String>| {
-            if m.namespace_selector.matches(l) {
+            if selector.matches(l) {
                 "match".to_string()
             } else {
                 "no match".to_string()
@@ -344,7 +409,7 @@ fn explain_webhook(
                 None,
                 format!(
                     "error: 404 namespaces {:?} not found (held back until a rule matches)",
-                    r.namespace
+                    review.request.namespace
                 ),
             ),
             NamespaceLabels::Unavailable(reason) => (
@@ -354,50 +419,78 @@ fn explain_webhook(
             ),
         }
     };
+    SelectorCheck {
+        selector: selector.to_string(),
+        labels_from,
+        labels,
+        result,
+    }
+}
 
-    let object = ObjectLabels::of(r.object);
-    let old_object = ObjectLabels::of(r.old_object);
-    let object_result = if m.object_selector_matches(&object, &old_object) {
+/// objectSelector evidence: the labels of `object` and `oldObject` and the result
+/// (`MatchObjectSelector` in `.../plugin/webhook/predicates/object/matcher.go`).
+fn object_selector_check(webhook: &Webhook, review: &ParsedReview<'_>) -> ObjectSelectorCheck {
+    let m = &webhook.matcher;
+    let object = ObjectLabels::of(review.request.object);
+    let old_object = ObjectLabels::of(review.request.old_object);
+    let result = if m.object_selector_matches(&object, &old_object) {
         "match"
     } else {
         "no match"
     };
+    ObjectSelectorCheck {
+        selector: m.object_selector.to_string(),
+        object: describe_labels(&object),
+        old_object: describe_labels(&old_object),
+        result,
+    }
+}
 
-    let input = RuleInput {
-        operation: review.operation,
-        resource: r.effective_resource(),
-        sub_resource: r.effective_sub_resource(),
-        namespace: &r.namespace,
-    };
-    let rules = m
+/// Each rule with `matched` or the first part that does not match (`Matcher.Matches` in
+/// `.../plugin/webhook/predicates/rules/rules.go`).
+fn rule_checks(webhook: &Webhook, input: &RuleInput<'_>) -> Vec<RuleCheck> {
+    webhook
+        .matcher
         .rules
         .iter()
         .map(|rule| RuleCheck {
             rule: rule.to_string(),
-            result: match rule.mismatch(&input) {
+            result: match rule.mismatch(input) {
                 None => "matched".to_string(),
                 Some(part) => format!("{part} does not match"),
             },
         })
-        .collect();
+        .collect()
+}
 
+/// matchPolicy Equivalent only: the first rule of the proxy's registration that matches the
+/// request exactly, `Some(None)` when none does.
+fn registration_rule_check(
+    webhook: &Webhook,
+    snapshot: &Snapshot,
+    input: &RuleInput<'_>,
+) -> Option<Option<RegistrationRuleCheck>> {
     // Only Equivalent webhooks are registered with other rules than their own.
-    let registration_rule = (m.match_policy == MatchPolicy::Equivalent).then(|| {
+    (webhook.matcher.match_policy == MatchPolicy::Equivalent).then(|| {
         crate::registration::rules_for(webhook, snapshot, None)
             .iter()
             .map(Rule::new)
             .enumerate()
-            .find(|(_, rule)| rule.matches(&input))
+            .find(|(_, rule)| rule.matches(input))
             .map(|(index, rule)| RegistrationRuleCheck {
                 index,
                 rule: rule.to_string(),
             })
-    });
+    })
+}
 
-    let match_conditions = m
-        .match_conditions
+/// Each matchCondition's value or error and cost on the request as the webhook would receive
+/// it (`.../plugin/webhook/matchconditions/matcher.go`).
+fn condition_checks(webhook: &Webhook, seen: &ParsedReview<'_>) -> Vec<ConditionCheck> {
+    let conditions = &webhook.matcher.match_conditions;
+    conditions
         .iter()
-        .zip(m.match_conditions.evaluate_each(seen))
+        .zip(conditions.evaluate_each(seen))
         .map(|(c, evaluation)| {
             let (value, error) = match evaluation.value {
                 Ok(v) => (Some(v), None),
@@ -411,59 +504,39 @@ fn explain_webhook(
                 cost: evaluation.cost,
             }
         })
-        .collect();
+        .collect()
+}
 
-    let (failure_policy, on_call_failure) = match webhook.failure_policy() {
-        FailurePolicy::Fail => ("Fail", "the request is rejected (500)"),
-        FailurePolicy::Ignore => ("Ignore", "the request is admitted with a warning"),
-    };
-    let call = (verdict == "call").then(|| {
-        let timeout_seconds = webhook.timeout.as_secs();
-        let version = webhook.review_version;
-        CallPlan {
-            admission_review_version: version.map(super::review::ReviewVersion::api_version),
-            url: format!("{}?timeout={timeout_seconds}s", webhook.backend.url),
-            tls_server_name: webhook.backend.server_name.clone(),
-            timeout_seconds,
-            // The converted body is unknown until the conversion webhook answers.
-            // Secret values redacted (issue 26 §1): explain output is pasted into tickets.
-            body: version.filter(|_| !pending_conversion).and_then(|v| {
-                let body = crate::redact::redacted_text(&seen.body_as(v), redact_paths);
-                RawValue::from_string(body).ok()
-            }),
-        }
-    });
+/// What a call would send: the URL with kube-apiserver's `?timeout=` (the dispatchers'
+/// `callHook`), the negotiated version and the redacted body.
+fn call_plan(
+    webhook: &Webhook,
+    seen: &ParsedReview<'_>,
+    pending_conversion: bool,
+    redact_paths: &[RedactPath],
+) -> CallPlan {
+    let timeout_seconds = webhook.timeout.as_secs();
+    let version = webhook.review_version;
+    CallPlan {
+        admission_review_version: version.map(super::review::ReviewVersion::api_version),
+        url: format!("{}?timeout={timeout_seconds}s", webhook.backend.url),
+        tls_server_name: webhook.backend.server_name.clone(),
+        timeout_seconds,
+        // The converted body is unknown until the conversion webhook answers.
+        // Secret values redacted (issue 26 §1): explain output is pasted into tickets.
+        body: version.filter(|_| !pending_conversion).and_then(|v| {
+            let body = crate::redact::redacted_text(&seen.body_as(v), redact_paths);
+            RawValue::from_string(body).ok()
+        }),
+    }
+}
 
-    WebhookExplanation {
-        name: webhook.name.clone(),
-        configuration: webhook.configuration.clone(),
-        webhook_type: webhook.webhook_type.as_str(),
-        verdict,
-        reason,
-        namespace_selector: SelectorCheck {
-            selector: m.namespace_selector.to_string(),
-            labels_from,
-            labels,
-            result: ns_result,
-        },
-        object_selector: ObjectSelectorCheck {
-            selector: m.object_selector.to_string(),
-            object: describe_labels(&object),
-            old_object: describe_labels(&old_object),
-            result: object_result,
-        },
-        rules,
-        registration_rule,
-        match_conditions,
-        failure_policy,
-        on_call_failure,
-        mode: match webhook.mode.unwrap_or_default() {
-            crate::config::options::Mode::Enforce => "Enforce",
-            crate::config::options::Mode::Warn => "Warn",
-            crate::config::options::Mode::Shadow => "Shadow",
-        },
-        max_concurrent_calls: webhook.call_slots.as_ref().map(|c| c.max),
-        call,
+/// The `mode` option's name.
+fn mode_name(mode: crate::config::options::Mode) -> &'static str {
+    match mode {
+        crate::config::options::Mode::Enforce => "Enforce",
+        crate::config::options::Mode::Warn => "Warn",
+        crate::config::options::Mode::Shadow => "Shadow",
     }
 }
 
@@ -498,100 +571,125 @@ pub fn render(explanation: &Explanation) -> String {
             w.verdict.to_uppercase(),
             w.reason
         );
-        let ns = &w.namespace_selector;
-        let labels = ns
-            .labels
-            .as_ref()
-            .map(|l| {
-                let text: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                format!(" [{}]", text.join(","))
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "  namespaceSelector {}: {} (labels: {}{labels})",
-            ns.selector, ns.result, ns.labels_from
-        );
-        let os = &w.object_selector;
-        let _ = writeln!(
-            out,
-            "  objectSelector {}: {} (object: {}; oldObject: {})",
-            os.selector, os.result, os.object, os.old_object
-        );
-        for (i, rule) in w.rules.iter().enumerate() {
-            let _ = writeln!(out, "  rule {i}: {} -> {}", rule.rule, rule.result);
-        }
-        match &w.registration_rule {
-            Some(Some(r)) => {
-                let _ = writeln!(
-                    out,
-                    "  registration rule {}: {} -> matched exactly: kube-apiserver calls the proxy with the caller's version",
-                    r.index, r.rule
-                );
-            }
-            Some(None) => {
-                let _ = writeln!(out, "  registration: no rule matches exactly: kube-apiserver calls the proxy only if it converts to a registered version itself");
-            }
-            None => {}
-        }
-        for c in &w.match_conditions {
-            let result = match (&c.value, &c.error) {
-                (Some(v), _) => v.clone(),
-                (None, Some(e)) => format!("error: {e}"),
-                (None, None) => String::new(),
-            };
-            let cost = c.cost.map(|n| format!(" (cost {n})")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  matchCondition {:?}: {} -> {result}{cost}",
-                c.name, c.expression
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  failurePolicy {}: if the call fails, {}",
-            w.failure_policy, w.on_call_failure
-        );
-        match w.mode {
-            "Warn" => {
-                let _ = writeln!(out, "  mode Warn: the backend's answer is not applied: a denial is answered allowed with a warning, a patch is dropped");
-            }
-            "Shadow" => {
-                let _ = writeln!(out, "  mode Shadow: answered allowed at once; the backend is called in the background and its decision only logged and counted");
-            }
-            _ => {}
-        }
-        if let Some(n) = w.max_concurrent_calls {
-            let _ = writeln!(
-                out,
-                "  maxConcurrentCalls {n}: a call that finds no free slot is answered by failurePolicy"
-            );
-        }
+        render_selectors(&mut out, w);
+        render_rules(&mut out, w);
+        render_conditions(&mut out, w);
+        render_options(&mut out, w);
         if let Some(call) = &w.call {
-            match (&call.admission_review_version, &call.body) {
-                (Some(version), Some(body)) => {
-                    let server_name = call
-                        .tls_server_name
-                        .as_ref()
-                        .map(|n| format!(", TLS server name {n}"))
-                        .unwrap_or_default();
-                    let _ = writeln!(
-                        out,
-                        "  sends AdmissionReview {version} to {} (timeout {}s{server_name}):\n    {}",
-                        call.url,
-                        call.timeout_seconds,
-                        body.get()
-                    );
-                }
-                _ => {
-                    let _ = writeln!(
-                        out,
-                        "  no AdmissionReview version the proxy speaks: the call fails ({})",
-                        w.on_call_failure
-                    );
-                }
-            }
+            render_call(&mut out, call, w.on_call_failure);
         }
     }
     out
+}
+
+/// The namespaceSelector and objectSelector lines.
+fn render_selectors(out: &mut String, w: &WebhookExplanation) {
+    let ns = &w.namespace_selector;
+    let labels = ns
+        .labels
+        .as_ref()
+        .map(|l| {
+            let text: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(" [{}]", text.join(","))
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  namespaceSelector {}: {} (labels: {}{labels})",
+        ns.selector, ns.result, ns.labels_from
+    );
+    let os = &w.object_selector;
+    let _ = writeln!(
+        out,
+        "  objectSelector {}: {} (object: {}; oldObject: {})",
+        os.selector, os.result, os.object, os.old_object
+    );
+}
+
+/// A line per rule, then the registration rule's (matchPolicy Equivalent only).
+fn render_rules(out: &mut String, w: &WebhookExplanation) {
+    for (i, rule) in w.rules.iter().enumerate() {
+        let _ = writeln!(out, "  rule {i}: {} -> {}", rule.rule, rule.result);
+    }
+    match &w.registration_rule {
+        Some(Some(r)) => {
+            let _ = writeln!(
+                out,
+                "  registration rule {}: {} -> matched exactly: kube-apiserver calls the proxy with the caller's version",
+                r.index, r.rule
+            );
+        }
+        Some(None) => {
+            let _ = writeln!(out, "  registration: no rule matches exactly: kube-apiserver calls the proxy only if it converts to a registered version itself");
+        }
+        None => {}
+    }
+}
+
+/// A line per matchCondition: its value or error, and its cost when it ran.
+fn render_conditions(out: &mut String, w: &WebhookExplanation) {
+    for c in &w.match_conditions {
+        let result = match (&c.value, &c.error) {
+            (Some(v), _) => v.clone(),
+            (None, Some(e)) => format!("error: {e}"),
+            (None, None) => String::new(),
+        };
+        let cost = c.cost.map(|n| format!(" (cost {n})")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  matchCondition {:?}: {} -> {result}{cost}",
+            c.name, c.expression
+        );
+    }
+}
+
+/// failurePolicy, then the proxy's options that change what a call does (mode other than
+/// Enforce, maxConcurrentCalls).
+fn render_options(out: &mut String, w: &WebhookExplanation) {
+    let _ = writeln!(
+        out,
+        "  failurePolicy {}: if the call fails, {}",
+        w.failure_policy, w.on_call_failure
+    );
+    match w.mode {
+        "Warn" => {
+            let _ = writeln!(out, "  mode Warn: the backend's answer is not applied: a denial is answered allowed with a warning, a patch is dropped");
+        }
+        "Shadow" => {
+            let _ = writeln!(out, "  mode Shadow: answered allowed at once; the backend is called in the background and its decision only logged and counted");
+        }
+        _ => {}
+    }
+    if let Some(n) = w.max_concurrent_calls {
+        let _ = writeln!(
+            out,
+            "  maxConcurrentCalls {n}: a call that finds no free slot is answered by failurePolicy"
+        );
+    }
+}
+
+/// The call: the version, URL, timeout and body sent, or why none can be.
+fn render_call(out: &mut String, call: &CallPlan, on_call_failure: &str) {
+    match (&call.admission_review_version, &call.body) {
+        (Some(version), Some(body)) => {
+            let server_name = call
+                .tls_server_name
+                .as_ref()
+                .map(|n| format!(", TLS server name {n}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  sends AdmissionReview {version} to {} (timeout {}s{server_name}):\n    {}",
+                call.url,
+                call.timeout_seconds,
+                body.get()
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "  no AdmissionReview version the proxy speaks: the call fails ({on_call_failure})"
+            );
+        }
+    }
 }
