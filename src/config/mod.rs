@@ -1262,21 +1262,9 @@ fn build_webhook(
     }
 }
 
-/// Rule validation of `validation.go` (`validateRule`).
+/// Rule validation of `validation.go` (`validateRuleWithOperations` and `validateRule`).
 fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(FieldError)) {
-    let star_alone = |list: &[String], field: &str, bad: &mut dyn FnMut(FieldError)| {
-        if list.is_empty() {
-            bad(FieldError::required(format!("{at}.{field}"), ""));
-        } else if list.len() > 1 && list.iter().any(|v| v == "*") {
-            bad(FieldError::new(
-                ErrorType::Invalid,
-                format!("{at}.{field}"),
-                BadValue::Omitted,
-                "if '*' is present, must not specify other values",
-            ));
-        }
-    };
-    star_alone(&rule.operations, "operations", bad);
+    validate_wildcard_alone(&rule.operations, &format!("{at}.operations"), bad);
     for (i, op) in rule.operations.iter().enumerate() {
         if !matches!(
             op.as_str(),
@@ -1289,20 +1277,50 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
             ));
         }
     }
-    star_alone(&rule.api_groups, "apiGroups", bad);
-    star_alone(&rule.api_versions, "apiVersions", bad);
+    validate_wildcard_alone(&rule.api_groups, &format!("{at}.apiGroups"), bad);
+    validate_wildcard_alone(&rule.api_versions, &format!("{at}.apiVersions"), bad);
     for (i, v) in rule.api_versions.iter().enumerate() {
         if v.is_empty() {
             bad(FieldError::required(format!("{at}.apiVersions[{i}]"), ""));
         }
     }
-    if rule.resources.is_empty() {
+    validate_resources(&rule.resources, at, bad);
+    if let Some(scope) = rule.scope.as_deref() {
+        if !matches!(scope, "*" | "Cluster" | "Namespaced") {
+            bad(FieldError::not_supported(
+                format!("{at}.scope"),
+                scope,
+                &["*", "Cluster", "Namespaced"],
+            ));
+        }
+    }
+}
+
+/// A rule's list at `field` is required, and `*` in it must stand alone (`validateRule`:
+/// `hasWildcard`).
+fn validate_wildcard_alone(list: &[String], field: &str, bad: &mut impl FnMut(FieldError)) {
+    if list.is_empty() {
+        bad(FieldError::required(field, ""));
+    } else if list.len() > 1 && list.iter().any(|v| v == "*") {
+        bad(FieldError::new(
+            ErrorType::Invalid,
+            field,
+            BadValue::Omitted,
+            "if '*' is present, must not specify other values",
+        ));
+    }
+}
+
+/// A rule's `resources` (`validateResources` in `validation.go`): required, no empty entry, no
+/// entry a wildcard already covers (`*/*`, `res/*`, `*/sub`, `*`).
+fn validate_resources(resources: &[String], at: &str, bad: &mut impl FnMut(FieldError)) {
+    if resources.is_empty() {
         bad(FieldError::required(format!("{at}.resources"), ""));
     }
     let mut wildcard_sub: HashSet<&str> = HashSet::new();
     let mut wildcard_res: HashSet<&str> = HashSet::new();
     let (mut double, mut single, mut plain) = (false, false, false);
-    for (i, entry) in rule.resources.iter().enumerate() {
+    for (i, entry) in resources.iter().enumerate() {
         if entry.is_empty() {
             bad(FieldError::required(format!("{at}.resources[{i}]"), ""));
             continue;
@@ -1315,19 +1333,18 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
             plain = entry != "*";
             continue;
         };
-        if wildcard_sub.contains(res) {
-            bad(FieldError::invalid(
+        let covered = |by: String| {
+            FieldError::invalid(
                 format!("{at}.resources[{i}]"),
                 entry,
-                format!("if '{res}/*' is present, must not specify {entry}"),
-            ));
+                format!("if '{by}' is present, must not specify {entry}"),
+            )
+        };
+        if wildcard_sub.contains(res) {
+            bad(covered(format!("{res}/*")));
         }
         if wildcard_res.contains(sub) {
-            bad(FieldError::invalid(
-                format!("{at}.resources[{i}]"),
-                entry,
-                format!("if '*/{sub}' is present, must not specify {entry}"),
-            ));
+            bad(covered(format!("*/{sub}")));
         }
         if sub == "*" {
             wildcard_sub.insert(res);
@@ -1336,30 +1353,23 @@ fn validate_rule(rule: &api::RuleWithOperations, at: &str, bad: &mut impl FnMut(
             wildcard_res.insert(sub);
         }
     }
-    if rule.resources.len() > 1 && double {
-        bad(FieldError::new(
+    let invalid = |detail| {
+        FieldError::new(
             ErrorType::Invalid,
             format!("{at}.resources"),
             BadValue::Omitted,
+            detail,
+        )
+    };
+    if resources.len() > 1 && double {
+        bad(invalid(
             "if '*/*' is present, must not specify other resources",
         ));
     }
     if single && plain {
-        bad(FieldError::new(
-            ErrorType::Invalid,
-            format!("{at}.resources"),
-            BadValue::Omitted,
+        bad(invalid(
             "if '*' is present, must not specify other resources without subresources",
         ));
-    }
-    if let Some(scope) = rule.scope.as_deref() {
-        if !matches!(scope, "*" | "Cluster" | "Namespaced") {
-            bad(FieldError::not_supported(
-                format!("{at}.scope"),
-                scope,
-                &["*", "Cluster", "Namespaced"],
-            ));
-        }
     }
 }
 
