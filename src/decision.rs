@@ -1,7 +1,7 @@
 //! What happened to one admission: the [`Decision`] every answer carries, with its spelling in
 //! logs, metrics and the `x-admission-proxy-decision` answer header, and whether it rejects the
 //! request (kube-apiserver's `rejected` metric label). The metrics module builds its series
-//! from [`Decision::ALL`] and indexes them with [`Decision::index`], so the two cannot drift
+//! from `Decision::ALL` and indexes them with `Decision::index`, so the two cannot drift
 //! apart. Uses nothing else of the crate.
 
 /// What happened to one admission, for logs and metrics.

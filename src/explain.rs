@@ -221,6 +221,7 @@ enum Offline {
 /// [`Matcher::decide_conditions`] on the request as the webhook would receive it: the order of
 /// `ShouldCallHook` that serve follows.
 ///
+/// [`Matcher::decide`]: crate::matching::Matcher::decide
 /// [`Matcher::decide_conditions`]: crate::matching::Matcher::decide_conditions
 fn decide_offline(
     webhook: &Webhook,

@@ -114,7 +114,7 @@ impl From<u64> for BadValue {
 
 /// A field-level validation error (`field.Error` of
 /// `staging/src/k8s.io/apimachinery/pkg/util/validation/field/errors.go`). Displays as
-/// `(*Error).Error`: `<field>: <body>`; [`Error::body`] is `ErrorBody`.
+/// `(*Error).Error`: `<field>: <body>`; `Error::body` is `ErrorBody`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
     /// What is wrong.

@@ -6,7 +6,7 @@
 //!
 //! Every family is described (HELP) and every series the proxy can know in advance exists at
 //! zero from start. Per-webhook handles are resolved when a configuration is loaded
-//! ([`WebhookMetrics`]); the request path only increments atomics and records histogram
+//! (`WebhookMetrics`); the request path only increments atomics and records histogram
 //! samples, never hashes labels or builds strings. Label values are bounded: webhook names come
 //! from the loaded configuration, never from a request's URL.
 

@@ -79,7 +79,7 @@ pub(crate) async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchErr
     Client::try_from(config(kubeconfig).await?).map_err(WatchError::Client)
 }
 
-/// The client configuration [`client`] uses, for callers that adjust it (discovery turns
+/// The client configuration `client` uses, for callers that adjust it (discovery turns
 /// kube-rs' retries off).
 ///
 /// # Errors

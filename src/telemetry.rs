@@ -9,7 +9,7 @@
 //! - without `--otlp-endpoint` (the default) it forwards the caller's headers unchanged
 //!   ([`TraceContext`]), as an intermediary without spans of its own must; nothing else is
 //!   done, so the request path costs what it did before;
-//! - with it ([`Spans`]), the proxy records its own spans, parented on the caller's context:
+//! - with it (`Spans`), the proxy records its own spans, parented on the caller's context:
 //!   `admission` (server kind, one per request), `matching` (the webhook's selection rules,
 //!   including a conversion by table for matchPolicy Equivalent), `conversion` (a CRD
 //!   conversion webhook call, or a patch converted back), and one `Call validating webhook` /
@@ -235,7 +235,7 @@ impl PhaseSpan {
     }
 }
 
-/// Settings for [`Spans::start`] (the `serve` flags).
+/// Settings for `Spans::start` (the `serve` flags).
 #[derive(Clone, Debug)]
 pub struct SpanSettings {
     /// The collector's OTLP/HTTP base URL (`http://otel-collector:4318`); `/v1/traces` is

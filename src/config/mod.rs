@@ -44,7 +44,7 @@ pub struct Webhook {
     pub spec: api::Webhook,
     /// The file it was loaded from.
     pub(crate) source: PathBuf,
-    /// Selection, including the webhook's `failurePolicy` (see [`Webhook::failure_policy`]).
+    /// Selection, including the webhook's `failurePolicy` (see `Webhook::failure_policy`).
     pub matcher: Matcher,
     pub(crate) side_effects: SideEffects,
     /// `timeoutSeconds` (1-30 s), or the webhook's `maxTimeoutSeconds` option when lower.

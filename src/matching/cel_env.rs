@@ -160,7 +160,7 @@ macro_rules! functions {
 }
 
 /// Every function an expression may call, by library: the Kubernetes 1.33 base environment
-/// (`baseOptsWithoutStrictCost` in base.go) minus [`UNSUPPORTED`]. An expression calling
+/// (`baseOptsWithoutStrictCost` in base.go) minus `UNSUPPORTED`. An expression calling
 /// anything else is refused at load, as kube-apiserver's type checker refuses it.
 pub const FUNCTIONS: &[LibraryFunction] = functions! {
     "standard": [
@@ -367,7 +367,7 @@ fn is_operator(name: &str) -> bool {
 /// A function an expression calls that this build cannot evaluate.
 #[derive(Debug, thiserror::Error)]
 pub enum FunctionError {
-    /// A Kubernetes CEL function known to be missing here, with the reason ([`UNSUPPORTED`]).
+    /// A Kubernetes CEL function known to be missing here, with the reason (`UNSUPPORTED`).
     #[error("function {function:?}: {why} by admission-proxy")]
     Unsupported {
         /// The function's name.

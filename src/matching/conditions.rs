@@ -307,7 +307,7 @@ impl MatchCondition {
     /// Compiles one expression.
     ///
     /// # Errors
-    /// [`CompileError`]: a syntax error, an undeclared variable, a Kubernetes CEL function
+    /// `CompileError`: a syntax error, an undeclared variable, a Kubernetes CEL function
     /// this build cannot evaluate, or an expression whose result is statically not a bool.
     pub fn compile(name: &str, expression: &str) -> Result<Self, CompileError> {
         let program = env().compile(expression).map_err(CompileError::Parse)?;

@@ -64,7 +64,7 @@ impl Namespaces {
     /// `check`, `explain` and `demo` share.
     ///
     /// # Errors
-    /// [`NamespacesError::Read`] or [`NamespacesError::File`], each naming the file.
+    /// `NamespacesError::Read` or `NamespacesError::File`, each naming the file.
     pub fn load(path: &std::path::Path) -> Result<Self, NamespacesError> {
         let text = std::fs::read_to_string(path).map_err(|source| NamespacesError::Read {
             path: path.to_path_buf(),
@@ -81,7 +81,7 @@ impl Namespaces {
     /// gets the automatic `kubernetes.io/metadata.name=<name>` label.
     ///
     /// # Errors
-    /// [`NamespacesError::Invalid`] naming the document that is not YAML or holds something
+    /// `NamespacesError::Invalid` naming the document that is not YAML or holds something
     /// other than Namespaces.
     pub fn parse(text: &str) -> Result<Self, NamespacesError> {
         let mut out = Namespaces::default();

@@ -10,7 +10,7 @@
 //! selection"; the proxy re-applies them, plus the `matchConditions`, which stay with the
 //! proxy). Differences, and why:
 //! - `rules`: the legacy ones for matchPolicy Exact; for Equivalent, widened to every version
-//!   the proxy converts from ([`coverage::registration_rules`]): kube-apiserver only knows
+//!   the proxy converts from (`coverage::registration_rules`): kube-apiserver only knows
 //!   equivalents it serves, so a rule for a removed version would never reach the proxy;
 //! - `clientConfig` is the proxy's Service, path `/webhooks/{validating|mutating}/{name}`;
 //! - `timeoutSeconds` is one second above the legacy one (at most 30): the proxy spends up
@@ -212,7 +212,7 @@ fn webhook(w: &Webhook, snapshot: &Snapshot, options: &Options) -> Value {
 
 /// Every legacy rule that no resource in `served` reaches, directly or (matchPolicy
 /// Equivalent) through a version the proxy converts from
-/// ([`coverage::unreachable_rules`]): one problem per rule, with its file, configuration,
+/// (`coverage::unreachable_rules`): one problem per rule, with its file, configuration,
 /// webhook and field path, webhooks sorted by type and name. The webhook is never called for
 /// what such a rule names, directly or through the proxy.
 pub fn unreachable(snapshot: &Snapshot, served: &ServedResources) -> Vec<Problem> {

@@ -219,7 +219,7 @@ pub(crate) struct AdmissionApp {
 }
 
 /// An HTTP app that answers each request with one complete response (pingora's `ServeHttp`,
-/// served by [`Served`] so that a client going away is not an ERROR line).
+/// served by `Served` so that a client going away is not an ERROR line).
 ///
 /// A native `async fn` (not `async_trait`): the response future lives inside the connection's
 /// future instead of in a box allocated, and copied into, per request (benches/README.md).
@@ -900,8 +900,8 @@ pub struct ServerHandle {
 
 impl ServerHandle {
     /// Stops accepting connections and asks open ones to close after their current request
-    /// (`Connection: close`); requests in flight go on (see [`State::drained`]). Returns the
-    /// requests being answered, to wait until every answer is written ([`Answering::written`]).
+    /// (`Connection: close`); requests in flight go on (see `State::drained`). Returns the
+    /// requests being answered, to wait until every answer is written (`Answering::written`).
     pub async fn shutdown(self) -> Answering {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
