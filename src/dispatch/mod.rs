@@ -26,7 +26,7 @@ use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, EquivalentError, Rewritten};
 pub(crate) use crate::decision::Decision;
-use crate::matching::{ConditionsVerdict, MatchDecision, Namespaces, SkipReason};
+use crate::matching::{ConditionsVerdict, Namespaces, SkipReason};
 use crate::metrics::Conditions;
 use crate::resources::Equivalent;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
@@ -572,13 +572,15 @@ struct Trace {
     conditions: Conditions,
 }
 
-/// The `matching` span's `result` for a request selection answered: skip and why, or reject.
-fn match_summary(decision: &MatchDecision) -> String {
-    match decision {
-        MatchDecision::Call | MatchDecision::CallEquivalent(_) => "call".into(),
-        MatchDecision::Skip(reason) => format!("skip: {reason}"),
-        MatchDecision::Reject(status) => format!("reject: {}", status.message),
-        MatchDecision::NamespaceUnavailable(reason) => format!("namespace unavailable: {reason}"),
+/// The `matching` span's `result` for an admission that matching answered: skip and why,
+/// reject and why, or (a namespace whose labels are unavailable) failurePolicy's answer.
+fn answered_summary(answer: &Answer) -> String {
+    match answer.decision {
+        Decision::Skipped => format!("skip: {}", answer.detail),
+        Decision::FailedOpen | Decision::FailedClosed => {
+            format!("namespace unavailable: {}", answer.detail)
+        }
+        _ => format!("reject: {}", answer.detail),
     }
 }
 
@@ -586,10 +588,7 @@ fn match_summary(decision: &MatchDecision) -> String {
 /// Equivalent rule was matched in), or the skip or rejection they caused.
 fn call_summary(invocation: Option<&Equivalent>, flow: &ControlFlow<Answer>) -> String {
     match (flow, invocation) {
-        (ControlFlow::Break(answer), _) => match answer.decision {
-            Decision::Skipped => format!("skip: {}", answer.detail),
-            _ => format!("reject: {}", answer.detail),
-        },
+        (ControlFlow::Break(answer), _) => answered_summary(answer),
         (ControlFlow::Continue(()), None) => "call".into(),
         (ControlFlow::Continue(()), Some(i)) => {
             let slash = if i.group.is_empty() { "" } else { "/" };

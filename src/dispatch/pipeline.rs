@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use super::breaker::CallPermit;
 use super::{
-    answer, call_summary, conditions_outcome, denial_message, deny, match_summary,
+    answer, answered_summary, call_summary, conditions_outcome, denial_message, deny,
     post_as_client_go, shadowed, skipped, timeout_param, verify, warn_only, Answer, CallFailure,
     Clock, Decision, Dispatcher, HttpReply, Target, Trace, TransportError,
 };
@@ -152,15 +152,7 @@ impl Dispatcher {
         namespaces: Option<&Namespaces>,
         span: &mut Option<PhaseSpan>,
     ) -> ControlFlow<Answer, Option<Box<Equivalent>>> {
-        let decision = webhook.matcher.decide(review, namespaces);
-        let selected = matches!(
-            decision,
-            MatchDecision::Call | MatchDecision::CallEquivalent(_)
-        );
-        if let (Some(span), false) = (span.as_mut(), selected) {
-            span.set("result", match_summary(&decision));
-        }
-        match decision {
+        let flow = match webhook.matcher.decide(review, namespaces) {
             MatchDecision::Call => ControlFlow::Continue(None),
             MatchDecision::CallEquivalent(invocation) => ControlFlow::Continue(Some(invocation)),
             MatchDecision::Skip(reason) => ControlFlow::Break(skipped(review, reason)),
@@ -171,7 +163,11 @@ impl Dispatcher {
                 let failure = CallFailure::NamespaceUnavailable(reason);
                 ControlFlow::Break(self.fail(webhook, review, failure))
             }
+        };
+        if let (Some(span), ControlFlow::Break(answer)) = (span.as_mut(), &flow) {
+            span.set("result", answered_summary(answer));
         }
+        flow
     }
 
     /// Phase 2, prepare (a): the request rewritten for the equivalent resource an Equivalent rule
