@@ -2,8 +2,9 @@
 //!
 //! Module dependencies point one way, down this list (each uses only modules above it):
 //!
-//! - leaves: `field_error` (apimachinery's field errors), `memory`, `redact`, `tls`, `served`
-//!   (what kube-apiserver serves), `decision`; `metrics` uses `decision` and `memory`;
+//! - leaves: `field_error` (apimachinery's field errors), `names` (Kubernetes name formats),
+//!   `memory`, `redact`, `tls`, `served` (what kube-apiserver serves), `decision`; `metrics`
+//!   uses `decision` and `memory`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
 //! - `conversion` (objects between versions) and `matching` (`ShouldCallHook`'s selection and
@@ -31,6 +32,7 @@ pub mod matching;
 pub mod memory;
 pub mod metrics;
 pub mod namespace_watch;
+pub(crate) mod names;
 pub mod redact;
 pub mod registration;
 pub mod reload;

@@ -12,7 +12,7 @@ use crate::resources::custom::{
     ConversionReviewVersion, ConversionStrategy, ConversionWebhook, CustomResource, CustomVersion,
 };
 
-use super::names;
+use crate::names;
 use crate::field_error::{self, BadValue, Error as FieldError, ErrorList, ErrorType};
 
 #[derive(Debug, Default, Deserialize)]

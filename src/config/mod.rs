@@ -7,7 +7,6 @@
 //! Equivalent. Depends on `api`, `backend`, `review`, `conversion`, `matching` and `field_error`.
 
 pub(crate) mod crd;
-pub(crate) mod names;
 pub mod options;
 mod removed;
 
@@ -24,6 +23,7 @@ pub use crate::backend::Backend;
 use crate::field_error::{BadValue, Error as FieldError, ErrorType, Path as FieldPath};
 use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
 use crate::metrics::WebhookMetrics;
+use crate::names;
 use crate::resources::custom::CustomResources;
 use crate::review::ReviewVersion;
 

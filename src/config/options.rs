@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use crate::field_error::{BadValue, Error as FieldError, ErrorList, ErrorType};
 
-use super::names;
+use crate::names;
 
 /// The annotation holding the settings.
 pub(crate) const ANNOTATION: &str = "admission-proxy.io/webhook-options";

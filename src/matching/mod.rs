@@ -3,6 +3,7 @@
 //! paths below are relative to that `plugin/webhook/` directory.
 //! Depends on `api`, `review` and `resources`; everything here is compiled at config load.
 
+pub mod authz;
 pub mod cel_env;
 pub(crate) mod conditions;
 pub(crate) mod cost;

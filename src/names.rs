@@ -1,5 +1,5 @@
 //! Kubernetes name formats (`k8s.io/apimachinery/pkg/util/validation`), used by config
-//! validation. Depends on nothing.
+//! validation and by the authz CEL library (`serviceAccount`). Depends on nothing.
 
 fn is_alnum_lower(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
