@@ -124,6 +124,59 @@ pub(crate) enum RouteError {
 }
 
 impl Snapshot {
+    /// Every matchCondition that uses `authorizer`, as `(webhook, index in matchConditions,
+    /// condition)`, in route order (`check` lists them; `serve` needs an authorizer for them).
+    pub fn authorizer_conditions(&self) -> Vec<(&Webhook, usize, &MatchCondition)> {
+        let mut found: Vec<(&Webhook, usize, &MatchCondition)> = self
+            .webhooks()
+            .flat_map(|w| {
+                w.matcher
+                    .match_conditions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.uses_authorizer)
+                    .map(move |(i, c)| (w.as_ref(), i, c))
+            })
+            .collect();
+        found.sort_by(|a, b| {
+            (&a.0.configuration, a.0.index, a.1).cmp(&(&b.0.configuration, b.0.index, b.1))
+        });
+        found
+    }
+
+    /// Refuses a configuration whose matchConditions use `authorizer` when `serve` has no
+    /// authorizer to answer their checks: kube-apiserver always has one, so serving them
+    /// without would decide differently.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with one problem per such condition, naming the flag.
+    pub fn require_authorizer(&self, available: bool) -> Result<(), ConfigError> {
+        if available {
+            return Ok(());
+        }
+        let problems: Vec<Problem> = self
+            .authorizer_conditions()
+            .into_iter()
+            .map(|(w, i, c)| Problem {
+                file: w.source.clone(),
+                document: None,
+                kind: Some(w.webhook_type.configuration_kind().to_string()),
+                configuration: Some(w.configuration.clone()),
+                webhook: Some(w.name.clone()),
+                field: format!("webhooks[{}].matchConditions[{i}].expression", w.index),
+                message: format!(
+                    "matchCondition {:?} uses `authorizer` (authorization checks): start serve with --authorizer=subjectaccessreview to answer them by SubjectAccessReview",
+                    c.name
+                ),
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
     /// The webhooks of one type.
     pub(crate) fn of_type(&self, webhook_type: WebhookType) -> &HashMap<String, Arc<Webhook>> {
         match webhook_type {

@@ -46,6 +46,10 @@ fn root_context() -> Context<'static, 'static> {
     let _ = context.add_function("matches", matches);
     let _ = context.add_function("find", find);
     let _ = context.add_function("findAll", find_all);
+    // The authz library (`authorizer`): member functions of its opaque values.
+    for (name, function) in super::authz::FUNCTIONS {
+        let _ = context.add_function(name, function);
+    }
     context
 }
 
@@ -298,6 +302,22 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
         "format.date" => "!format.date().validate('2024-01-31').hasValue() && format.date().validate('2024-13-01').hasValue()",
         "format.datetime" => "!format.datetime().validate('2024-01-31T10:00:00Z').hasValue()",
     ],
+    "Kubernetes authz (an authorizer that allows)": [
+        "path" => "authorizer.path('/healthz').check('get').allowed()",
+        "group" => "authorizer.group('apps').resource('deployments').check('list').allowed()",
+        "resource" => "authorizer.group('').resource('pods').check('get').allowed()",
+        "subresource" => "authorizer.group('').resource('pods').subresource('exec').check('create').allowed()",
+        "namespace" => "authorizer.group('').resource('pods').namespace('default').check('list').allowed()",
+        "name" => "authorizer.group('admissionregistration.k8s.io').resource('validatingwebhookconfigurations').name('my-webhook').check('breakglass').allowed()",
+        "fieldSelector" => "authorizer.group('').resource('pods').fieldSelector('spec.nodeName=node-1').check('list').allowed()",
+        "labelSelector" => "authorizer.group('').resource('pods').labelSelector('app=web').check('list').allowed()",
+        "serviceAccount" => "authorizer.serviceAccount('default', 'builder').group('').resource('pods').check('create').allowed()",
+        "check" => "authorizer.requestResource.check('create').allowed()",
+        "allowed" => "authorizer.path('/metrics').check('get').allowed()",
+        "reason" => "type(authorizer.path('/metrics').check('get').reason()) == string",
+        "errored" => "!authorizer.path('/metrics').check('get').errored()",
+        "error" => "authorizer.path('/metrics').check('get').error() == ''",
+    ],
     "Kubernetes semver": [
         "semver" => "semver('1.2.3') == semver('1.2.3')",
         "isSemver" => "isSemver('1.2.3') && !isSemver('1.2') && isSemver('v1.0', true)",
@@ -308,8 +328,8 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
 };
 
 /// Functions of the Kubernetes base environment this build cannot evaluate, with the reason given
-/// when an expression uses one. Two-variable comprehensions (`all(k, v, ...)`) and the
-/// `authorizer` variable are refused by the expression walker in `conditions`.
+/// when an expression uses one. Two-variable comprehensions (`all(k, v, ...)`) are refused by
+/// the expression walker in `conditions`.
 pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
     // The one-variable macros are expanded by the parser; a call left with these names has
     // the two-variable form `all(k, v, ...)`.
@@ -344,18 +364,6 @@ pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "image",
         "the image library (Kubernetes 1.33) is not supported",
-    ),
-    (
-        "check",
-        "authorization checks (the authorizer library) are not supported",
-    ),
-    (
-        "allowed",
-        "authorization checks (the authorizer library) are not supported",
-    ),
-    (
-        "serviceAccount",
-        "authorization checks (the authorizer library) are not supported",
     ),
 ];
 
@@ -413,10 +421,29 @@ mod tests {
 
     const POD: &str = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"ns","operation":"CREATE","userInfo":{"username":"jane"},"object":{"metadata":{"name":"p","labels":{"app":"web"}},"spec":{}},"oldObject":null}}"#;
 
+    /// Evaluates `expression` on a pod; every authorization check is allowed.
     fn eval(expression: &str) -> Result<ConditionsResult, CompileError> {
+        use crate::matching::authz::{Decision, Decisions};
+        use crate::matching::conditions::Authorized;
         let condition = MatchCondition::compile("c", expression)?;
         let review = ParsedReview::parse(POD.as_bytes()).unwrap();
-        Ok(MatchConditions::new(vec![condition]).evaluate(&review))
+        let conditions = MatchConditions::new(vec![condition]);
+        let mut decisions = Decisions::default();
+        for _ in 0..4 {
+            match conditions.evaluate_authorized(&review, &mut decisions) {
+                Authorized::Done(result) => return Ok(result),
+                Authorized::Pending(keys) => {
+                    for key in keys {
+                        let allowed = Decision {
+                            allowed: true,
+                            ..Decision::default()
+                        };
+                        decisions.insert(key, allowed);
+                    }
+                }
+            }
+        }
+        panic!("{expression}: still pending after 4 rounds")
     }
 
     /// Every function of the compatibility table works as its example shows.

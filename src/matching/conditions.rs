@@ -10,13 +10,14 @@ use std::sync::Arc;
 use cel::objects::{Key, Map};
 use cel::{Program, Value};
 
+use super::authz::{self, CheckKey, Decisions};
 use super::cel_env::{self, env};
 use super::cost::{self, Cancelled};
 
 use crate::review::ParsedReview;
 
-/// Variables of the webhook CEL environment (`apiserver/pkg/admission/plugin/cel/compile.go`).
-/// `authorizer` is declared there but has no implementation here; `namespaceObject` is always
+/// Variables of the webhook CEL environment (`apiserver/pkg/admission/plugin/cel/compile.go`;
+/// `authorizer.requestResource` is reached through `authorizer`). `namespaceObject` is always
 /// null for webhooks (`Match` binds no namespace).
 const VARIABLES: [&str; 5] = [
     "object",
@@ -143,6 +144,8 @@ fn free_variables(
 pub struct MatchCondition {
     pub(crate) name: String,
     pub(crate) expression: String,
+    /// It reads `authorizer`: its checks need an authorizer (`serve --authorizer`).
+    pub(crate) uses_authorizer: bool,
     program: Program,
 }
 
@@ -152,6 +155,9 @@ struct Uses {
     object: bool,
     old_object: bool,
     request: bool,
+    /// `authorizer` (and `authorizer.requestResource`): checks answered by the caller's
+    /// decisions ([`MatchConditions::evaluate_authorized`]).
+    authorizer: bool,
     /// Top-level `request` fields selected (`request.userInfo` → `userInfo`); `None` when
     /// `request` is also used whole, so every field is needed.
     request_fields: Option<Vec<String>>,
@@ -241,9 +247,9 @@ pub enum CompileError {
     /// A variable the webhook environment does not declare.
     #[error("compilation failed: undeclared reference to {0:?}")]
     UndeclaredVariable(String),
-    /// `authorizer`: declared upstream, not implemented here.
-    #[error("compilation failed: the `authorizer` variable (authorization checks) is not supported by admission-proxy")]
-    Authorizer,
+    /// A use of the authz library (`authorizer`) its declarations do not allow.
+    #[error("compilation failed: {0}")]
+    Authz(#[from] authz::TypeError),
     /// `all(i, v, ...)` and the like.
     #[error(
         "compilation failed: two-variable comprehensions are not supported by admission-proxy"
@@ -275,7 +281,11 @@ fn one_line(e: &impl std::fmt::Display) -> String {
 pub(crate) enum EvaluationError {
     /// The expression failed when run: CEL's error.
     #[error(transparent)]
-    Execution(#[from] cel::ExecutionError),
+    Execution(cel::ExecutionError),
+    /// A library function refused its arguments (`path must not be empty`): its message, as
+    /// cel-go prints `types.NewErr`.
+    #[error("{0}")]
+    Library(String),
     /// Cancelled: its cel-go cost is over [`cost::PER_CALL_LIMIT`].
     #[error("{}", cost::PER_CALL_LIMIT_ERROR)]
     PerCallLimit,
@@ -285,6 +295,25 @@ pub(crate) enum EvaluationError {
     /// It did not run: an earlier condition ran the budget out.
     #[error("not evaluated: the webhook's cost budget ran out")]
     NotEvaluated,
+}
+
+impl From<cel::ExecutionError> for EvaluationError {
+    fn from(e: cel::ExecutionError) -> Self {
+        match authz::library_message(&e) {
+            Some(message) => EvaluationError::Library(message.to_string()),
+            None => EvaluationError::Execution(e),
+        }
+    }
+}
+
+/// The outcome of an evaluation with authorization checks: final, or waiting for decisions.
+#[derive(Debug)]
+pub(crate) enum Authorized<T> {
+    /// Every check reached had a decision: the result.
+    Done(T),
+    /// Checks reached without a decision (at most one per condition, the first): resolve
+    /// them, add them to the decisions and evaluate again.
+    Pending(Vec<CheckKey>),
 }
 
 /// One condition's evaluation, for `explain`.
@@ -320,9 +349,6 @@ impl MatchCondition {
                 return Err(CompileError::UndeclaredVariable(variable.clone()));
             }
         }
-        if names.variables.iter().any(|v| v == "authorizer") {
-            return Err(CompileError::Authorizer);
-        }
         for pattern in &names.patterns {
             cel_env::precompile_regex(pattern).map_err(|source| CompileError::Regex {
                 pattern: pattern.clone(),
@@ -332,9 +358,16 @@ impl MatchCondition {
         if let Some(kind) = static_non_bool(&program.expression().expr) {
             return Err(CompileError::NotBool(kind));
         }
+        match authz::static_type(&program.expression().expr, &mut Vec::new())? {
+            authz::StaticType::Other(kind) | authz::StaticType::Authz(kind) if kind != "bool" => {
+                return Err(CompileError::NotBool(kind))
+            }
+            _ => {}
+        }
         Ok(MatchCondition {
             name: name.to_string(),
             expression: expression.to_string(),
+            uses_authorizer: names.variables.iter().any(|v| v == "authorizer"),
             program,
         })
     }
@@ -379,6 +412,7 @@ impl MatchConditions {
             uses.object |= r.has_variable("object");
             uses.old_object |= r.has_variable("oldObject");
             uses.request |= r.has_variable("request");
+            uses.authorizer |= r.has_variable("authorizer");
             whole_request |= !request_fields(&c.program.expression().expr, &mut fields);
         }
         uses.request_fields = (!whole_request).then_some(fields);
@@ -389,6 +423,12 @@ impl MatchConditions {
             uses,
             untracked_max_body,
         }
+    }
+
+    /// True when a condition uses `authorizer`: evaluate with
+    /// [`MatchConditions::evaluate_authorized`].
+    pub(crate) fn uses_authorizer(&self) -> bool {
+        self.uses.authorizer
     }
 
     /// True when the webhook has no matchConditions.
@@ -417,35 +457,59 @@ impl MatchConditions {
             .is_none_or(|max| review.body_len() as u64 > max);
         cel_env::with_root_context(|mut context| {
             self.bind(&mut context, review);
-            let Ok(ran) = self.run(&context, track) else {
-                return ConditionsResult::Error(cost::OUT_OF_BUDGET_ERROR.to_string());
-            };
-            if let Some(i) = ran
-                .iter()
-                .position(|r| matches!(r.result, Ok(Value::Bool(false))))
-            {
-                return ConditionsResult::NoMatch {
-                    condition: self.conditions[i].name.clone(),
-                };
-            }
-            let mut errors: Vec<String> = self
-                .conditions
-                .iter()
-                .zip(&ran)
-                .filter_map(|(c, r)| {
-                    let e = r.result.as_ref().err()?;
-                    Some(format!(
-                        "expression '{}' resulted in error: {e}",
-                        c.expression
-                    ))
-                })
-                .collect();
-            match errors.len() {
-                0 => ConditionsResult::Match,
-                1 => ConditionsResult::Error(errors.remove(0)),
-                _ => ConditionsResult::Error(format!("[{}]", errors.join(", "))),
-            }
+            self.result(self.run(&context, track))
         })
+    }
+
+    /// [`MatchConditions::evaluate`] with `authorizer`'s checks answered from `decisions`.
+    /// A check without a decision makes the result [`Authorized::Pending`] (that evaluation
+    /// is discarded): the caller resolves the keys, adds them to `decisions` and evaluates
+    /// again. Each round asks for at most one check per condition, the first one reached, so
+    /// the checks asked for are those kube-apiserver's evaluation would make; `check`'s cost
+    /// bounds a condition to three.
+    pub(crate) fn evaluate_authorized(
+        &self,
+        review: &ParsedReview<'_>,
+        decisions: &mut Decisions,
+    ) -> Authorized<ConditionsResult> {
+        let (result, pending) = authz::with_decisions(decisions, || self.evaluate(review));
+        if pending.is_empty() {
+            Authorized::Done(result)
+        } else {
+            Authorized::Pending(pending)
+        }
+    }
+
+    /// The decision from every condition's result (upstream `Match`).
+    fn result(&self, ran: Result<Vec<Ran>, Vec<Ran>>) -> ConditionsResult {
+        let Ok(ran) = ran else {
+            return ConditionsResult::Error(cost::OUT_OF_BUDGET_ERROR.to_string());
+        };
+        if let Some(i) = ran
+            .iter()
+            .position(|r| matches!(r.result, Ok(Value::Bool(false))))
+        {
+            return ConditionsResult::NoMatch {
+                condition: self.conditions[i].name.clone(),
+            };
+        }
+        let mut errors: Vec<String> = self
+            .conditions
+            .iter()
+            .zip(&ran)
+            .filter_map(|(c, r)| {
+                let e = r.result.as_ref().err()?;
+                Some(format!(
+                    "expression '{}' resulted in error: {e}",
+                    c.expression
+                ))
+            })
+            .collect();
+        match errors.len() {
+            0 => ConditionsResult::Match,
+            1 => ConditionsResult::Error(errors.remove(0)),
+            _ => ConditionsResult::Error(format!("[{}]", errors.join(", "))),
+        }
     }
 
     /// Runs every condition in `context`, in order (`condition.go` `ForInput`). With `track`,
@@ -460,6 +524,9 @@ impl MatchConditions {
         let mut remaining = cost::WEBHOOK_BUDGET;
         let mut ran = Vec::with_capacity(self.conditions.len());
         for condition in &self.conditions {
+            if self.uses.authorizer {
+                authz::next_condition();
+            }
             let execute = || {
                 condition
                     .program
@@ -516,6 +583,14 @@ impl MatchConditions {
             );
         }
         context.add_variable_from_value("namespaceObject", Value::Null);
+        if self.uses.authorizer {
+            let user = authz::requesting_user(review);
+            context.add_variable_from_value(
+                authz::REQUEST_RESOURCE_VARIABLE,
+                authz::request_resource(user.clone(), review),
+            );
+            context.add_variable_from_value("authorizer", authz::authorizer(user));
+        }
     }
 
     /// Every condition's own result and cost, in list order, for `explain` (KEP-3716
@@ -829,7 +904,10 @@ mod tests {
         for (expr, want) in [
             ("object.", "compilation failed"),
             ("params.x == 1", "undeclared reference"),
-            ("authorizer.path('/x').check('get').allowed()", "authorizer"),
+            (
+                "authorizer.resource('g', 'r', '*').check('v').allowed()",
+                "no matching overload",
+            ),
             (
                 "'abc'.reverse() == 'cba'",
                 "undeclared reference to function \"reverse\"",

@@ -200,6 +200,7 @@ fn call_cost(function: &str, operands: &[Operand], traversal: u64, result: u64) 
         }
         "join" => (result as f64 * 2.0 * STRING_TRAVERSAL).ceil() as u64,
         "find" | "findAll" => regex(),
+        "check" => super::authz::CHECK_COST,
         // `ip(string)` parses; `cidr.ip()` reads a field.
         "ip" if text(0) => ceil_factor(size(0), STRING_TRAVERSAL),
         // The CIDR operand is no Sizer (size 1); a string operand is parsed first.
@@ -272,6 +273,8 @@ fn walk(expr: &Expression, context: &Context<'_, '_>, t: &mut Tracker) -> Result
         // `TestRuntimeCost` "select: non-proto field test": `has(input.testAttr.nestedAttr)` is 2).
         Expr::Ident(_) => t.charge(1),
         Expr::Select(select) if select.test => walk(&select.operand, context, t),
+        // One variable whose name has a dot (cel-go's checker resolves it so).
+        Expr::Select(select) if is_request_resource(select) => t.charge(1),
         Expr::Select(select) => {
             walk(&select.operand, context, t)?;
             t.charge(1)
@@ -325,6 +328,14 @@ fn walk(expr: &Expression, context: &Context<'_, '_>, t: &mut Tracker) -> Result
             walk(&c.result, &scope, t)
         }
     }
+}
+
+/// `authorizer.requestResource`, a variable of its own
+/// ([`super::authz::REQUEST_RESOURCE_VARIABLE`]).
+fn is_request_resource(select: &cel::common::ast::SelectExpr) -> bool {
+    !select.test
+        && select.field == "requestResource"
+        && matches!(&select.operand.expr, Expr::Ident(name) if name == "authorizer")
 }
 
 /// An identifier with selects on it: cel-go plans it as one attribute.
@@ -408,6 +419,9 @@ fn walk_call(
             let receiver = call.target.as_deref().filter(|_| !namespaced);
             for operand in receiver.into_iter().chain(args) {
                 walk(operand, context, t)?;
+            }
+            if function == "check" {
+                return t.charge(super::authz::CHECK_COST);
             }
             if !needs_operands(&function) {
                 return t.charge(1);

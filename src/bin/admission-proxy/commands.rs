@@ -42,6 +42,16 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
             for w in &snapshot.warnings {
                 println!("warning: {w}");
             }
+            // Not a problem: `serve --authorizer=subjectaccessreview` answers them.
+            let authorizer = match snapshot.require_authorizer(false) {
+                Err(config::ConfigError::Invalid(uses)) => {
+                    for p in &uses {
+                        println!("authorizer: {p}");
+                    }
+                    format!("; {} matchCondition(s) use authorizer", uses.len())
+                }
+                _ => String::new(),
+            };
             let cluster = match args.discovery.served() {
                 Ok(None) => String::new(),
                 Ok(Some(served)) => {
@@ -60,7 +70,7 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
                 }
             };
             format!(
-                "{}: {} webhook(s) in {} file(s){cluster}",
+                "{}: {} webhook(s) in {} file(s){authorizer}{cluster}",
                 args.config.display(),
                 snapshot.len(),
                 snapshot.files.len()
