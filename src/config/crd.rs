@@ -12,8 +12,8 @@ use crate::resources::custom::{
     ConversionReviewVersion, ConversionStrategy, ConversionWebhook, CustomResource, CustomVersion,
 };
 
-use crate::names;
 use crate::field_error::{self, BadValue, Error as FieldError, ErrorList, ErrorType};
+use crate::names;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
