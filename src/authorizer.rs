@@ -470,3 +470,178 @@ fn should_cache(attributes: &Attributes) -> bool {
     };
     size < MAX_CACHED_ATTRIBUTES_SIZE
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::matching::authz::User;
+
+    fn resource(namespace: &str, name: &str, field: &str, label: &str) -> Attributes {
+        Attributes::Resource {
+            group: "apps".into(),
+            resource: "deployments".into(),
+            subresource: String::new(),
+            namespace: namespace.into(),
+            name: name.into(),
+            field_selector: field.into(),
+            label_selector: label.into(),
+            verb: "update".into(),
+        }
+    }
+
+    fn spec_json(user: User, attributes: Attributes) -> serde_json::Value {
+        serde_json::to_value(spec(&CheckKey {
+            user: Arc::new(user),
+            attributes,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn resource_spec_is_the_review_kube_apiserver_sends() {
+        let user = User {
+            username: "alice".into(),
+            uid: "u-1".into(),
+            groups: vec!["dev".into(), "system:authenticated".into()],
+            extra: BTreeMap::from([("scopes".into(), vec!["a".into(), "b".into()])]),
+        };
+        let got = spec_json(user, resource("team-a", "web", "spec.x=1", "app=web"));
+        assert_eq!(
+            got,
+            json!({
+                "user": "alice",
+                "uid": "u-1",
+                "groups": ["dev", "system:authenticated"],
+                "extra": {"scopes": ["a", "b"]},
+                "resourceAttributes": {
+                    "namespace": "team-a",
+                    "verb": "update",
+                    "group": "apps",
+                    "version": "*",
+                    "resource": "deployments",
+                    "name": "web",
+                    "fieldSelector": {"rawSelector": "spec.x=1"},
+                    "labelSelector": {"rawSelector": "app=web"},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn empty_fields_are_left_out_as_omitempty_does() {
+        let core = Attributes::Resource {
+            group: String::new(),
+            resource: "pods".into(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            field_selector: String::new(),
+            label_selector: String::new(),
+            verb: "list".into(),
+        };
+        assert_eq!(
+            spec_json(User::default(), core),
+            json!({"resourceAttributes": {"verb": "list", "version": "*", "resource": "pods"}})
+        );
+        let mut sub = resource("", "", "", "");
+        if let Attributes::Resource { subresource, .. } = &mut sub {
+            *subresource = "status".into();
+        }
+        assert_eq!(
+            spec_json(User::default(), sub)["resourceAttributes"],
+            json!({"verb": "update", "group": "apps", "version": "*", "resource": "deployments", "subresource": "status"})
+        );
+    }
+
+    #[test]
+    fn non_resource_spec_has_path_and_verb() {
+        let user = User {
+            username: "system:serviceaccount:ops:bot".into(),
+            ..User::default()
+        };
+        let attributes = Attributes::NonResource {
+            path: "/healthz".into(),
+            verb: "get".into(),
+        };
+        assert_eq!(
+            spec_json(user, attributes),
+            json!({
+                "user": "system:serviceaccount:ops:bot",
+                "nonResourceAttributes": {"path": "/healthz", "verb": "get"},
+            })
+        );
+    }
+
+    #[test]
+    fn should_cache_stops_at_ten_thousand_bytes() {
+        // verb "get" (3) + path: 9996 bytes make 9999, cached; one more is not.
+        let path = |n: usize| Attributes::NonResource {
+            path: "/".repeat(n),
+            verb: "get".into(),
+        };
+        assert!(should_cache(&path(9996)));
+        assert!(!should_cache(&path(9997)));
+        // namespace, verb, group, "*", resource, subresource and name all count; selectors
+        // do not (upstream counts only these).
+        let fixed = "update".len() + "apps".len() + 1 + "deployments".len();
+        let name = "n".repeat(MAX_CACHED_ATTRIBUTES_SIZE - fixed - 1);
+        let long = "x".repeat(20_000);
+        assert!(should_cache(&resource("", &name, &long, &long)));
+        assert!(!should_cache(&resource("a", &name, "", "")));
+    }
+
+    #[test]
+    fn allowed_answers_live_for_the_authorized_ttl_others_for_the_unauthorized() {
+        let ttl = CacheTtl::default();
+        assert_eq!(ttl.authorized, Duration::from_secs(300));
+        assert_eq!(ttl.unauthorized, Duration::from_secs(30));
+        let allowed = Decision {
+            allowed: true,
+            ..Decision::default()
+        };
+        assert_eq!(ttl.of(&allowed), Duration::from_secs(300));
+        assert_eq!(ttl.of(&Decision::default()), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn a_status_becomes_a_decision() {
+        let status = |allowed, denied, reason: &str, error: &str| SubjectAccessReviewStatus {
+            allowed,
+            denied,
+            reason: non_empty(reason),
+            evaluation_error: Some(error.to_string()),
+        };
+        assert_eq!(
+            answer(status(true, None, "RBAC: allowed", "")),
+            Ok(Decision {
+                allowed: true,
+                reason: "RBAC: allowed".into(),
+                error: None
+            })
+        );
+        assert_eq!(
+            answer(status(false, Some(true), "", "webhook down")),
+            Ok(Decision {
+                allowed: false,
+                reason: String::new(),
+                error: Some("webhook down".into())
+            })
+        );
+        assert_eq!(
+            answer(status(true, Some(true), "", "")),
+            Err(BOTH_ALLOW_AND_DENY.to_string())
+        );
+    }
+
+    #[test]
+    fn outcomes_are_the_metric_s_label_values() {
+        assert_eq!(
+            Outcome::ALL.map(Outcome::as_str),
+            crate::metrics::AUTHORIZER_CHECK_RESULTS
+        );
+    }
+}
