@@ -278,7 +278,13 @@ impl SubjectAccessReviews {
         if let Some(decision) = state.fresh(key, Instant::now()) {
             return Step::Done(decision);
         }
-        if let Some(rx) = state.in_flight.get(key) {
+        // A call whose task ended without answering (a panic, the runtime shutting down) left
+        // a closed channel: start a new call rather than join it.
+        if let Some(rx) = state
+            .in_flight
+            .get(key)
+            .filter(|rx| rx.has_changed().is_ok())
+        {
             return Step::Wait {
                 rx: rx.clone(),
                 joined: true,
@@ -295,7 +301,7 @@ impl SubjectAccessReviews {
                 Ok(decision) => {
                     let mut state = inner.state.lock();
                     if should_cache(&key.attributes) {
-                        let expires = Instant::now() + inner.ttl.of(&decision);
+                        let expires = Instant::now() + inner.ttl.of(decision);
                         state.cache.put(
                             key.clone(),
                             Entry {

@@ -152,6 +152,7 @@ pub(crate) fn install(version: &'static str, commit: &'static str) -> Option<Pro
     for result in AUTHORIZER_CHECK_RESULTS {
         let _ = metrics::counter!("admission_proxy_authorizer_checks_total", "result" => result);
     }
+    let _ = metrics::histogram!("admission_proxy_subjectaccessreview_duration_seconds");
     metrics::gauge!("admission_proxy_connections_open").set(0.0);
     let _ = by_operation();
     let upkeep = handle.clone();
