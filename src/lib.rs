@@ -10,6 +10,8 @@
 //! - `conversion` (objects between versions) and `matching` (`ShouldCallHook`'s selection and
 //!   matchConditions), side by side: neither uses the other;
 //! - `config` (files → compiled snapshot), `telemetry`, `namespace_watch`, `capture`;
+//!   `authorizer` (matchConditions' `authorizer` through SubjectAccessReviews) uses `matching`,
+//!   `metrics` and `namespace_watch`'s client configuration;
 //! - `dispatch` (one admission's phases, `dispatch/pipeline.rs`) → `server` → `reload`;
 //!   `registration` → `explain`;
 //! - `serve` (the `serve` command as one call) uses them all; only the binary uses it.
@@ -20,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod authorizer;
 pub mod backend;
 pub mod capture;
 pub mod config;

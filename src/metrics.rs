@@ -94,6 +94,8 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_namespaces_cached", Kind::Gauge, "Namespaces in the namespace cache."),
     ("admission_proxy_namespace_watch_errors_total", Kind::Counter, "Namespace watch errors (dropped connection, 410 Gone, API error), each retried with backoff."),
     ("admission_proxy_namespace_lookups_total", Kind::Counter, "Live GETs of namespaces missing from the cache, by result (found, not_found, error)."),
+    ("admission_proxy_authorizer_checks_total", Kind::Counter, "matchConditions authorizer checks answered, by how (allowed, denied: a SubjectAccessReview the check made; error: no answer within the budget, a failed call or an answer both allowed and denied; cached: from the cache; coalesced: by an identical check's call in flight)."),
+    ("admission_proxy_subjectaccessreview_duration_seconds", Kind::Histogram, "Seconds each SubjectAccessReview call to the Kubernetes API took (failed ones included; capped at 10 s)."),
 ];
 
 #[derive(Clone, Copy)]
@@ -147,6 +149,10 @@ pub(crate) fn install(version: &'static str, commit: &'static str) -> Option<Pro
     for result in NAMESPACE_LOOKUP_RESULTS {
         let _ = metrics::counter!("admission_proxy_namespace_lookups_total", "result" => result);
     }
+    for result in AUTHORIZER_CHECK_RESULTS {
+        let _ = metrics::counter!("admission_proxy_authorizer_checks_total", "result" => result);
+    }
+    let _ = metrics::histogram!("admission_proxy_subjectaccessreview_duration_seconds");
     metrics::gauge!("admission_proxy_connections_open").set(0.0);
     let _ = by_operation();
     let upkeep = handle.clone();
@@ -427,6 +433,24 @@ const NAMESPACE_LOOKUP_RESULTS: [&str; 3] = ["found", "not_found", "error"];
 /// [`NAMESPACE_LOOKUP_RESULTS`].
 pub(crate) fn namespace_lookup(result: &'static str) {
     metrics::counter!("admission_proxy_namespace_lookups_total", "result" => result).increment(1);
+}
+
+/// The `result` label values of `admission_proxy_authorizer_checks_total`
+/// (`authorizer::Outcome::as_str`).
+pub(crate) const AUTHORIZER_CHECK_RESULTS: [&str; 5] =
+    ["allowed", "denied", "error", "cached", "coalesced"];
+
+/// An authorizer check answered: `admission_proxy_authorizer_checks_total{result}`, one of
+/// [`AUTHORIZER_CHECK_RESULTS`]. Never a user or an attribute in a label.
+pub(crate) fn authorizer_check(result: &'static str) {
+    metrics::counter!("admission_proxy_authorizer_checks_total", "result" => result).increment(1);
+}
+
+/// One SubjectAccessReview call's latency:
+/// `admission_proxy_subjectaccessreview_duration_seconds`.
+pub(crate) fn subjectaccessreview_duration(elapsed: Duration) {
+    metrics::histogram!("admission_proxy_subjectaccessreview_duration_seconds")
+        .record(elapsed.as_secs_f64());
 }
 
 /// A new connection to a backend (TCP and, for https, a TLS handshake):

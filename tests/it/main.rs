@@ -8,6 +8,7 @@ mod common;
 
 mod tools;
 
+mod authorizer_sar;
 mod backends;
 mod bench;
 mod check;

@@ -1,6 +1,8 @@
 //! Test harness: a real proxy server and real example legacy backends on 127.0.0.1 with real
 //! TLS (rcgen certificates), configured through webhook configuration text.
 
+pub(crate) mod sar_api;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

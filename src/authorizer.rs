@@ -1,0 +1,653 @@
+//! matchConditions' `authorizer` answered by the cluster: each [`CheckKey`] the CEL library
+//! (`matching::authz`) could not answer becomes a SubjectAccessReview (`authorization.k8s.io/v1`)
+//! POSTed to the Kubernetes API with kube-rs, its answer a [`Decision`]. Depends on
+//! `matching::authz`, `metrics`, `namespace_watch` (the client configuration), `kube` and
+//! `k8s_openapi`.
+//!
+//! The cache follows kube-apiserver's webhook authorizer
+//! (`staging/src/k8s.io/apiserver/plugin/pkg/authorizer/webhook/webhook.go`): `responseCache`
+//! is an LRU expire cache of 8192 entries keyed by the SubjectAccessReview spec (here the
+//! [`CheckKey`], which holds exactly the spec's fields); allowed answers live for the
+//! authorized TTL, denied ones for the unauthorized TTL, errors are never cached, and
+//! `shouldCache` skips attributes whose combined length is 10000 bytes or more. The TTL
+//! defaults are kube-apiserver's flags `--authorization-webhook-cache-authorized-ttl` (5m) and
+//! `--authorization-webhook-cache-unauthorized-ttl` (30s) (`pkg/kubeapiserver/options/authorization.go`).
+//!
+//! Two things kube-apiserver does not need and a proxy does: identical checks already in
+//! flight are coalesced (one API call, every waiter gets its answer), and each waiter waits only
+//! as long as its admission's budget allows. The call itself runs in a task of its own, capped
+//! at [`CALL_CAP`], so a waiter giving up does not cancel it for the others and its late answer
+//! still fills the cache.
+//!
+//! RBAC: the proxy's service account needs `create` on `subjectaccessreviews` in the
+//! `authorization.k8s.io` group (what `system:auth-delegator` grants); without it every check
+//! is an errored decision (403).
+//!
+//! Nothing here logs a user or an attribute: the debug log says that a call failed and why.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authorization::v1::{
+    FieldSelectorAttributes, LabelSelectorAttributes, NonResourceAttributes, ResourceAttributes,
+    SubjectAccessReview, SubjectAccessReviewSpec, SubjectAccessReviewStatus,
+};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use lru::LruCache;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use crate::matching::authz::{Attributes, CheckKey, Decision, DecisionSource};
+use crate::namespace_watch::WatchError;
+
+/// Entries of the decision cache (webhook.go: `cache.NewLRUExpireCache(8192)`).
+pub const CACHE_SIZE: usize = 8192;
+
+/// Attributes this long or longer (bytes: namespace, verb, group, version, resource,
+/// subresource, name, path together) are not cached (webhook.go `maxControlledAttrCacheSize`).
+pub const MAX_CACHED_ATTRIBUTES_SIZE: usize = 10000;
+
+/// The longest one SubjectAccessReview call may take, whoever waits for it: waiters give up on
+/// their own budget, the call goes on to this cap so its answer can still fill the cache.
+pub const CALL_CAP: Duration = Duration::from_secs(10);
+
+/// Upstream's text for a status with both `allowed` and `denied` (webhook.go `Authorize`).
+const BOTH_ALLOW_AND_DENY: &str =
+    "webhook subject access review returned both allow and deny response";
+
+/// How long answers are cached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheTtl {
+    /// How long an allowed answer is reused
+    /// (`--authorization-webhook-cache-authorized-ttl`, 5 minutes by default).
+    pub authorized: Duration,
+    /// How long a denied (or no-opinion) answer is reused
+    /// (`--authorization-webhook-cache-unauthorized-ttl`, 30 seconds by default).
+    pub unauthorized: Duration,
+}
+
+impl Default for CacheTtl {
+    /// kube-apiserver's defaults: 5 minutes and 30 seconds.
+    fn default() -> Self {
+        CacheTtl {
+            authorized: Duration::from_secs(5 * 60),
+            unauthorized: Duration::from_secs(30),
+        }
+    }
+}
+
+impl CacheTtl {
+    /// How long `decision` is reused: the authorized TTL when allowed, else the unauthorized
+    /// one (webhook.go caches by `Status.Allowed`).
+    fn of(&self, decision: &Decision) -> Duration {
+        if decision.allowed {
+            self.authorized
+        } else {
+            self.unauthorized
+        }
+    }
+}
+
+/// How one check was answered; [`Outcome::as_str`] is the `result` label of
+/// `admission_proxy_authorizer_checks_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A SubjectAccessReview this check started answered allowed.
+    Allowed,
+    /// A SubjectAccessReview this check started answered not allowed (denied or no opinion,
+    /// with or without an `evaluationError`).
+    Denied,
+    /// No answer: the budget ran out, the call failed (transport, non-2xx), or the answer was
+    /// both allowed and denied. The decision is errored and nothing was cached.
+    Error,
+    /// Answered from the cache, no API call.
+    Cached,
+    /// Answered by an identical check's call already in flight (no call of its own).
+    Coalesced,
+}
+
+impl Outcome {
+    /// Every outcome, in label order.
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Allowed,
+        Outcome::Denied,
+        Outcome::Error,
+        Outcome::Cached,
+        Outcome::Coalesced,
+    ];
+
+    /// The metric label value: `allowed`, `denied`, `error`, `cached`, `coalesced`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Denied => "denied",
+            Outcome::Error => "error",
+            Outcome::Cached => "cached",
+            Outcome::Coalesced => "coalesced",
+        }
+    }
+}
+
+/// What a SubjectAccessReview call gave: a decision, or why there is none.
+type Answer = Result<Decision, String>;
+
+/// A cached answer and when it stops being fresh.
+struct Entry {
+    decision: Decision,
+    expires: Instant,
+}
+
+/// The cache and the calls in flight, under one lock so that a check never misses both (a
+/// call's answer enters the cache and leaves the in-flight map at once).
+struct State {
+    cache: LruCache<CheckKey, Entry>,
+    /// Identical checks wait on the call's channel; `None` until it answers.
+    in_flight: HashMap<CheckKey, watch::Receiver<Option<Answer>>>,
+}
+
+impl State {
+    /// The fresh cached decision for `key`; an expired entry is removed (the LRU expire
+    /// cache's `Get`).
+    fn fresh(&mut self, key: &CheckKey, now: Instant) -> Option<Decision> {
+        match self.cache.get(key) {
+            Some(entry) if entry.expires > now => Some(entry.decision.clone()),
+            Some(_) => {
+                self.cache.pop(key);
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+/// The authorizer: SubjectAccessReviews with kube-apiserver's webhook cache, coalescing and a
+/// per-check budget. Cheap to share (`Arc` inside); clones share the cache.
+#[derive(Clone)]
+pub struct SubjectAccessReviews {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    api: Api<SubjectAccessReview>,
+    ttl: CacheTtl,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for SubjectAccessReviews {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubjectAccessReviews")
+            .field("ttl", &self.inner.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the caller's check path does next.
+enum Step {
+    /// A fresh cached decision.
+    Done(Decision),
+    /// Wait for a call's answer; `joined` when another check started the call.
+    Wait {
+        rx: watch::Receiver<Option<Answer>>,
+        joined: bool,
+    },
+}
+
+impl SubjectAccessReviews {
+    /// An authorizer calling the API with `client`, caching answers for `ttl`. Build the client
+    /// with [`SubjectAccessReviews::client`]: kube-rs' default client re-sends failed calls
+    /// with backoff, past any admission's deadline.
+    pub fn new(client: Client, ttl: CacheTtl) -> Self {
+        let size = NonZeroUsize::new(CACHE_SIZE).expect("CACHE_SIZE is not zero");
+        SubjectAccessReviews {
+            inner: Arc::new(Inner {
+                api: Api::all(client),
+                ttl,
+                state: Mutex::new(State {
+                    cache: LruCache::new(size),
+                    in_flight: HashMap::new(),
+                }),
+            }),
+        }
+    }
+
+    /// The Kubernetes client for [`SubjectAccessReviews::new`]: the configuration
+    /// `namespace_watch::config` finds (`kubeconfig`, else `KUBECONFIG` / `~/.kube/config`,
+    /// else in-cluster), with kube-rs' retries off, because the admission's deadline bounds
+    /// every call and a failed check is an errored decision, not a reason to wait.
+    ///
+    /// # Errors
+    /// [`WatchError`] when no configuration is found or it does not make a client.
+    pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
+        let mut config = crate::namespace_watch::config(kubeconfig).await?;
+        config.default_retry = false;
+        Client::try_from(config).map_err(WatchError::Client)
+    }
+
+    /// The decision for `key` within `budget`: from the cache when fresh, else from an
+    /// identical check's call already in flight, else from a new SubjectAccessReview. A
+    /// timeout, a failed call or an answer both allowed and denied is an errored decision
+    /// (`allowed: false`, `error: Some(why)`), never cached. Never fails otherwise.
+    pub async fn decide(&self, key: &CheckKey, budget: Duration) -> Decision {
+        self.check(key, budget).await.0
+    }
+
+    /// [`SubjectAccessReviews::decide`], and how the check was answered. Counts the check in
+    /// `admission_proxy_authorizer_checks_total{result}`.
+    pub async fn check(&self, key: &CheckKey, budget: Duration) -> (Decision, Outcome) {
+        let (decision, outcome) = match self.start(key) {
+            Step::Done(decision) => (decision, Outcome::Cached),
+            Step::Wait { mut rx, joined } => {
+                match tokio::time::timeout(budget, rx.wait_for(Option::is_some)).await {
+                    Ok(Ok(answer)) => match answer.clone() {
+                        Some(Ok(decision)) if joined => (decision, Outcome::Coalesced),
+                        Some(Ok(decision)) if decision.allowed => (decision, Outcome::Allowed),
+                        Some(Ok(decision)) => (decision, Outcome::Denied),
+                        Some(Err(why)) => (errored(why), Outcome::Error),
+                        None => (abandoned(), Outcome::Error),
+                    },
+                    // The call's task ended without answering (the runtime is shutting down).
+                    Ok(Err(_)) => (abandoned(), Outcome::Error),
+                    Err(_) => (
+                        errored(format!(
+                            "SubjectAccessReview: no answer within {} ms",
+                            budget.as_millis()
+                        )),
+                        Outcome::Error,
+                    ),
+                }
+            }
+        };
+        crate::metrics::authorizer_check(outcome.as_str());
+        (decision, outcome)
+    }
+
+    /// Every decision for `keys`, in order, resolved concurrently within one `budget`
+    /// (identical keys share one call).
+    pub async fn decide_all(&self, keys: &[CheckKey], budget: Duration) -> Vec<Decision> {
+        futures::future::join_all(keys.iter().map(|key| self.decide(key, budget))).await
+    }
+
+    /// Under the lock: the cached answer, or the channel of the call in flight (joined or
+    /// started now).
+    fn start(&self, key: &CheckKey) -> Step {
+        let mut state = self.inner.state.lock();
+        if let Some(decision) = state.fresh(key, Instant::now()) {
+            return Step::Done(decision);
+        }
+        // A call whose task ended without answering (a panic, the runtime shutting down) left
+        // a closed channel: start a new call rather than join it.
+        if let Some(rx) = state
+            .in_flight
+            .get(key)
+            .filter(|rx| rx.has_changed().is_ok())
+        {
+            return Step::Wait {
+                rx: rx.clone(),
+                joined: true,
+            };
+        }
+        let (tx, rx) = watch::channel(None);
+        state.in_flight.insert(key.clone(), rx.clone());
+        drop(state);
+        let inner = self.inner.clone();
+        let key = key.clone();
+        tokio::spawn(async move {
+            let answer = inner.call(&key).await;
+            match &answer {
+                Ok(decision) => {
+                    let mut state = inner.state.lock();
+                    if should_cache(&key.attributes) {
+                        let expires = Instant::now() + inner.ttl.of(decision);
+                        state.cache.put(
+                            key.clone(),
+                            Entry {
+                                decision: decision.clone(),
+                                expires,
+                            },
+                        );
+                    }
+                    state.in_flight.remove(&key);
+                }
+                Err(why) => {
+                    inner.state.lock().in_flight.remove(&key);
+                    tracing::debug!(error = %why, "SubjectAccessReview failed; not cached");
+                }
+            }
+            let _ = tx.send(Some(answer));
+        });
+        Step::Wait { rx, joined: false }
+    }
+}
+
+impl DecisionSource for SubjectAccessReviews {
+    /// The fresh cached decision for `key`, if any (counted `cached`); never calls the API.
+    fn decision(&self, key: &CheckKey) -> Option<Decision> {
+        let decision = self.inner.state.lock().fresh(key, Instant::now());
+        if decision.is_some() {
+            crate::metrics::authorizer_check(Outcome::Cached.as_str());
+        }
+        decision
+    }
+}
+
+impl Inner {
+    /// One SubjectAccessReview, capped at [`CALL_CAP`]: the decision it gives, or why there is
+    /// none. Records `admission_proxy_subjectaccessreview_duration_seconds`.
+    async fn call(&self, key: &CheckKey) -> Result<Decision, String> {
+        let review = SubjectAccessReview {
+            spec: spec(key),
+            ..Default::default()
+        };
+        let started = Instant::now();
+        let result =
+            tokio::time::timeout(CALL_CAP, self.api.create(&PostParams::default(), &review)).await;
+        crate::metrics::subjectaccessreview_duration(started.elapsed());
+        match result {
+            Ok(Ok(review)) => answer(review.status.unwrap_or_default()),
+            Ok(Err(kube::Error::Api(status))) => Err(format!(
+                "SubjectAccessReview failed: HTTP {}{}: {}",
+                status.code,
+                if status.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", status.reason)
+                },
+                status.message
+            )),
+            Ok(Err(e)) => Err(format!("SubjectAccessReview failed: {e}")),
+            Err(_) => Err(format!(
+                "SubjectAccessReview: no answer within {} ms",
+                CALL_CAP.as_millis()
+            )),
+        }
+    }
+}
+
+/// The decision a SubjectAccessReview status gives (`evaluationError` is what the library's
+/// `error()` reads, `pkg/registry/authorization/subjectaccessreview/rest.go` sets it from the
+/// authorizer's error), or upstream's error for a status both allowed and denied.
+fn answer(status: SubjectAccessReviewStatus) -> Result<Decision, String> {
+    if status.allowed && status.denied == Some(true) {
+        return Err(BOTH_ALLOW_AND_DENY.to_string());
+    }
+    Ok(Decision {
+        allowed: status.allowed,
+        reason: status.reason.unwrap_or_default(),
+        error: status.evaluation_error.filter(|e| !e.is_empty()),
+    })
+}
+
+/// The errored decision of a check whose call's task ended without answering (the runtime is
+/// shutting down).
+fn abandoned() -> Decision {
+    errored("SubjectAccessReview: the call was abandoned".to_string())
+}
+
+/// An errored decision: not allowed, no reason, `error` set.
+fn errored(why: String) -> Decision {
+    Decision {
+        allowed: false,
+        reason: String::new(),
+        error: Some(why),
+    }
+}
+
+/// The SubjectAccessReview spec of `key`, empty fields left out as Go's `omitempty` does;
+/// `version` is always `"*"`, `verb` and `resource` always present.
+fn spec(key: &CheckKey) -> SubjectAccessReviewSpec {
+    let user = &key.user;
+    let mut spec = SubjectAccessReviewSpec {
+        user: non_empty(&user.username),
+        uid: non_empty(&user.uid),
+        groups: (!user.groups.is_empty()).then(|| user.groups.clone()),
+        extra: (!user.extra.is_empty()).then(|| user.extra.clone()),
+        ..Default::default()
+    };
+    match &key.attributes {
+        Attributes::Resource {
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+            field_selector,
+            label_selector,
+            verb,
+        } => {
+            spec.resource_attributes = Some(ResourceAttributes {
+                namespace: non_empty(namespace),
+                verb: Some(verb.clone()),
+                group: non_empty(group),
+                version: Some("*".to_string()),
+                resource: Some(resource.clone()),
+                subresource: non_empty(subresource),
+                name: non_empty(name),
+                field_selector: non_empty(field_selector).map(|raw| FieldSelectorAttributes {
+                    raw_selector: Some(raw),
+                    requirements: None,
+                }),
+                label_selector: non_empty(label_selector).map(|raw| LabelSelectorAttributes {
+                    raw_selector: Some(raw),
+                    requirements: None,
+                }),
+            });
+        }
+        Attributes::NonResource { path, verb } => {
+            spec.non_resource_attributes = Some(NonResourceAttributes {
+                path: Some(path.clone()),
+                verb: Some(verb.clone()),
+            });
+        }
+    }
+    spec
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// webhook.go `shouldCache`: the attributes' combined length (namespace, verb, group, version,
+/// resource, subresource, name, path) is below [`MAX_CACHED_ATTRIBUTES_SIZE`]. A resource
+/// check's version is `"*"` and its path empty; a non-resource check has only verb and path.
+fn should_cache(attributes: &Attributes) -> bool {
+    let size = match attributes {
+        Attributes::Resource {
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+            verb,
+            ..
+        } => {
+            namespace.len()
+                + verb.len()
+                + group.len()
+                + "*".len()
+                + resource.len()
+                + subresource.len()
+                + name.len()
+        }
+        Attributes::NonResource { path, verb } => verb.len() + path.len(),
+    };
+    size < MAX_CACHED_ATTRIBUTES_SIZE
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::matching::authz::User;
+
+    fn resource(namespace: &str, name: &str, field: &str, label: &str) -> Attributes {
+        Attributes::Resource {
+            group: "apps".into(),
+            resource: "deployments".into(),
+            subresource: String::new(),
+            namespace: namespace.into(),
+            name: name.into(),
+            field_selector: field.into(),
+            label_selector: label.into(),
+            verb: "update".into(),
+        }
+    }
+
+    fn spec_json(user: User, attributes: Attributes) -> serde_json::Value {
+        serde_json::to_value(spec(&CheckKey {
+            user: Arc::new(user),
+            attributes,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn resource_spec_is_the_review_kube_apiserver_sends() {
+        let user = User {
+            username: "alice".into(),
+            uid: "u-1".into(),
+            groups: vec!["dev".into(), "system:authenticated".into()],
+            extra: BTreeMap::from([("scopes".into(), vec!["a".into(), "b".into()])]),
+        };
+        let got = spec_json(user, resource("team-a", "web", "spec.x=1", "app=web"));
+        assert_eq!(
+            got,
+            json!({
+                "user": "alice",
+                "uid": "u-1",
+                "groups": ["dev", "system:authenticated"],
+                "extra": {"scopes": ["a", "b"]},
+                "resourceAttributes": {
+                    "namespace": "team-a",
+                    "verb": "update",
+                    "group": "apps",
+                    "version": "*",
+                    "resource": "deployments",
+                    "name": "web",
+                    "fieldSelector": {"rawSelector": "spec.x=1"},
+                    "labelSelector": {"rawSelector": "app=web"},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn empty_fields_are_left_out_as_omitempty_does() {
+        let core = Attributes::Resource {
+            group: String::new(),
+            resource: "pods".into(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            field_selector: String::new(),
+            label_selector: String::new(),
+            verb: "list".into(),
+        };
+        assert_eq!(
+            spec_json(User::default(), core),
+            json!({"resourceAttributes": {"verb": "list", "version": "*", "resource": "pods"}})
+        );
+        let mut sub = resource("", "", "", "");
+        if let Attributes::Resource { subresource, .. } = &mut sub {
+            *subresource = "status".into();
+        }
+        assert_eq!(
+            spec_json(User::default(), sub)["resourceAttributes"],
+            json!({"verb": "update", "group": "apps", "version": "*", "resource": "deployments", "subresource": "status"})
+        );
+    }
+
+    #[test]
+    fn non_resource_spec_has_path_and_verb() {
+        let user = User {
+            username: "system:serviceaccount:ops:bot".into(),
+            ..User::default()
+        };
+        let attributes = Attributes::NonResource {
+            path: "/healthz".into(),
+            verb: "get".into(),
+        };
+        assert_eq!(
+            spec_json(user, attributes),
+            json!({
+                "user": "system:serviceaccount:ops:bot",
+                "nonResourceAttributes": {"path": "/healthz", "verb": "get"},
+            })
+        );
+    }
+
+    #[test]
+    fn should_cache_stops_at_ten_thousand_bytes() {
+        // verb "get" (3) + path: 9996 bytes make 9999, cached; one more is not.
+        let path = |n: usize| Attributes::NonResource {
+            path: "/".repeat(n),
+            verb: "get".into(),
+        };
+        assert!(should_cache(&path(9996)));
+        assert!(!should_cache(&path(9997)));
+        // namespace, verb, group, "*", resource, subresource and name all count; selectors
+        // do not (upstream counts only these).
+        let fixed = "update".len() + "apps".len() + 1 + "deployments".len();
+        let name = "n".repeat(MAX_CACHED_ATTRIBUTES_SIZE - fixed - 1);
+        let long = "x".repeat(20_000);
+        assert!(should_cache(&resource("", &name, &long, &long)));
+        assert!(!should_cache(&resource("a", &name, "", "")));
+    }
+
+    #[test]
+    fn allowed_answers_live_for_the_authorized_ttl_others_for_the_unauthorized() {
+        let ttl = CacheTtl::default();
+        assert_eq!(ttl.authorized, Duration::from_secs(300));
+        assert_eq!(ttl.unauthorized, Duration::from_secs(30));
+        let allowed = Decision {
+            allowed: true,
+            ..Decision::default()
+        };
+        assert_eq!(ttl.of(&allowed), Duration::from_secs(300));
+        assert_eq!(ttl.of(&Decision::default()), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn a_status_becomes_a_decision() {
+        let status = |allowed, denied, reason: &str, error: &str| SubjectAccessReviewStatus {
+            allowed,
+            denied,
+            reason: non_empty(reason),
+            evaluation_error: Some(error.to_string()),
+        };
+        assert_eq!(
+            answer(status(true, None, "RBAC: allowed", "")),
+            Ok(Decision {
+                allowed: true,
+                reason: "RBAC: allowed".into(),
+                error: None
+            })
+        );
+        assert_eq!(
+            answer(status(false, Some(true), "", "webhook down")),
+            Ok(Decision {
+                allowed: false,
+                reason: String::new(),
+                error: Some("webhook down".into())
+            })
+        );
+        assert_eq!(
+            answer(status(true, Some(true), "", "")),
+            Err(BOTH_ALLOW_AND_DENY.to_string())
+        );
+    }
+
+    #[test]
+    fn outcomes_are_the_metric_s_label_values() {
+        assert_eq!(
+            Outcome::ALL.map(Outcome::as_str),
+            crate::metrics::AUTHORIZER_CHECK_RESULTS
+        );
+    }
+}
