@@ -39,6 +39,9 @@ pub(crate) struct Sources {
     pub(crate) client_ca: Option<(PathBuf, Arc<ClientAuth>)>,
     /// Backstop re-read interval.
     pub(crate) resync: Duration,
+    /// `serve --authorizer` is on: configurations that use `authorizer` may load
+    /// ([`config::Snapshot::require_authorizer`]).
+    pub(crate) authorizer: bool,
 }
 
 /// Keeps the watcher alive; dropping it stops reloading (the reload thread sees its event
@@ -130,7 +133,10 @@ impl Sources {
     fn reload_once(&self, state: &State, fps: &mut Fingerprints) {
         match changed_config(&self.config, fps.config) {
             Ok(None) => {}
-            Ok(Some((fp, texts))) => match config::load_contents(&texts) {
+            Ok(Some((fp, texts))) => match config::load_contents(&texts).and_then(|snapshot| {
+                snapshot.require_authorizer(self.authorizer)?;
+                Ok(snapshot)
+            }) {
                 // An in-place write (truncate, then write) can be read between the two: an
                 // empty file must not take every webhook away. Restart to serve none.
                 Ok(snapshot) if snapshot.is_empty() && !state.config.load().is_empty() => {
@@ -470,6 +476,7 @@ mod tests {
             tls: None,
             client_ca: None,
             resync: Duration::from_secs(30),
+            authorizer: false,
         }
     }
 

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::authorizer::{CacheTtl, SubjectAccessReviews};
 use crate::capture::{Capture, CaptureSettings};
 use crate::config::{self, options::Mode, ConfigError, Snapshot};
 use crate::dispatch::breaker::BreakerSettings;
@@ -69,8 +70,11 @@ pub struct ServeConfig {
     pub namespaces_file: Option<PathBuf>,
     /// Namespace labels from a live, metadata-only watch of the cluster's Namespaces instead.
     pub watch_namespaces: bool,
-    /// Kubeconfig for `watch_namespaces` (`None`: KUBECONFIG, ~/.kube/config, then the pod's
-    /// service account).
+    /// matchConditions' `authorizer` checks answered by SubjectAccessReview, cached this long;
+    /// `None`: configurations that use `authorizer` are refused.
+    pub authorizer: Option<CacheTtl>,
+    /// Kubeconfig for `watch_namespaces` and `authorizer` (`None`: KUBECONFIG,
+    /// ~/.kube/config, then the pod's service account).
     pub kubeconfig: Option<PathBuf>,
     /// Largest accepted AdmissionReview body, bytes.
     pub max_body_bytes: usize,
@@ -165,6 +169,9 @@ pub enum ServeError {
     /// No Kubernetes client for the namespace watch (no usable kubeconfig).
     #[error("start the namespace watch")]
     NamespaceWatch(#[source] WatchError),
+    /// No Kubernetes client for `--authorizer=subjectaccessreview` (no usable kubeconfig).
+    #[error("start the SubjectAccessReview authorizer")]
+    Authorizer(#[source] WatchError),
     /// A listener cannot be bound.
     #[error("listen on {address}")]
     Listen {
@@ -242,15 +249,25 @@ impl Serving {
             env!("ADMISSION_PROXY_GIT_COMMIT"),
         );
         let snapshot = load_snapshot(config)?;
+        snapshot
+            .require_authorizer(config.authorizer.is_some())
+            .map_err(|source| ServeError::Config {
+                path: config.config.clone(),
+                source,
+            })?;
         let namespaces = load_namespaces(config, &snapshot)?;
         let certificates = certificates(config)?;
         reload::loaded(&snapshot, false);
-        let mut state = State::new(
-            snapshot,
-            namespaces,
-            dispatcher(config),
-            config.max_body_bytes,
-        );
+        let mut dispatcher = dispatcher(config);
+        if let Some(ttl) = config.authorizer {
+            let client = SubjectAccessReviews::client(config.kubeconfig.as_deref())
+                .await
+                .map_err(ServeError::Authorizer)?;
+            dispatcher =
+                dispatcher.with_authorizer(Arc::new(SubjectAccessReviews::new(client, ttl)));
+            tracing::info!(authorized_ttl = ?ttl.authorized, unauthorized_ttl = ?ttl.unauthorized, "matchConditions' authorizer checks are answered by SubjectAccessReview");
+        }
+        let mut state = State::new(snapshot, namespaces, dispatcher, config.max_body_bytes);
         state.metrics = metrics;
         state.limits = Arc::new(config.limits.clone());
         state.redact_paths = config.redact_paths.clone();
@@ -274,6 +291,7 @@ impl Serving {
             )),
             client_ca: config.client_ca_file.clone().zip(certificates.client_auth),
             resync: config.resync.max(Duration::from_secs(1)),
+            authorizer: config.authorizer.is_some(),
         }
         .spawn(state.clone())
         .map_err(ServeError::Watch)?;
@@ -470,6 +488,7 @@ async fn extras(config: &ServeConfig, state: &mut State) -> Result<(), ServeErro
             .map_err(ServeError::NamespaceWatch)?;
         state.namespace_watch = Some(NamespaceWatch::start(client, state.namespaces.clone()));
     }
+
     Ok(())
 }
 

@@ -4,8 +4,9 @@
 //! `callAttrMutatingHook` in `mutating/dispatcher.go` do (both under
 //! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/`). Every failure is classified
 //! once as a `CallFailure`, which drives the answer, the log line and the metrics.
-//! Depends on `config`, `conversion`, `matching`, `review`, `metrics` and `telemetry` (its
-//! phases and backend calls become spans when the proxy exports them).
+//! Depends on `config`, `conversion`, `matching`, `review`, `metrics`, `authorizer` (checks of
+//! matchConditions' `authorizer`) and `telemetry` (its phases and backend calls become spans
+//! when the proxy exports them).
 
 pub mod breaker;
 pub(crate) mod client;
@@ -15,6 +16,7 @@ pub(crate) mod verify;
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -22,6 +24,7 @@ use tokio::time::Instant;
 use serde_json::Value;
 
 use crate::api::FailurePolicy;
+use crate::authorizer::SubjectAccessReviews;
 use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, EquivalentError, Rewritten};
@@ -211,6 +214,8 @@ pub struct Dispatcher {
     call_queue_timeout: Duration,
     /// `--default-mode`: the mode of webhooks without a `mode` option.
     default_mode: Mode,
+    /// `--authorizer=subjectaccessreview`: answers matchConditions' `authorizer` checks.
+    authorizer: Option<Arc<SubjectAccessReviews>>,
 }
 
 /// When the request arrived and kube-apiserver's `?timeout=`: what every deadline of one
@@ -253,7 +258,15 @@ impl Dispatcher {
             breakers: None,
             call_queue_timeout: DEFAULT_CALL_QUEUE_TIMEOUT,
             default_mode: Mode::Enforce,
+            authorizer: None,
         }
+    }
+
+    /// Answers matchConditions' `authorizer` checks with `authorizer`
+    /// (`--authorizer=subjectaccessreview`).
+    pub(crate) fn with_authorizer(mut self, authorizer: Arc<SubjectAccessReviews>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
     }
 
     /// The mode of webhooks without a `mode` option (`--default-mode`; `Enforce` otherwise).

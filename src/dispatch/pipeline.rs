@@ -40,7 +40,8 @@ use super::{
 use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, Rewritten};
-use crate::matching::{ConditionsVerdict, MatchDecision, Namespaces};
+use crate::matching::authz::Decisions;
+use crate::matching::{Authorized, ConditionsResult, ConditionsVerdict, MatchDecision, Namespaces};
 use crate::resources::Equivalent;
 use crate::review::{AdmissionResponse, ParsedReview, ReviewVersion, Status};
 use crate::telemetry::{PhaseSpan, TraceContext};
@@ -122,7 +123,15 @@ impl Dispatcher {
         };
         let sent = converted_review.as_ref().unwrap_or(review);
         let invocation = rewritten.as_ref().map(|r| &r.invocation);
-        if let ControlFlow::Break(answer) = self.conditions(a, sent, invocation, matching, trace) {
+        let verdict = if webhook.matcher.match_conditions.uses_authorizer() {
+            // Boxed: the SubjectAccessReview calls' state would otherwise size every
+            // admission's future.
+            Box::pin(self.authorize(a, sent)).await
+        } else {
+            webhook.matcher.decide_conditions(sent)
+        };
+        if let ControlFlow::Break(answer) = self.conditions(a, verdict, invocation, matching, trace)
+        {
             return answer;
         }
         let guarded = match self.guard(a).await {
@@ -206,21 +215,18 @@ impl Dispatcher {
         }
     }
 
-    /// Phase 2, prepare (b): the rest of `ShouldCallHook`: matchConditions on `sent`, the request as the
-    /// webhook receives it; a false condition skips, an error skips or rejects by
-    /// failurePolicy. Notes the outcome for the matchConditions metrics and ends the
-    /// `matching` span.
+    /// Phase 2, prepare (b): the rest of `ShouldCallHook`: the `verdict` of matchConditions on
+    /// the request as the webhook receives it; a false condition skips, an error skips or
+    /// rejects by failurePolicy. Notes the outcome for the matchConditions metrics and ends
+    /// the `matching` span.
     fn conditions(
         &self,
-        Admission {
-            webhook, review, ..
-        }: Admission<'_>,
-        sent: &ParsedReview<'_>,
+        Admission { review, .. }: Admission<'_>,
+        verdict: ConditionsVerdict,
         invocation: Option<&Equivalent>,
         mut span: Option<PhaseSpan>,
         trace: &mut Trace,
     ) -> ControlFlow<Answer> {
-        let verdict = webhook.matcher.decide_conditions(sent);
         trace.conditions = conditions_outcome(&verdict);
         let flow = match verdict {
             ConditionsVerdict::None | ConditionsVerdict::Match => ControlFlow::Continue(()),
@@ -235,6 +241,52 @@ impl Dispatcher {
             span.set("result", call_summary(invocation, &flow));
         }
         flow
+    }
+
+    /// Phase 2, prepare (b) for a webhook whose matchConditions use `authorizer`: they are
+    /// evaluated in rounds, each round's undecided checks answered by SubjectAccessReview
+    /// ([`crate::authorizer`], its cache first) within the admission's deadline, until every
+    /// check reached has a decision. kube-apiserver answers the same checks in-process
+    /// (`staging/src/k8s.io/apiserver/pkg/cel/library/authz.go`).
+    async fn authorize(
+        &self,
+        Admission { webhook, clock, .. }: Admission<'_>,
+        sent: &ParsedReview<'_>,
+    ) -> ConditionsVerdict {
+        // `check` costs 350000 against a per-expression limit of 1000000, so a condition asks
+        // for at most two checks; a webhook's budget (2500000) allows seven. Each round
+        // answers at least one per condition still waiting.
+        const MAX_ROUNDS: usize = 8;
+        let conditions = &webhook.matcher.match_conditions;
+        let Some(authorizer) = &self.authorizer else {
+            let message =
+                "matchConditions use `authorizer` but serve was started without --authorizer";
+            return webhook
+                .matcher
+                .conditions_verdict(sent, ConditionsResult::Error(message.into()));
+        };
+        let limit = self
+            .max_timeout
+            .map_or(webhook.timeout, |cap| webhook.timeout.min(cap));
+        let mut decisions = Decisions::default();
+        for _ in 0..MAX_ROUNDS {
+            match conditions.evaluate_authorized(sent, &mut decisions) {
+                Authorized::Done(result) => {
+                    return webhook.matcher.conditions_verdict(sent, result)
+                }
+                Authorized::Pending(keys) => {
+                    let budget = self.budget(limit, clock);
+                    let answers = authorizer.decide_all(&keys, budget).await;
+                    for (key, decision) in keys.into_iter().zip(answers) {
+                        decisions.insert(key, decision);
+                    }
+                }
+            }
+        }
+        let message = format!("authorization checks still undecided after {MAX_ROUNDS} rounds");
+        webhook
+            .matcher
+            .conditions_verdict(sent, ConditionsResult::Error(message))
     }
 
     /// Phase 3, guard: what must hold before the call. Dry run against sideEffects (a 400 that

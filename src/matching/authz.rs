@@ -224,8 +224,11 @@ pub(crate) const LIBRARY_ERROR: &str = "kubernetes.authorization";
 /// discarded, so the text is never shown.
 const PENDING: &str = "kubernetes.authorization.pending";
 
-/// Every function of the library, as `cel` calls it: by name, the receiver as `This`.
-pub(crate) const FUNCTIONS: [(&str, fn(This<Value>, Arguments) -> ResolveResult); 14] = [
+/// A library function as `cel` calls it: the receiver as `This`, then the arguments.
+type LibraryFunction = fn(This<Value>, Arguments) -> ResolveResult;
+
+/// Every function of the library, by name.
+pub(crate) const FUNCTIONS: [(&str, LibraryFunction); 14] = [
     ("path", path),
     ("group", group),
     ("serviceAccount", service_account),

@@ -20,6 +20,7 @@ use crate::api::{FailurePolicy, MatchPolicy};
 use crate::resources::custom::CustomResources;
 use crate::resources::{equivalents, Equivalent};
 use crate::review::{Operation, ParsedReview, Status};
+pub(crate) use conditions::Authorized;
 pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
 pub use namespaces::Namespaces;
 pub use rules::{Rule, RuleInput};
@@ -249,7 +250,18 @@ impl Matcher {
         if self.match_conditions.is_empty() {
             return ConditionsVerdict::None;
         }
-        match self.match_conditions.evaluate(review) {
+        self.conditions_verdict(review, self.match_conditions.evaluate(review))
+    }
+
+    /// What the conditions' `result` on `review` decides, failurePolicy applied to an error
+    /// (`ShouldCallHook`); for results evaluated with authorization decisions
+    /// ([`MatchConditions::evaluate_authorized`]).
+    pub(crate) fn conditions_verdict(
+        &self,
+        review: &ParsedReview<'_>,
+        result: ConditionsResult,
+    ) -> ConditionsVerdict {
+        match result {
             ConditionsResult::Match => ConditionsVerdict::Match,
             ConditionsResult::NoMatch { condition } => {
                 ConditionsVerdict::Excluded(SkipReason::MatchCondition(condition))

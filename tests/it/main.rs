@@ -8,6 +8,7 @@ mod common;
 
 mod tools;
 
+mod authorizer;
 mod authorizer_sar;
 mod backends;
 mod bench;

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use admission_proxy::authorizer::CacheTtl;
 use admission_proxy::capture::CaptureSettings;
 use admission_proxy::dispatch::breaker::BreakerSettings;
 use admission_proxy::serve::{self, ServeConfig};
@@ -182,6 +183,7 @@ pub(crate) struct BenchArgs {
 }
 
 #[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("kubernetes_api").multiple(true).args(["watch_namespaces", "authorizer"]))]
 pub(crate) struct ServeArgs {
     /// Directory (or file) of ValidatingWebhookConfiguration / MutatingWebhookConfiguration
     /// YAML or JSON; watched and hot-reloaded.
@@ -229,9 +231,22 @@ pub(crate) struct ServeArgs {
     /// live GET, as kube-apiserver does. /readyz waits for the first list.
     #[arg(long)]
     pub(crate) watch_namespaces: bool,
-    /// Kubeconfig for --watch-namespaces outside a pod (default: KUBECONFIG, ~/.kube/config,
-    /// then the pod's service account).
-    #[arg(long, requires = "watch_namespaces")]
+    /// Answer matchConditions' `authorizer` checks (KEP-3716's breakglass, for one) with
+    /// SubjectAccessReview for the requesting user (needs create on subjectaccessreviews).
+    /// Without it, a configuration whose matchConditions use `authorizer` is refused.
+    #[arg(long, value_enum)]
+    pub(crate) authorizer: Option<AuthorizerKind>,
+    /// How long an allowed SubjectAccessReview answer is reused, a Go duration (kube-apiserver's
+    /// --authorization-webhook-cache-authorized-ttl, 5m); `0s` asks every time.
+    #[arg(long, default_value = "5m", requires = "authorizer", value_parser = parse_ttl)]
+    pub(crate) authorizer_cache_authorized_ttl: Duration,
+    /// How long a denied (or no opinion) answer is reused (kube-apiserver's
+    /// --authorization-webhook-cache-unauthorized-ttl, 30s). Failed reviews are never reused.
+    #[arg(long, default_value = "30s", requires = "authorizer", value_parser = parse_ttl)]
+    pub(crate) authorizer_cache_unauthorized_ttl: Duration,
+    /// Kubeconfig for --watch-namespaces and --authorizer outside a pod (default: KUBECONFIG,
+    /// ~/.kube/config, then the pod's service account).
+    #[arg(long, requires = "kubernetes_api")]
     pub(crate) kubeconfig: Option<PathBuf>,
     /// Largest accepted AdmissionReview body, in bytes (kube-apiserver's own limit is 3 MiB).
     #[arg(long, default_value_t = server::DEFAULT_MAX_BODY_BYTES)]
@@ -331,6 +346,12 @@ impl ServeArgs {
             client_cns: self.client_cn,
             namespaces_file: self.namespaces_file,
             watch_namespaces: self.watch_namespaces,
+            authorizer: self
+                .authorizer
+                .map(|AuthorizerKind::Subjectaccessreview| CacheTtl {
+                    authorized: self.authorizer_cache_authorized_ttl,
+                    unauthorized: self.authorizer_cache_unauthorized_ttl,
+                }),
             kubeconfig: self.kubeconfig,
             max_body_bytes: self.max_body_bytes,
             timeout_margin: Duration::from_millis(self.timeout_margin_ms),
@@ -416,6 +437,23 @@ impl LimitArgs {
 /// An optional listen address: `None` for `0`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BindAddress(Option<SocketAddr>);
+
+/// What answers matchConditions' `authorizer` checks (`--authorizer`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum AuthorizerKind {
+    /// A SubjectAccessReview (authorization.k8s.io/v1) per check, cached.
+    Subjectaccessreview,
+}
+
+/// A cache TTL: a Go duration (`5m`, `30s`, `0s`), as kube-apiserver's flags take it, parsed
+/// by kube-core; not negative.
+fn parse_ttl(s: &str) -> anyhow::Result<Duration> {
+    let d: kube::core::Duration = s
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{s:?} is not a duration like 5m or 30s: {e}"))?;
+    anyhow::ensure!(!d.is_negative(), "{s:?}: a TTL cannot be negative");
+    Ok(d.into())
+}
 
 /// `--health-probe-bind-address`, `--metrics-bind-address`: `0` for none (as controller-runtime
 /// reads it), else as [`parse_listen`].

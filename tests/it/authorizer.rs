@@ -1,0 +1,526 @@
+//! matchConditions' `authorizer` through the real binary (`serve --authorizer=subjectaccessreview`)
+//! against a stand-in API server speaking SubjectAccessReview: KEP-3716's breakglass example
+//! both ways, `authorizer.requestResource`, path and serviceAccount checks, an erroring API,
+//! the cache, cost limits, and the refusal without the flag.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::sar_api::SarApi;
+use crate::common::{self, https_get, BinaryProxy, TestBackend, Workspace, ALL};
+use admission_proxy::dispatch::HttpClient;
+
+/// KEP-3716's breakglass condition, as upstream's library spells it.
+const BREAKGLASS: &str = "!authorizer.group('admissionregistration.k8s.io').resource('validatingwebhookconfigurations').name('my-webhook').check('breakglass').allowed()";
+
+/// A validating webhook calling `path` on `backend` with these matchConditions
+/// (`(name, expression)`) and failurePolicy.
+fn webhook(
+    name: &str,
+    backend: &TestBackend,
+    path: &str,
+    policy: &str,
+    conditions: &[(&str, &str)],
+) -> String {
+    configuration(name, &backend.client_config(path), policy, conditions)
+}
+
+/// [`webhook`] with any `clientConfig` (flow-style YAML).
+fn configuration(
+    name: &str,
+    client_config: &str,
+    policy: &str,
+    conditions: &[(&str, &str)],
+) -> String {
+    let conditions: Vec<String> = conditions
+        .iter()
+        .map(|(n, e)| format!("{{name: {n}, expression: \"{e}\"}}"))
+        .collect();
+    common::validating(
+        name,
+        client_config,
+        ALL,
+        &format!(
+            "failurePolicy: {policy}\n  matchConditions: [{}]",
+            conditions.join(", ")
+        ),
+    )
+}
+
+/// A pod CREATE in `production` by `username` (uid `<username>-uid`, groups, extra), with
+/// uid `n`.
+fn pod_by(username: &str, n: usize) -> Vec<u8> {
+    let mut review: Value =
+        serde_json::from_slice(&common::fixture("0096-create-core-v1-pods-v1.json")).unwrap();
+    review["request"]["uid"] = json!(format!("00000000-0000-4000-8000-{n:012}"));
+    review["request"]["userInfo"] = json!({
+        "username": username,
+        "uid": format!("{username}-uid"),
+        "groups": ["oncall", "system:authenticated"],
+        "extra": {"scopes": ["admin"]}
+    });
+    serde_json::to_vec(&review).unwrap()
+}
+
+/// Starts the binary with the authorizer on, against `api`.
+fn start(ws: &Workspace, api: &SarApi, extra: &[&str]) -> BinaryProxy {
+    let kubeconfig = ws.dir.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig);
+    let mut args = vec![
+        "--authorizer",
+        "subjectaccessreview",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &args)
+}
+
+/// Sends `body` to `webhook`; returns the decision header and the response.
+async fn admit(proxy: &BinaryProxy, ws: &Workspace, webhook: &str, body: &[u8]) -> (String, Value) {
+    let reply = HttpClient::new()
+        .post(
+            &proxy.target(&ws.pki),
+            &format!("/webhooks/{webhook}?timeout=10s"),
+            body,
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let decision = reply
+        .header("x-admission-proxy-decision")
+        .unwrap_or_default()
+        .to_string();
+    let review: Value = serde_json::from_slice(&reply.body).unwrap();
+    (decision, review["response"].clone())
+}
+
+/// A metric's value in the proxy's /metrics, 0 when absent.
+fn metric(proxy: &BinaryProxy, ws: &Workspace, series: &str) -> f64 {
+    let text = https_get(&proxy.addr, &ws.pki.ca_pem, None, "/metrics").unwrap();
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// KEP-3716's example: a user the cluster authorizes to `breakglass` on the webhook's
+/// configuration skips the webhook (its backend is not called); anyone else gets the webhook.
+/// The SubjectAccessReview carries the requesting user and the check's attributes, version
+/// `*`; a second identical check is answered from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breakglass_skips_the_webhook_for_an_authorized_user_only() {
+    let api = SarApi::start();
+    api.allow(
+        "oncall-admin",
+        "breakglass",
+        "validatingwebhookconfigurations",
+        "RBAC: allowed by ClusterRoleBinding \"breakglass\"",
+    );
+    let backend = TestBackend::start();
+    let ws = Workspace::new("authz-breakglass");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        webhook(
+            "my-webhook.authz.test",
+            &backend,
+            "/deny",
+            "Fail",
+            &[("breakglass", BREAKGLASS)],
+        ),
+    )
+    .unwrap();
+    let proxy = start(&ws, &api, &[]);
+
+    let (decision, response) = admit(
+        &proxy,
+        &ws,
+        "my-webhook.authz.test",
+        &pod_by("oncall-admin", 1),
+    )
+    .await;
+    assert_eq!(decision, "skipped");
+    assert_eq!(response["allowed"], json!(true));
+    assert_eq!(backend.recorder.calls(), 0, "the webhook is skipped");
+    assert_eq!(api.calls(), 1);
+    assert_eq!(
+        api.bodies()[0],
+        json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "metadata": {},
+            "spec": {
+                "user": "oncall-admin",
+                "uid": "oncall-admin-uid",
+                "groups": ["oncall", "system:authenticated"],
+                "extra": {"scopes": ["admin"]},
+                "resourceAttributes": {
+                    "group": "admissionregistration.k8s.io",
+                    "version": "*",
+                    "resource": "validatingwebhookconfigurations",
+                    "name": "my-webhook",
+                    "verb": "breakglass"
+                }
+            }
+        })
+    );
+
+    let (decision, response) =
+        admit(&proxy, &ws, "my-webhook.authz.test", &pod_by("jane", 2)).await;
+    assert_eq!(decision, "denied");
+    assert_eq!(response["allowed"], json!(false));
+    assert_eq!(backend.recorder.calls(), 1, "anyone else gets the webhook");
+    assert_eq!(api.calls(), 2);
+
+    // Both answers are cached: no further API calls.
+    admit(
+        &proxy,
+        &ws,
+        "my-webhook.authz.test",
+        &pod_by("oncall-admin", 3),
+    )
+    .await;
+    admit(&proxy, &ws, "my-webhook.authz.test", &pod_by("jane", 4)).await;
+    assert_eq!(api.calls(), 2, "answered from the cache");
+    assert_eq!(backend.recorder.calls(), 2);
+    let checks = "admission_proxy_authorizer_checks_total{result=";
+    assert_eq!(metric(&proxy, &ws, &format!("{checks}\"cached\"}}")), 2.0);
+    assert_eq!(metric(&proxy, &ws, &format!("{checks}\"allowed\"}}")), 1.0);
+    assert_eq!(metric(&proxy, &ws, &format!("{checks}\"denied\"}}")), 1.0);
+    assert_eq!(
+        metric(
+            &proxy,
+            &ws,
+            "admission_proxy_subjectaccessreview_duration_seconds_count"
+        ),
+        2.0
+    );
+}
+
+/// `authorizer.requestResource` (the request's group, resource, namespace and name), a path
+/// check, and a check for a service account, each answered by its own SubjectAccessReview.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_resource_path_and_service_account_checks() {
+    let api = SarApi::start();
+    api.allow("jane", "create", "pods", "");
+    api.allow("jane", "get", "/healthz", "");
+    api.allow("system:serviceaccount:ci:builder", "create", "pods", "");
+    let backend = TestBackend::start();
+    let ws = Workspace::new("authz-kinds");
+    let config = [
+        webhook("request.authz.test", &backend, "/allow", "Fail", &[("may-create", "authorizer.requestResource.check('create').allowed()")]),
+        webhook("path.authz.test", &backend, "/allow", "Fail", &[("may-probe", "authorizer.path('/healthz').check('get').allowed()")]),
+        webhook("sa.authz.test", &backend, "/allow", "Fail", &[("builder-may-not", "!authorizer.serviceAccount('ci', 'builder').group('').resource('pods').namespace('ci').check('create').allowed()")]),
+    ]
+    .join("---\n");
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    let proxy = start(&ws, &api, &[]);
+
+    let (decision, _) = admit(&proxy, &ws, "request.authz.test", &pod_by("jane", 1)).await;
+    assert_eq!(decision, "allowed");
+    let spec = &api.bodies()[0]["spec"];
+    assert_eq!(
+        spec["resourceAttributes"],
+        json!({"namespace": "production", "verb": "create", "version": "*", "resource": "pods", "name": "dns-frontend"})
+    );
+
+    let (decision, _) = admit(&proxy, &ws, "path.authz.test", &pod_by("jane", 2)).await;
+    assert_eq!(decision, "allowed");
+    assert_eq!(
+        api.bodies()[1]["spec"]["nonResourceAttributes"],
+        json!({"path": "/healthz", "verb": "get"})
+    );
+
+    let (decision, _) = admit(&proxy, &ws, "sa.authz.test", &pod_by("jane", 3)).await;
+    assert_eq!(decision, "skipped", "the service account may create pods");
+    assert_eq!(
+        api.bodies()[2]["spec"],
+        json!({
+            "user": "system:serviceaccount:ci:builder",
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:ci"],
+            "resourceAttributes": {"namespace": "ci", "verb": "create", "version": "*", "resource": "pods"}
+        })
+    );
+    assert_eq!(backend.recorder.calls(), 2);
+    assert_eq!(api.calls(), 3);
+}
+
+/// A failing API (403: the proxy's RBAC is missing) makes errored decisions, not CEL errors:
+/// the breakglass webhook is called, `.error()` carries the reason, and nothing is cached.
+/// An expression that does fail (`path('')`) goes through failurePolicy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erroring_api_errs_the_decision_and_the_webhook_is_called() {
+    let api = SarApi::start();
+    api.fail_with(Some(403));
+    let backend = TestBackend::start();
+    let ws = Workspace::new("authz-errors");
+    let config = [
+        webhook(
+            "my-webhook.authz.test",
+            &backend,
+            "/allow",
+            "Fail",
+            &[("breakglass", BREAKGLASS)],
+        ),
+        webhook(
+            "reads-error.authz.test",
+            &backend,
+            "/allow",
+            "Fail",
+            &[(
+                "not-when-forbidden",
+                "!authorizer.path('/x').check('get').error().contains('Forbidden')",
+            )],
+        ),
+        webhook(
+            "empty-path.authz.test",
+            &backend,
+            "/allow",
+            "Fail",
+            &[("empty", "authorizer.path('').check('get').allowed()")],
+        ),
+    ]
+    .join("---\n");
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    let proxy = start(&ws, &api, &[]);
+
+    let (decision, _) = admit(
+        &proxy,
+        &ws,
+        "my-webhook.authz.test",
+        &pod_by("oncall-admin", 1),
+    )
+    .await;
+    assert_eq!(decision, "allowed", "the backend was called and allowed");
+    assert_eq!(backend.recorder.calls(), 1);
+    admit(
+        &proxy,
+        &ws,
+        "my-webhook.authz.test",
+        &pod_by("oncall-admin", 2),
+    )
+    .await;
+    assert_eq!(api.calls(), 2, "failures are not cached");
+
+    let (decision, _) = admit(&proxy, &ws, "reads-error.authz.test", &pod_by("jane", 3)).await;
+    assert_eq!(
+        decision, "skipped",
+        "the condition read the 403 in .error()"
+    );
+    assert_eq!(backend.recorder.calls(), 2);
+
+    let (decision, response) =
+        admit(&proxy, &ws, "empty-path.authz.test", &pod_by("jane", 4)).await;
+    assert_eq!(decision, "rejected");
+    assert_eq!(response["status"]["code"], json!(403));
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("expression 'authorizer.path('').check('get').allowed()' resulted in error: path must not be empty"),
+        "{message}"
+    );
+    assert_eq!(
+        api.calls(),
+        3,
+        "no review for an expression that fails first"
+    );
+    assert_eq!(
+        metric(
+            &proxy,
+            &ws,
+            "admission_proxy_authorizer_checks_total{result=\"error\"}"
+        ),
+        3.0
+    );
+}
+
+/// A slow API: the check errs within the admission's deadline (the webhook's timeoutSeconds,
+/// within kube-apiserver's `?timeout=`), and the webhook is still called in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_api_counts_against_the_admission_s_deadline() {
+    let api = SarApi::start();
+    api.delay(Duration::from_secs(5));
+    let backend = TestBackend::start();
+    let ws = Workspace::new("authz-slow");
+    let config = webhook(
+        "my-webhook.authz.test",
+        &backend,
+        "/allow",
+        "Fail",
+        &[("breakglass", BREAKGLASS)],
+    );
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        config.replace("failurePolicy", "timeoutSeconds: 2\n  failurePolicy"),
+    )
+    .unwrap();
+    let proxy = start(&ws, &api, &[]);
+    let started = std::time::Instant::now();
+    let (decision, _) = admit(&proxy, &ws, "my-webhook.authz.test", &pod_by("jane", 1)).await;
+    let took = started.elapsed();
+    // The review had the webhook's 2 s, then erred: the breakglass condition is true and the
+    // backend is called, with its own 2 s within what is left of kube-apiserver's 10 s.
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_millis(3500),
+        "{took:?}"
+    );
+    assert_eq!(decision, "allowed");
+    assert_eq!(backend.recorder.calls(), 1);
+    assert_eq!(api.calls(), 1);
+}
+
+/// `check` costs 350000: a third check in one expression runs over the per-expression limit,
+/// after two reviews (the third is not sent); failurePolicy Fail then rejects, with cel-go's
+/// text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_check_runs_over_the_cost_limit() {
+    let api = SarApi::start();
+    let backend = TestBackend::start();
+    let ws = Workspace::new("authz-cost");
+    let three = "authorizer.path('/a').check('get').allowed() || authorizer.path('/b').check('get').allowed() || authorizer.path('/c').check('get').allowed()";
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        webhook(
+            "three.authz.test",
+            &backend,
+            "/allow",
+            "Fail",
+            &[("three", three)],
+        ),
+    )
+    .unwrap();
+    let proxy = start(&ws, &api, &[]);
+    let (decision, response) = admit(&proxy, &ws, "three.authz.test", &pod_by("jane", 1)).await;
+    assert_eq!(decision, "rejected");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("resulted in error: operation cancelled: actual cost limit exceeded"),
+        "{message}"
+    );
+    assert_eq!(backend.recorder.calls(), 0);
+    let asked: Vec<Value> = api
+        .bodies()
+        .iter()
+        .map(|b| b["spec"]["nonResourceAttributes"]["path"].clone())
+        .collect();
+    assert_eq!(asked, vec![json!("/a"), json!("/b")]);
+}
+
+/// A backend no test reaches (the proxy refuses to start first).
+const UNCALLED: &str = "{url: \"https://127.0.0.1:9/never\"}";
+
+/// Without `--authorizer`, a configuration that uses `authorizer` is refused at start with the
+/// webhook, the condition and the flag named; with it, KEP-3716's draft form is refused as
+/// kube-apiserver's compiler refuses it.
+#[test]
+fn refused_without_the_flag_and_in_the_draft_form() {
+    let ws = Workspace::new("authz-refused");
+    let serve = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&ws.conf)
+            .arg("--tls-cert-file")
+            .arg(&ws.cert)
+            .arg("--tls-private-key-file")
+            .arg(&ws.key)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        configuration(
+            "my-webhook.authz.test",
+            UNCALLED,
+            "Fail",
+            &[("breakglass", BREAKGLASS)],
+        ),
+    )
+    .unwrap();
+    let (code, stderr) = serve(&[]);
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("webhook \"my-webhook.authz.test\": webhooks[0].matchConditions[0].expression: matchCondition \"breakglass\" uses `authorizer` (authorization checks): start serve with --authorizer=subjectaccessreview"),
+        "{stderr}"
+    );
+
+    let draft = "authorizer.resource('admissionregistration.k8s.io', 'validatingwebhookconfigurations', '*').check('breakglass').allowed()";
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        configuration(
+            "my-webhook.authz.test",
+            UNCALLED,
+            "Fail",
+            &[("breakglass", draft)],
+        ),
+    )
+    .unwrap();
+    let api = SarApi::start();
+    let kubeconfig = ws.dir.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig);
+    let (code, stderr) = serve(&[
+        "--authorizer",
+        "subjectaccessreview",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("compilation failed: found no matching overload for 'resource' applied to 'kubernetes.authorization.Authorizer.(string, string, string)'"),
+        "{stderr}"
+    );
+    assert_eq!(api.calls(), 0);
+}
+
+/// `check` lists every matchCondition that uses `authorizer` (valid: `serve --authorizer`
+/// answers them).
+#[test]
+fn check_lists_the_conditions_that_use_authorizer() {
+    let ws = Workspace::new("authz-check");
+    let config = [
+        configuration(
+            "my-webhook.authz.test",
+            UNCALLED,
+            "Fail",
+            &[
+                ("breakglass", BREAKGLASS),
+                ("pods-only", "request.resource.resource == 'pods'"),
+            ],
+        ),
+        configuration("plain.authz.test", UNCALLED, "Fail", &[("always", "true")]),
+    ]
+    .join("---\n");
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["check", "--config"])
+        .arg(&ws.conf)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let listed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("authorizer: "))
+        .collect();
+    assert_eq!(listed.len(), 1, "{stdout}");
+    assert!(
+        listed[0].ends_with(": ValidatingWebhookConfiguration \"cfg-my-webhook-authz-test\": webhook \"my-webhook.authz.test\": webhooks[0].matchConditions[0].expression: matchCondition \"breakglass\" uses `authorizer` (authorization checks): start serve with --authorizer=subjectaccessreview to answer them by SubjectAccessReview"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().last().unwrap().starts_with("valid: ")
+            && stdout.contains("2 webhook(s) in 1 file(s); 1 matchCondition(s) use authorizer"),
+        "{stdout}"
+    );
+}
