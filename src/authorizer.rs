@@ -41,7 +41,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::matching::authz::{Attributes, CheckKey, Decision, DecisionSource};
+use crate::matching::authz::{Attributes, CheckKey, Decision};
 use crate::namespace_watch::WatchError;
 
 /// Entries of the decision cache (webhook.go: `cache.NewLRUExpireCache(8192)`).
@@ -323,9 +323,9 @@ impl SubjectAccessReviews {
     }
 }
 
-impl DecisionSource for SubjectAccessReviews {
+impl SubjectAccessReviews {
     /// The fresh cached decision for `key`, if any (counted `cached`); never calls the API.
-    fn decision(&self, key: &CheckKey) -> Option<Decision> {
+    pub fn cached(&self, key: &CheckKey) -> Option<Decision> {
         let decision = self.inner.state.lock().fresh(key, Instant::now());
         if decision.is_some() {
             crate::metrics::authorizer_check(Outcome::Cached.as_str());

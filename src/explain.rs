@@ -15,9 +15,10 @@ use serde_json::value::RawValue;
 use crate::api::{FailurePolicy, MatchPolicy};
 use crate::config::{Snapshot, Webhook};
 use crate::conversion::{self, Rewritten};
+use crate::matching::authz::{self, Attributes, CheckKey, Decision, Decisions};
 use crate::matching::{
-    namespace_labels, ConditionsVerdict, MatchDecision, NamespaceLabels, Namespaces, ObjectLabels,
-    Rule, RuleInput, SkipReason,
+    namespace_labels, Authorized, ConditionsVerdict, MatchDecision, Matcher, NamespaceLabels,
+    Namespaces, ObjectLabels, Rule, RuleInput, SkipReason,
 };
 use crate::redact::RedactPath;
 use crate::resources::Equivalent;
@@ -59,6 +60,9 @@ pub(crate) struct WebhookExplanation {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) registration_rule: Option<Option<RegistrationRuleCheck>>,
     pub(crate) match_conditions: Vec<ConditionCheck>,
+    /// The `authorizer` checks the matchConditions make, in the order they are asked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) authorization_checks: Vec<AuthorizationCheck>,
     /// `Fail` or `Ignore`.
     pub(crate) failure_policy: &'static str,
     /// What happens if the call to the backend fails (failurePolicy, which kube-apiserver's
@@ -128,6 +132,24 @@ pub(crate) struct ConditionCheck {
     pub(crate) cost: Option<u64>,
 }
 
+/// One `authorizer` check: who, what, and the answer (`--kubeconfig`: the cluster's, through
+/// a SubjectAccessReview; else none is asked and the decision says so).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AuthorizationCheck {
+    /// The user the check is for (the requesting user, or `serviceAccount(...)`'s).
+    pub(crate) user: String,
+    /// The verb.
+    pub(crate) verb: String,
+    /// `group/resource[/subresource]`, with `in namespace` and a name when set, or the path.
+    pub(crate) attributes: String,
+    /// `allowed`, `denied` or `error`.
+    pub(crate) result: &'static str,
+    /// The authorizer's reason, or why the check failed.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub(crate) reason: String,
+}
+
 /// The request the proxy would send to the legacy backend.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -146,13 +168,19 @@ pub(crate) struct CallPlan {
     pub(crate) body: Option<Box<RawValue>>,
 }
 
+/// Answers an `authorizer` check for `explain`: the binary asks the cluster (a
+/// SubjectAccessReview) when given a kubeconfig, else answers "not checked".
+pub type Authorize<'a> = &'a dyn Fn(&CheckKey) -> Decision;
+
 /// Explains `review` against every webhook of `snapshot`, sorted by webhook name; bodies shown
-/// have Secret values and the fields at `redact_paths` redacted.
+/// have Secret values and the fields at `redact_paths` redacted. matchConditions' `authorizer`
+/// checks are answered by `authorize`, asked in serve's order.
 pub fn explain(
     snapshot: &Snapshot,
     review: &ParsedReview<'_>,
     namespaces: Option<&Namespaces>,
     redact_paths: &[RedactPath],
+    authorize: Authorize<'_>,
 ) -> Explanation {
     let r = &review.request;
     let resource = r.effective_resource();
@@ -187,7 +215,7 @@ pub fn explain(
         request,
         webhooks: webhooks
             .into_iter()
-            .map(|w| explain_webhook(w, snapshot, review, namespaces, redact_paths))
+            .map(|w| explain_webhook(w, snapshot, review, namespaces, redact_paths, authorize))
             .collect(),
     }
 }
@@ -227,9 +255,10 @@ fn decide_offline(
     webhook: &Webhook,
     review: &ParsedReview<'_>,
     namespaces: Option<&Namespaces>,
+    authorize: Authorize<'_>,
 ) -> Offline {
     let m = &webhook.matcher;
-    let conditions = |sent: &ParsedReview<'_>| match m.decide_conditions(sent) {
+    let conditions = |sent: &ParsedReview<'_>| match decide_conditions(m, sent, authorize) {
         ConditionsVerdict::None | ConditionsVerdict::Match => None,
         ConditionsVerdict::Excluded(why) | ConditionsVerdict::ErrorIgnored(why) => {
             Some(Offline::Skip(why))
@@ -260,6 +289,47 @@ fn decide_offline(
     }
 }
 
+/// [`Matcher::decide_conditions`], with `authorizer`'s checks answered by `authorize`.
+///
+/// [`Matcher::decide_conditions`]: crate::matching::Matcher::decide_conditions
+fn decide_conditions(
+    m: &Matcher,
+    sent: &ParsedReview<'_>,
+    authorize: Authorize<'_>,
+) -> ConditionsVerdict {
+    if !m.match_conditions.uses_authorizer() {
+        return m.decide_conditions(sent);
+    }
+    let (mut decisions, _) = ask(m, sent, authorize);
+    let (result, _) = authz::with_decisions(&mut decisions, || m.match_conditions.evaluate(sent));
+    m.conditions_verdict(sent, result)
+}
+
+/// The decisions of `m`'s `authorizer` checks on `sent`, asked of `authorize` in rounds as
+/// serve asks them (`dispatch::pipeline`), and the checks in the order asked.
+fn ask(
+    m: &Matcher,
+    sent: &ParsedReview<'_>,
+    authorize: Authorize<'_>,
+) -> (Decisions, Vec<(CheckKey, Decision)>) {
+    let mut decisions = Decisions::default();
+    let mut asked = Vec::new();
+    // As serve: two checks per condition at most, so a few rounds.
+    for _ in 0..8 {
+        match m.match_conditions.evaluate_authorized(sent, &mut decisions) {
+            Authorized::Done(_) => break,
+            Authorized::Pending(keys) => {
+                for key in keys {
+                    let decision = authorize(&key);
+                    decisions.insert(key.clone(), decision.clone());
+                    asked.push((key, decision));
+                }
+            }
+        }
+    }
+    (decisions, asked)
+}
+
 /// One webhook's verdict and its evidence, in the order of kube-apiserver's `ShouldCallHook`
 /// (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`) and the
 /// dispatchers' `callHook`.
@@ -269,10 +339,11 @@ fn explain_webhook(
     review: &ParsedReview<'_>,
     namespaces: Option<&Namespaces>,
     redact_paths: &[RedactPath],
+    authorize: Authorize<'_>,
 ) -> WebhookExplanation {
     let m = &webhook.matcher;
     let r = &review.request;
-    let decision = decide_offline(webhook, review, namespaces);
+    let decision = decide_offline(webhook, review, namespaces, authorize);
     let (verdict, reason) = dry_run_check(webhook, review, verdict_of(&decision, m.failure_policy));
     // What the webhook sees: the request rewritten for its version, when converted.
     let converted = match &decision {
@@ -291,7 +362,7 @@ fn explain_webhook(
     };
     let rules = rule_checks(webhook, &input);
     let registration_rule = registration_rule_check(webhook, snapshot, &input);
-    let match_conditions = condition_checks(webhook, seen);
+    let (match_conditions, authorization_checks) = condition_checks(webhook, seen, authorize);
     let (failure_policy, on_call_failure) = match webhook.failure_policy() {
         FailurePolicy::Fail => ("Fail", "the request is rejected (500)"),
         FailurePolicy::Ignore => ("Ignore", "the request is admitted with a warning"),
@@ -309,6 +380,7 @@ fn explain_webhook(
         rules,
         registration_rule,
         match_conditions,
+        authorization_checks,
         failure_policy,
         on_call_failure,
         mode: mode_name(webhook.mode.unwrap_or_default()),
@@ -486,12 +558,23 @@ fn registration_rule_check(
 }
 
 /// Each matchCondition's value or error and cost on the request as the webhook would receive
-/// it (`.../plugin/webhook/matchconditions/matcher.go`).
-fn condition_checks(webhook: &Webhook, seen: &ParsedReview<'_>) -> Vec<ConditionCheck> {
+/// it (`.../plugin/webhook/matchconditions/matcher.go`), and the `authorizer` checks they make.
+fn condition_checks(
+    webhook: &Webhook,
+    seen: &ParsedReview<'_>,
+    authorize: Authorize<'_>,
+) -> (Vec<ConditionCheck>, Vec<AuthorizationCheck>) {
     let conditions = &webhook.matcher.match_conditions;
-    conditions
+    let (evaluations, asked) = if conditions.uses_authorizer() {
+        let (mut decisions, asked) = ask(&webhook.matcher, seen, authorize);
+        let (each, _) = authz::with_decisions(&mut decisions, || conditions.evaluate_each(seen));
+        (each, asked)
+    } else {
+        (conditions.evaluate_each(seen), Vec::new())
+    };
+    let checks = conditions
         .iter()
-        .zip(conditions.evaluate_each(seen))
+        .zip(evaluations)
         .map(|(c, evaluation)| {
             let (value, error) = match evaluation.value {
                 Ok(v) => (Some(v), None),
@@ -505,7 +588,51 @@ fn condition_checks(webhook: &Webhook, seen: &ParsedReview<'_>) -> Vec<Condition
                 cost: evaluation.cost,
             }
         })
-        .collect()
+        .collect();
+    (checks, asked.iter().map(authorization_check).collect())
+}
+
+/// How one check and its answer are shown.
+fn authorization_check((key, decision): &(CheckKey, Decision)) -> AuthorizationCheck {
+    let (verb, attributes) = match &key.attributes {
+        Attributes::Resource {
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+            field_selector,
+            label_selector,
+            verb,
+        } => {
+            let mut what = format!("{group}/{resource}");
+            for (prefix, part) in [
+                ("/", subresource),
+                (" in namespace ", namespace),
+                (" named ", name),
+                (" fieldSelector ", field_selector),
+                (" labelSelector ", label_selector),
+            ] {
+                if !part.is_empty() {
+                    let _ = write!(what, "{prefix}{part:?}");
+                }
+            }
+            (verb, what)
+        }
+        Attributes::NonResource { path, verb } => (verb, format!("path {path:?}")),
+    };
+    let (result, reason) = match &decision.error {
+        Some(e) => ("error", e.clone()),
+        None if decision.allowed => ("allowed", decision.reason.clone()),
+        None => ("denied", decision.reason.clone()),
+    };
+    AuthorizationCheck {
+        user: key.user.username.clone(),
+        verb: verb.clone(),
+        attributes,
+        result,
+        reason,
+    }
 }
 
 /// What a call would send: the URL with kube-apiserver's `?timeout=` (the dispatchers'
@@ -640,6 +767,18 @@ fn render_conditions(out: &mut String, w: &WebhookExplanation) {
             out,
             "  matchCondition {:?}: {} -> {result}{cost}",
             c.name, c.expression
+        );
+    }
+    for a in &w.authorization_checks {
+        let reason = if a.reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", a.reason)
+        };
+        let _ = writeln!(
+            out,
+            "  authorizer check: may {:?} {} {}? -> {}{reason}",
+            a.user, a.verb, a.attributes, a.result
         );
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! kube-apiserver answers `check` in-process with its authorizer. The proxy cannot, so `check`
 //! never blocks: it looks its [`CheckKey`] up in the decisions the caller supplies for this
-//! evaluation ([`DecisionSource`]) and, when there is none yet, records the key as pending and
+//! evaluation ([`Decisions`]) and, when there is none yet, records the key as pending and
 //! fails the evaluation. The caller (`dispatch`) asks a SubjectAccessReview for the pending keys
 //! and evaluates again; see `MatchConditions::evaluate_authorized`.
 
@@ -95,12 +95,6 @@ pub struct Decision {
     /// Why the authorizer failed, if it did (`error()`; `errored()` is `is_some()`). A failed
     /// check is not a CEL error: `allowed()` is false and the expression goes on.
     pub error: Option<String>,
-}
-
-/// Where `check` finds decisions during one evaluation.
-pub trait DecisionSource {
-    /// The decision for `key`, if known without waiting.
-    fn decision(&self, key: &CheckKey) -> Option<Decision>;
 }
 
 // ---------------------------------------------------------------------------------------------

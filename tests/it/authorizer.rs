@@ -524,3 +524,75 @@ fn check_lists_the_conditions_that_use_authorizer() {
         "{stdout}"
     );
 }
+
+/// `explain` shows each check's attributes and answer: asked of the cluster with
+/// `--kubeconfig` (the verdict follows it), else "not checked" (an errored decision, so the
+/// breakglass webhook is called, as serve would call it when the API fails).
+#[test]
+fn explain_shows_each_check_and_its_answer() {
+    let api = SarApi::start();
+    api.allow(
+        "oncall-admin",
+        "breakglass",
+        "validatingwebhookconfigurations",
+        "RBAC: allowed",
+    );
+    let ws = Workspace::new("authz-explain");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        configuration(
+            "my-webhook.authz.test",
+            UNCALLED,
+            "Fail",
+            &[("breakglass", BREAKGLASS)],
+        ),
+    )
+    .unwrap();
+    let review = ws.dir.join("review.json");
+    std::fs::write(&review, pod_by("oncall-admin", 1)).unwrap();
+    let kubeconfig = ws.dir.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig);
+    let explain = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+            .args(["explain", "--config"])
+            .arg(&ws.conf)
+            .arg("--review")
+            .arg(&review)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let check = "authorizer check: may \"oncall-admin\" breakglass admissionregistration.k8s.io/validatingwebhookconfigurations named \"my-webhook\"? -> ";
+
+    let live = explain(&["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    assert!(
+        live.contains(": SKIP (matchCondition \"breakglass\" is false)"),
+        "{live}"
+    );
+    assert!(
+        live.contains(&format!("{check}allowed: RBAC: allowed")),
+        "{live}"
+    );
+    assert!(live.contains("-> false (cost 350006)"), "{live}");
+    assert_eq!(
+        api.calls(),
+        1,
+        "asked once (the second time from the cache)"
+    );
+
+    let offline = explain(&[]);
+    assert!(offline.contains(": CALL (every check passed)"), "{offline}");
+    assert!(
+        offline.contains(&format!(
+            "{check}error: not checked: explain asks the cluster only with --kubeconfig"
+        )),
+        "{offline}"
+    );
+    assert_eq!(api.calls(), 1);
+}

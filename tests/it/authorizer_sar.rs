@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use admission_proxy::authorizer::{CacheTtl, Outcome, SubjectAccessReviews};
-use admission_proxy::matching::authz::{Attributes, CheckKey, DecisionSource, User};
+use admission_proxy::matching::authz::{Attributes, CheckKey, User};
 use serde_json::json;
 
 use crate::common::sar_api::{SarApi, SarStatus, SAR_PATH};
@@ -163,7 +163,7 @@ async fn a_second_identical_check_is_answered_from_the_cache() {
         api.allow("alice", "update", "deployments", "ok");
         let key = deployments("alice", "update");
         assert_eq!(
-            sar.decision(&key),
+            sar.cached(&key),
             None,
             "nothing cached before the first call"
         );
@@ -172,11 +172,7 @@ async fn a_second_identical_check_is_answered_from_the_cache() {
         let (second, outcome) = sar.check(&key, BUDGET).await;
         assert_eq!(outcome, Outcome::Cached);
         assert_eq!(second, first);
-        assert_eq!(
-            sar.decision(&key),
-            Some(first),
-            "DecisionSource reads the cache"
-        );
+        assert_eq!(sar.cached(&key), Some(first), "cached() reads the cache");
         assert_eq!(api.calls(), 1, "no second call");
     })
     .await;
@@ -257,7 +253,7 @@ async fn forbidden_and_server_errors_are_errored_decisions_never_cached() {
                 && error.contains("cannot create resource \"subjectaccessreviews\""),
             "{error}"
         );
-        assert_eq!(sar.decision(&key), None);
+        assert_eq!(sar.cached(&key), None);
 
         api.fail_with(Some(500));
         let (decision, outcome) = sar.check(&key, BUDGET).await;
@@ -317,7 +313,7 @@ async fn a_slow_api_is_an_errored_decision_after_the_budget_and_its_late_answer_
         );
         // The call goes on without its waiter: its answer lands in the cache.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while sar.decision(&key).is_none() && Instant::now() < deadline {
+        while sar.cached(&key).is_none() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let (decision, outcome) = sar.check(&key, budget).await;
@@ -351,7 +347,7 @@ async fn answers_expire_after_their_ttl() {
 
         // After 600 ms the allowed answer has expired too.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(sar.decision(&allowed), None);
+        assert_eq!(sar.cached(&allowed), None);
         assert_eq!(sar.check(&allowed, BUDGET).await.1, Outcome::Allowed);
         assert!(api.wait_for_calls(4, Duration::from_secs(1)));
         assert_eq!(api.calls(), 4);

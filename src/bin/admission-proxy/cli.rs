@@ -75,6 +75,11 @@ pub(crate) struct ExplainArgs {
     /// `serve --redact-path` takes it; repeatable.
     #[arg(long)]
     pub(crate) redact_path: Vec<admission_proxy::redact::RedactPath>,
+    /// Answer matchConditions' `authorizer` checks by asking this cluster (SubjectAccessReview,
+    /// as `serve --authorizer=subjectaccessreview` does). Without it no check is asked and
+    /// each shows as an error, "not checked".
+    #[arg(long)]
+    pub(crate) kubeconfig: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]

@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use admission_proxy::authorizer::{CacheTtl, SubjectAccessReviews};
+use admission_proxy::matching::authz::{CheckKey, Decision};
 use admission_proxy::{config, matching::Namespaces, namespace_watch, serve, tls};
 use anyhow::{bail, Context};
 
@@ -158,7 +160,11 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `explain`: loads the configuration and the review as `serve` would and prints the verdicts.
+/// How long `explain --kubeconfig` waits for each SubjectAccessReview.
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `explain`: loads the configuration and the review as `serve` would and prints the verdicts;
+/// `authorizer` checks are asked of the cluster with `--kubeconfig`.
 pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     let snapshot = config::load(&args.config)
         .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
@@ -171,12 +177,37 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
         std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
     let review = admission_proxy::review::ParsedReview::parse(&body)
         .with_context(|| format!("parse the AdmissionReview in {}", args.review.display()))?;
-    let explanation = admission_proxy::explain::explain(
-        &snapshot,
-        &review,
-        namespaces.as_ref(),
-        &args.redact_path,
-    );
+    let explanation = match &args.kubeconfig {
+        None => {
+            let not_checked = |_: &CheckKey| Decision {
+                error: Some("not checked: explain asks the cluster only with --kubeconfig".into()),
+                ..Decision::default()
+            };
+            admission_proxy::explain::explain(
+                &snapshot,
+                &review,
+                namespaces.as_ref(),
+                &args.redact_path,
+                &not_checked,
+            )
+        }
+        Some(kubeconfig) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("start the tokio runtime")?;
+            let client = runtime.block_on(SubjectAccessReviews::client(Some(kubeconfig)))?;
+            let authorizer = SubjectAccessReviews::new(client, CacheTtl::default());
+            let ask = |key: &CheckKey| runtime.block_on(authorizer.decide(key, ASK_TIMEOUT));
+            admission_proxy::explain::explain(
+                &snapshot,
+                &review,
+                namespaces.as_ref(),
+                &args.redact_path,
+                &ask,
+            )
+        }
+    };
     if args.output == "json" {
         println!("{}", serde_json::to_string_pretty(&explanation)?);
     } else {
