@@ -596,3 +596,61 @@ fn explain_shows_each_check_and_its_answer() {
     );
     assert_eq!(api.calls(), 1);
 }
+
+/// A reload that brings `authorizer` to a proxy started without the flag is rejected, naming
+/// the flag, and the last good configuration keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_needs_the_flag_keeps_the_last_good_configuration() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("authz-reload");
+    let file = ws.conf.join("webhooks.yaml");
+    std::fs::write(
+        &file,
+        webhook(
+            "my-webhook.authz.test",
+            &backend,
+            "/deny",
+            "Fail",
+            &[("always", "true")],
+        ),
+    )
+    .unwrap();
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    let (decision, _) = admit(
+        &proxy,
+        &ws,
+        "my-webhook.authz.test",
+        &pod_by("oncall-admin", 1),
+    )
+    .await;
+    assert_eq!(decision, "denied");
+    std::fs::write(
+        &file,
+        webhook(
+            "my-webhook.authz.test",
+            &backend,
+            "/allow",
+            "Fail",
+            &[("breakglass", BREAKGLASS)],
+        ),
+    )
+    .unwrap();
+    assert!(
+        proxy.logged("start serve with --authorizer=subjectaccessreview"),
+        "{:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert!(proxy.logged("webhook configuration change rejected"));
+    let (decision, _) = admit(
+        &proxy,
+        &ws,
+        "my-webhook.authz.test",
+        &pod_by("oncall-admin", 2),
+    )
+    .await;
+    assert_eq!(
+        decision, "denied",
+        "the last good configuration still serves"
+    );
+    assert_eq!(backend.recorder.calls(), 2);
+}
