@@ -300,7 +300,7 @@ impl SubjectAccessReviews {
             match &answer {
                 Ok(decision) => {
                     let mut state = inner.state.lock();
-                    if should_cache(&key.attributes) {
+                    if should_cache(&key) {
                         let expires = Instant::now() + inner.ttl.of(decision);
                         state.cache.put(
                             key.clone(),
@@ -408,38 +408,29 @@ fn spec(key: &CheckKey) -> SubjectAccessReviewSpec {
         ..Default::default()
     };
     match &key.attributes {
-        Attributes::Resource {
-            group,
-            resource,
-            subresource,
-            namespace,
-            name,
-            field_selector,
-            label_selector,
-            verb,
-        } => {
+        Attributes::Resource(r) => {
             spec.resource_attributes = Some(ResourceAttributes {
-                namespace: non_empty(namespace),
-                verb: Some(verb.clone()),
-                group: non_empty(group),
+                namespace: non_empty(&r.namespace),
+                verb: Some(key.verb.clone()),
+                group: non_empty(&r.group),
                 version: Some("*".to_string()),
-                resource: Some(resource.clone()),
-                subresource: non_empty(subresource),
-                name: non_empty(name),
-                field_selector: non_empty(field_selector).map(|raw| FieldSelectorAttributes {
+                resource: Some(r.resource.clone()),
+                subresource: non_empty(&r.subresource),
+                name: non_empty(&r.name),
+                field_selector: non_empty(&r.field_selector).map(|raw| FieldSelectorAttributes {
                     raw_selector: Some(raw),
                     requirements: None,
                 }),
-                label_selector: non_empty(label_selector).map(|raw| LabelSelectorAttributes {
+                label_selector: non_empty(&r.label_selector).map(|raw| LabelSelectorAttributes {
                     raw_selector: Some(raw),
                     requirements: None,
                 }),
             });
         }
-        Attributes::NonResource { path, verb } => {
+        Attributes::NonResource(path) => {
             spec.non_resource_attributes = Some(NonResourceAttributes {
                 path: Some(path.clone()),
-                verb: Some(verb.clone()),
+                verb: Some(key.verb.clone()),
             });
         }
     }
@@ -453,27 +444,19 @@ fn non_empty(s: &str) -> Option<String> {
 /// webhook.go `shouldCache`: the attributes' combined length (namespace, verb, group, version,
 /// resource, subresource, name, path) is below [`MAX_CACHED_ATTRIBUTES_SIZE`]. A resource
 /// check's version is `"*"` and its path empty; a non-resource check has only verb and path.
-fn should_cache(attributes: &Attributes) -> bool {
-    let size = match attributes {
-        Attributes::Resource {
-            group,
-            resource,
-            subresource,
-            namespace,
-            name,
-            verb,
-            ..
-        } => {
-            namespace.len()
-                + verb.len()
-                + group.len()
-                + "*".len()
-                + resource.len()
-                + subresource.len()
-                + name.len()
-        }
-        Attributes::NonResource { path, verb } => verb.len() + path.len(),
-    };
+fn should_cache(key: &CheckKey) -> bool {
+    let size = key.verb.len()
+        + match &key.attributes {
+            Attributes::Resource(r) => {
+                r.namespace.len()
+                    + r.group.len()
+                    + "*".len()
+                    + r.resource.len()
+                    + r.subresource.len()
+                    + r.name.len()
+            }
+            Attributes::NonResource(path) => path.len(),
+        };
     size < MAX_CACHED_ATTRIBUTES_SIZE
 }
 
@@ -484,25 +467,36 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::matching::authz::User;
+    use crate::matching::authz::{self, User};
 
-    fn resource(namespace: &str, name: &str, field: &str, label: &str) -> Attributes {
-        Attributes::Resource {
-            group: "apps".into(),
-            resource: "deployments".into(),
-            subresource: String::new(),
-            namespace: namespace.into(),
-            name: name.into(),
-            field_selector: field.into(),
-            label_selector: label.into(),
-            verb: "update".into(),
+    /// `update` on apps deployments.
+    fn resource(namespace: &str, name: &str, field: &str, label: &str) -> CheckKey {
+        key(
+            "update",
+            Attributes::Resource(authz::ResourceAttributes {
+                group: "apps".into(),
+                resource: "deployments".into(),
+                subresource: String::new(),
+                namespace: namespace.into(),
+                name: name.into(),
+                field_selector: field.into(),
+                label_selector: label.into(),
+            }),
+        )
+    }
+
+    fn key(verb: &str, attributes: Attributes) -> CheckKey {
+        CheckKey {
+            user: Arc::new(User::default()),
+            verb: verb.into(),
+            attributes,
         }
     }
 
-    fn spec_json(user: User, attributes: Attributes) -> serde_json::Value {
+    fn spec_json(user: User, key: CheckKey) -> serde_json::Value {
         serde_json::to_value(spec(&CheckKey {
             user: Arc::new(user),
-            attributes,
+            ..key
         }))
         .unwrap()
     }
@@ -539,23 +533,20 @@ mod tests {
 
     #[test]
     fn empty_fields_are_left_out_as_omitempty_does() {
-        let core = Attributes::Resource {
-            group: String::new(),
-            resource: "pods".into(),
-            subresource: String::new(),
-            namespace: String::new(),
-            name: String::new(),
-            field_selector: String::new(),
-            label_selector: String::new(),
-            verb: "list".into(),
-        };
+        let core = key(
+            "list",
+            Attributes::Resource(authz::ResourceAttributes {
+                resource: "pods".into(),
+                ..authz::ResourceAttributes::default()
+            }),
+        );
         assert_eq!(
             spec_json(User::default(), core),
             json!({"resourceAttributes": {"verb": "list", "version": "*", "resource": "pods"}})
         );
         let mut sub = resource("", "", "", "");
-        if let Attributes::Resource { subresource, .. } = &mut sub {
-            *subresource = "status".into();
+        if let Attributes::Resource(r) = &mut sub.attributes {
+            r.subresource = "status".into();
         }
         assert_eq!(
             spec_json(User::default(), sub)["resourceAttributes"],
@@ -569,12 +560,9 @@ mod tests {
             username: "system:serviceaccount:ops:bot".into(),
             ..User::default()
         };
-        let attributes = Attributes::NonResource {
-            path: "/healthz".into(),
-            verb: "get".into(),
-        };
+        let healthz = key("get", Attributes::NonResource("/healthz".into()));
         assert_eq!(
-            spec_json(user, attributes),
+            spec_json(user, healthz),
             json!({
                 "user": "system:serviceaccount:ops:bot",
                 "nonResourceAttributes": {"path": "/healthz", "verb": "get"},
@@ -585,10 +573,7 @@ mod tests {
     #[test]
     fn should_cache_stops_at_ten_thousand_bytes() {
         // verb "get" (3) + path: 9996 bytes make 9999, cached; one more is not.
-        let path = |n: usize| Attributes::NonResource {
-            path: "/".repeat(n),
-            verb: "get".into(),
-        };
+        let path = |n: usize| key("get", Attributes::NonResource("/".repeat(n)));
         assert!(should_cache(&path(9996)));
         assert!(!should_cache(&path(9997)));
         // namespace, verb, group, "*", resource, subresource and name all count; selectors

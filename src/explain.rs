@@ -594,32 +594,23 @@ fn condition_checks(
 
 /// How one check and its answer are shown.
 fn authorization_check((key, decision): &(CheckKey, Decision)) -> AuthorizationCheck {
-    let (verb, attributes) = match &key.attributes {
-        Attributes::Resource {
-            group,
-            resource,
-            subresource,
-            namespace,
-            name,
-            field_selector,
-            label_selector,
-            verb,
-        } => {
-            let mut what = format!("{group}/{resource}");
+    let attributes = match &key.attributes {
+        Attributes::Resource(r) => {
+            let mut what = format!("{}/{}", r.group, r.resource);
             for (prefix, part) in [
-                ("/", subresource),
-                (" in namespace ", namespace),
-                (" named ", name),
-                (" fieldSelector ", field_selector),
-                (" labelSelector ", label_selector),
+                ("/", &r.subresource),
+                (" in namespace ", &r.namespace),
+                (" named ", &r.name),
+                (" fieldSelector ", &r.field_selector),
+                (" labelSelector ", &r.label_selector),
             ] {
                 if !part.is_empty() {
                     let _ = write!(what, "{prefix}{part:?}");
                 }
             }
-            (verb, what)
+            what
         }
-        Attributes::NonResource { path, verb } => (verb, format!("path {path:?}")),
+        Attributes::NonResource(path) => format!("path {path:?}"),
     };
     let (result, reason) = match &decision.error {
         Some(e) => ("error", e.clone()),
@@ -628,7 +619,7 @@ fn authorization_check((key, decision): &(CheckKey, Decision)) -> AuthorizationC
     };
     AuthorizationCheck {
         user: key.user.username.clone(),
-        verb: verb.clone(),
+        verb: key.verb.clone(),
         attributes,
         result,
         reason,

@@ -40,46 +40,46 @@ pub struct User {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
-/// The attributes of one check (upstream `authorizer.AttributesRecord` as `ResourceCheck` and
-/// `PathCheck` build it), the verb included.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Attributes {
-    /// A resource check: SubjectAccessReview `resourceAttributes`, `version` always `"*"`.
-    /// Empty strings are unset.
-    Resource {
-        /// API group, `""` for the core group.
-        group: String,
-        /// Resource (plural), never empty.
-        resource: String,
-        /// Subresource.
-        subresource: String,
-        /// Namespace.
-        namespace: String,
-        /// Object name.
-        name: String,
-        /// `fieldSelector(...)`: sent as `fieldSelector.rawSelector`.
-        field_selector: String,
-        /// `labelSelector(...)`: sent as `labelSelector.rawSelector`.
-        label_selector: String,
-        /// The verb `check` was given.
-        verb: String,
-    },
-    /// A non-resource check: SubjectAccessReview `nonResourceAttributes`.
-    NonResource {
-        /// URL path, as given (never blank).
-        path: String,
-        /// The verb `check` was given.
-        verb: String,
-    },
+/// What a resource check is about (upstream `authorizer.AttributesRecord` as `ResourceCheck`
+/// builds it; SubjectAccessReview `resourceAttributes`, `version` always `"*"`). Empty strings
+/// are unset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ResourceAttributes {
+    /// API group, `""` for the core group.
+    pub group: String,
+    /// Resource (plural), never empty.
+    pub resource: String,
+    /// Subresource.
+    pub subresource: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Object name.
+    pub name: String,
+    /// `fieldSelector(...)`: sent as `fieldSelector.rawSelector`.
+    pub field_selector: String,
+    /// `labelSelector(...)`: sent as `labelSelector.rawSelector`.
+    pub label_selector: String,
 }
 
-/// One authorization question: a user and the attributes checked. Equal keys get the same
+/// What one check is about: a resource, or a non-resource path (`PathCheck`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Attributes {
+    /// A resource check: SubjectAccessReview `resourceAttributes`.
+    Resource(ResourceAttributes),
+    /// A non-resource check: SubjectAccessReview `nonResourceAttributes`; the URL path as
+    /// given (never blank).
+    NonResource(String),
+}
+
+/// One authorization question: a user, a verb and what it is about. Equal keys get the same
 /// answer (the cache key of kube-apiserver's webhook authorizer is the SubjectAccessReview spec,
 /// which is exactly these fields).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CheckKey {
     /// Who.
     pub user: Arc<User>,
+    /// The verb `check` was given.
+    pub verb: String,
     /// What.
     pub attributes: Attributes,
 }
@@ -137,16 +137,10 @@ struct GroupCheckVal {
     group: String,
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 struct ResourceCheckVal {
     user: Arc<User>,
-    group: String,
-    resource: String,
-    subresource: String,
-    namespace: String,
-    name: String,
-    field_selector: String,
-    label_selector: String,
+    attributes: ResourceAttributes,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -186,12 +180,14 @@ pub(crate) fn request_resource(user: Arc<User>, review: &ParsedReview<'_>) -> Va
     let resource = request.effective_resource();
     value(ResourceCheckVal {
         user,
-        group: resource.group.to_string(),
-        resource: resource.resource.to_string(),
-        subresource: request.effective_sub_resource().to_string(),
-        namespace: request.namespace.to_string(),
-        name: request.name.to_string(),
-        ..ResourceCheckVal::default()
+        attributes: ResourceAttributes {
+            group: resource.group.to_string(),
+            resource: resource.resource.to_string(),
+            subresource: request.effective_sub_resource().to_string(),
+            namespace: request.namespace.to_string(),
+            name: request.name.to_string(),
+            ..ResourceAttributes::default()
+        },
     })
 }
 
@@ -350,9 +346,11 @@ fn resource(This(this): This<Value>, Arguments(args): Arguments) -> ResolveResul
     }
     Ok(value(ResourceCheckVal {
         user: g.user.clone(),
-        group: g.group.clone(),
-        resource: resource.to_string(),
-        ..ResourceCheckVal::default()
+        attributes: ResourceAttributes {
+            group: g.group.clone(),
+            resource: resource.to_string(),
+            ..ResourceAttributes::default()
+        },
     }))
 }
 
@@ -362,21 +360,15 @@ fn set_field(
     function: &str,
     this: &Value,
     args: &[Value],
-    set: fn(&mut ResourceCheckVal, String),
+    set: fn(&mut ResourceAttributes, String),
 ) -> ResolveResult {
     let (r, [v]) = receiver::<ResourceCheckVal, 1>(function, this, args)?;
-    let mut next = ResourceCheckVal {
+    let mut attributes = r.attributes.clone();
+    set(&mut attributes, v.to_string());
+    Ok(value(ResourceCheckVal {
         user: r.user.clone(),
-        group: r.group.clone(),
-        resource: r.resource.clone(),
-        subresource: r.subresource.clone(),
-        namespace: r.namespace.clone(),
-        name: r.name.clone(),
-        field_selector: r.field_selector.clone(),
-        label_selector: r.label_selector.clone(),
-    };
-    set(&mut next, v.to_string());
-    Ok(value(next))
+        attributes,
+    }))
 }
 
 fn subresource(This(this): This<Value>, Arguments(args): Arguments) -> ResolveResult {
@@ -406,25 +398,15 @@ fn check(This(this): This<Value>, Arguments(args): Arguments) -> ResolveResult {
     let key = if let Ok((p, [verb])) = receiver::<PathCheckVal, 1>("check", &this, &args) {
         CheckKey {
             user: p.user.clone(),
-            attributes: Attributes::NonResource {
-                path: p.path.clone(),
-                verb: verb.to_string(),
-            },
+            verb: verb.to_string(),
+            attributes: Attributes::NonResource(p.path.clone()),
         }
     } else {
         let (r, [verb]) = receiver::<ResourceCheckVal, 1>("check", &this, &args)?;
         CheckKey {
             user: r.user.clone(),
-            attributes: Attributes::Resource {
-                group: r.group.clone(),
-                resource: r.resource.clone(),
-                subresource: r.subresource.clone(),
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
-                field_selector: r.field_selector.clone(),
-                label_selector: r.label_selector.clone(),
-                verb: verb.to_string(),
-            },
+            verb: verb.to_string(),
+            attributes: Attributes::Resource(r.attributes.clone()),
         }
     };
     EVALUATION.with_borrow_mut(|evaluation| {
@@ -881,16 +863,13 @@ mod tests {
     ) -> CheckKey {
         CheckKey {
             user,
-            attributes: Attributes::Resource {
+            verb: verb.into(),
+            attributes: Attributes::Resource(ResourceAttributes {
                 group: group.into(),
                 resource: resource.into(),
-                subresource: String::new(),
-                namespace: String::new(),
                 name: name.into(),
-                field_selector: String::new(),
-                label_selector: String::new(),
-                verb: verb.into(),
-            },
+                ..ResourceAttributes::default()
+            }),
         }
     }
 
@@ -977,18 +956,17 @@ mod tests {
             |_| decision(true),
         );
         assert_eq!(result, ConditionsResult::Match);
+        assert_eq!(rounds[0][0].verb, "update");
         assert_eq!(
             rounds[0][0].attributes,
-            Attributes::Resource {
+            Attributes::Resource(ResourceAttributes {
                 group: "apps".into(),
                 resource: "deployments".into(),
                 subresource: "scale".into(),
                 namespace: "shop".into(),
                 name: "web".into(),
-                field_selector: String::new(),
-                label_selector: String::new(),
-                verb: "update".into(),
-            }
+                ..ResourceAttributes::default()
+            })
         );
     }
 
@@ -1011,7 +989,8 @@ mod tests {
                     ],
                     ..User::default()
                 }),
-                attributes: Attributes::Resource {
+                verb: "get".into(),
+                attributes: Attributes::Resource(ResourceAttributes {
                     group: String::new(),
                     resource: "pods".into(),
                     subresource: "log".into(),
@@ -1019,18 +998,15 @@ mod tests {
                     name: "p".into(),
                     field_selector: "spec.nodeName=n".into(),
                     label_selector: "app=web".into(),
-                    verb: "get".into(),
-                },
+                }),
             }
         );
         assert_eq!(
             *keys[1],
             CheckKey {
                 user: jane(),
-                attributes: Attributes::NonResource {
-                    path: "/healthz".into(),
-                    verb: "get".into()
-                },
+                verb: "get".into(),
+                attributes: Attributes::NonResource("/healthz".into()),
             }
         );
     }

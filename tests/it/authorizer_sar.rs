@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use admission_proxy::authorizer::{CacheTtl, Outcome, SubjectAccessReviews};
-use admission_proxy::matching::authz::{Attributes, CheckKey, User};
+use admission_proxy::matching::authz::{Attributes, CheckKey, ResourceAttributes, User};
 use serde_json::json;
 
 use crate::common::sar_api::{SarApi, SarStatus, SAR_PATH};
@@ -46,16 +46,14 @@ fn user(name: &str) -> Arc<User> {
 fn deployments(name: &str, verb: &str) -> CheckKey {
     CheckKey {
         user: user(name),
-        attributes: Attributes::Resource {
+        verb: verb.into(),
+        attributes: Attributes::Resource(ResourceAttributes {
             group: "apps".into(),
             resource: "deployments".into(),
-            subresource: String::new(),
             namespace: "team-a".into(),
             name: "web".into(),
-            field_selector: String::new(),
-            label_selector: String::new(),
-            verb: verb.into(),
-        },
+            ..ResourceAttributes::default()
+        }),
     }
 }
 
@@ -126,10 +124,8 @@ async fn allowed_and_denied_answers_from_the_exact_review() {
                 username: "carol".into(),
                 ..User::default()
             }),
-            attributes: Attributes::NonResource {
-                path: "/healthz".into(),
-                verb: "get".into(),
-            },
+            verb: "get".into(),
+            attributes: Attributes::NonResource("/healthz".into()),
         };
         let decision = sar.decide(&carol, BUDGET).await;
         assert!(decision.allowed);
