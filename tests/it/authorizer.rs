@@ -77,6 +77,14 @@ fn start(ws: &Workspace, api: &SarApi, extra: &[&str]) -> BinaryProxy {
     BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &args)
 }
 
+/// A workspace named `name` serving `config` with the authorizer on, against `api`.
+fn serve(name: &str, api: &SarApi, config: &str) -> (Workspace, BinaryProxy) {
+    let ws = Workspace::new(name);
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    let proxy = start(&ws, api, &[]);
+    (ws, proxy)
+}
+
 /// Sends `body` to `webhook`; returns the decision header and the response.
 async fn admit(proxy: &BinaryProxy, ws: &Workspace, webhook: &str, body: &[u8]) -> (String, Value) {
     let reply = HttpClient::new()
@@ -126,19 +134,17 @@ async fn breakglass_skips_the_webhook_for_an_authorized_user_only() {
         "RBAC: allowed by ClusterRoleBinding \"breakglass\"",
     );
     let backend = TestBackend::start();
-    let ws = Workspace::new("authz-breakglass");
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        webhook(
+    let (ws, proxy) = serve(
+        "authz-breakglass",
+        &api,
+        &webhook(
             "my-webhook.authz.test",
             &backend,
             "/deny",
             "Fail",
             &[("breakglass", BREAKGLASS)],
         ),
-    )
-    .unwrap();
-    let proxy = start(&ws, &api, &[]);
+    );
 
     let (decision, response) = admit(
         &proxy,
@@ -214,15 +220,13 @@ async fn request_resource_path_and_service_account_checks() {
     api.allow("jane", "get", "/healthz", "");
     api.allow("system:serviceaccount:ci:builder", "create", "pods", "");
     let backend = TestBackend::start();
-    let ws = Workspace::new("authz-kinds");
     let config = [
         webhook("request.authz.test", &backend, "/allow", "Fail", &[("may-create", "authorizer.requestResource.check('create').allowed()")]),
         webhook("path.authz.test", &backend, "/allow", "Fail", &[("may-probe", "authorizer.path('/healthz').check('get').allowed()")]),
         webhook("sa.authz.test", &backend, "/allow", "Fail", &[("builder-may-not", "!authorizer.serviceAccount('ci', 'builder').group('').resource('pods').namespace('ci').check('create').allowed()")]),
     ]
     .join("---\n");
-    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
-    let proxy = start(&ws, &api, &[]);
+    let (ws, proxy) = serve("authz-kinds", &api, &config);
 
     let (decision, _) = admit(&proxy, &ws, "request.authz.test", &pod_by("jane", 1)).await;
     assert_eq!(decision, "allowed");
@@ -261,7 +265,6 @@ async fn an_erroring_api_errs_the_decision_and_the_webhook_is_called() {
     let api = SarApi::start();
     api.fail_with(Some(403));
     let backend = TestBackend::start();
-    let ws = Workspace::new("authz-errors");
     let config = [
         webhook(
             "my-webhook.authz.test",
@@ -289,8 +292,7 @@ async fn an_erroring_api_errs_the_decision_and_the_webhook_is_called() {
         ),
     ]
     .join("---\n");
-    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
-    let proxy = start(&ws, &api, &[]);
+    let (ws, proxy) = serve("authz-errors", &api, &config);
 
     let (decision, _) = admit(
         &proxy,
@@ -348,7 +350,6 @@ async fn a_slow_api_counts_against_the_admission_s_deadline() {
     let api = SarApi::start();
     api.delay(Duration::from_secs(5));
     let backend = TestBackend::start();
-    let ws = Workspace::new("authz-slow");
     let config = webhook(
         "my-webhook.authz.test",
         &backend,
@@ -356,12 +357,11 @@ async fn a_slow_api_counts_against_the_admission_s_deadline() {
         "Fail",
         &[("breakglass", BREAKGLASS)],
     );
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        config.replace("failurePolicy", "timeoutSeconds: 2\n  failurePolicy"),
-    )
-    .unwrap();
-    let proxy = start(&ws, &api, &[]);
+    let (ws, proxy) = serve(
+        "authz-slow",
+        &api,
+        &config.replace("failurePolicy", "timeoutSeconds: 2\n  failurePolicy"),
+    );
     let started = std::time::Instant::now();
     let (decision, _) = admit(&proxy, &ws, "my-webhook.authz.test", &pod_by("jane", 1)).await;
     let took = started.elapsed();
@@ -383,20 +383,18 @@ async fn a_slow_api_counts_against_the_admission_s_deadline() {
 async fn a_third_check_runs_over_the_cost_limit() {
     let api = SarApi::start();
     let backend = TestBackend::start();
-    let ws = Workspace::new("authz-cost");
     let three = "authorizer.path('/a').check('get').allowed() || authorizer.path('/b').check('get').allowed() || authorizer.path('/c').check('get').allowed()";
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        webhook(
+    let (ws, proxy) = serve(
+        "authz-cost",
+        &api,
+        &webhook(
             "three.authz.test",
             &backend,
             "/allow",
             "Fail",
             &[("three", three)],
         ),
-    )
-    .unwrap();
-    let proxy = start(&ws, &api, &[]);
+    );
     let (decision, response) = admit(&proxy, &ws, "three.authz.test", &pod_by("jane", 1)).await;
     assert_eq!(decision, "rejected");
     let message = response["status"]["message"].as_str().unwrap();
