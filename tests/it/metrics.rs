@@ -25,7 +25,7 @@ fn scrape(proxy: &BinaryProxy, ws: &Workspace) -> String {
     https_get(&proxy.addr, &ws.pki.ca_pem, None, "/metrics").unwrap()
 }
 
-const FAMILIES: [&str; 16] = [
+const FAMILIES: [&str; 17] = [
     "admission_proxy_build_info",
     "admission_proxy_webhook_admissions_total",
     "admission_proxy_admissions_total",
@@ -43,6 +43,8 @@ const FAMILIES: [&str; 16] = [
     // Issue 26 §10: these two appeared only with their first increment.
     "admission_proxy_namespace_watch_errors_total",
     "admission_proxy_namespace_lookups_total",
+    // Issue 28: present without --authorizer too.
+    "admission_proxy_authorizer_checks_total",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
