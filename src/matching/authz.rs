@@ -1107,6 +1107,22 @@ mod tests {
         assert_eq!(rounds.iter().flatten().count(), 2, "{rounds:?}");
     }
 
+    /// Checks across a webhook's conditions share its budget (2,500,000): four conditions of
+    /// two checks each run it out in the fourth, and the webhook's conditions fail as a whole.
+    #[test]
+    fn checks_share_the_webhook_s_budget() {
+        let conditions: Vec<String> = (0..4)
+            .map(|i| format!("authorizer.path('/a{i}').check('get').allowed() || authorizer.path('/b{i}').check('get').allowed()"))
+            .collect();
+        let list: Vec<&str> = conditions.iter().map(String::as_str).collect();
+        let (result, rounds) = run(&list, |_| decision(false));
+        assert_eq!(
+            result,
+            ConditionsResult::Error(crate::matching::cost::OUT_OF_BUDGET_ERROR.to_string())
+        );
+        assert_eq!(rounds.iter().flatten().count(), 8, "{rounds:?}");
+    }
+
     /// What kube-apiserver's type checker refuses at load, and what it leaves to run time.
     #[test]
     fn load_time_types() {
