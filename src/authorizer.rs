@@ -55,6 +55,12 @@ pub const MAX_CACHED_ATTRIBUTES_SIZE: usize = 10000;
 /// their own budget, the call goes on to this cap so its answer can still fill the cache.
 pub const CALL_CAP: Duration = Duration::from_secs(10);
 
+/// Most SubjectAccessReviews waiting for the API server at once; a check beyond them is an
+/// errored decision at once. Requests with distinct users miss the cache, so whoever can send
+/// AdmissionReviews could otherwise make the proxy send any number of reviews (use
+/// `--client-ca-file` so that only kube-apiserver can).
+pub const MAX_CALLS_IN_FLIGHT: usize = 64;
+
 /// Upstream's text for a status with both `allowed` and `denied` (webhook.go `Authorize`).
 const BOTH_ALLOW_AND_DENY: &str =
     "webhook subject access review returned both allow and deny response";
@@ -189,6 +195,8 @@ impl std::fmt::Debug for SubjectAccessReviews {
 enum Step {
     /// A fresh cached decision.
     Done(Decision),
+    /// Not asked: [`MAX_CALLS_IN_FLIGHT`] calls are already waiting for the API.
+    Refused,
     /// Wait for a call's answer; `joined` when another check started the call.
     Wait {
         rx: watch::Receiver<Option<Answer>>,
@@ -240,6 +248,12 @@ impl SubjectAccessReviews {
     pub async fn check(&self, key: &CheckKey, budget: Duration) -> (Decision, Outcome) {
         let (decision, outcome) = match self.start(key) {
             Step::Done(decision) => (decision, Outcome::Cached),
+            Step::Refused => (
+                errored(format!(
+                    "SubjectAccessReview not sent: {MAX_CALLS_IN_FLIGHT} calls already wait for the API server"
+                )),
+                Outcome::Error,
+            ),
             Step::Wait { mut rx, joined } => {
                 match tokio::time::timeout(budget, rx.wait_for(Option::is_some)).await {
                     Ok(Ok(answer)) => match answer.clone() {
@@ -290,6 +304,9 @@ impl SubjectAccessReviews {
                 joined: true,
             };
         }
+        if state.in_flight.len() >= MAX_CALLS_IN_FLIGHT {
+            return Step::Refused;
+        }
         let (tx, rx) = watch::channel(None);
         state.in_flight.insert(key.clone(), rx.clone());
         drop(state);
@@ -300,7 +317,7 @@ impl SubjectAccessReviews {
             match &answer {
                 Ok(decision) => {
                     let mut state = inner.state.lock();
-                    if should_cache(&key) {
+                    if should_cache(&key) && !inner.ttl.of(decision).is_zero() {
                         let expires = Instant::now() + inner.ttl.of(decision);
                         state.cache.put(
                             key.clone(),
@@ -324,13 +341,10 @@ impl SubjectAccessReviews {
 }
 
 impl SubjectAccessReviews {
-    /// The fresh cached decision for `key`, if any (counted `cached`); never calls the API.
+    /// The fresh cached decision for `key`, if any: a look at the cache (tests, diagnostics),
+    /// not a check, so not counted; never calls the API.
     pub fn cached(&self, key: &CheckKey) -> Option<Decision> {
-        let decision = self.inner.state.lock().fresh(key, Instant::now());
-        if decision.is_some() {
-            crate::metrics::authorizer_check(Outcome::Cached.as_str());
-        }
-        decision
+        self.inner.state.lock().fresh(key, Instant::now())
     }
 }
 

@@ -18,7 +18,7 @@ use crate::conversion::{self, Rewritten};
 use crate::matching::authz::{self, Attributes, CheckKey, Decision, Decisions};
 use crate::matching::{
     namespace_labels, Authorized, ConditionsVerdict, MatchDecision, Matcher, NamespaceLabels,
-    Namespaces, ObjectLabels, Rule, RuleInput, SkipReason,
+    Namespaces, ObjectLabels, Rule, RuleInput, SkipReason, MAX_AUTHORIZATION_ROUNDS,
 };
 use crate::redact::RedactPath;
 use crate::resources::Equivalent;
@@ -209,6 +209,17 @@ pub fn explain(
         .map(std::convert::AsRef::as_ref)
         .collect();
     webhooks.sort_by(|a, b| a.name.cmp(&b.name));
+    // Each webhook's checks are needed twice (its verdict, then its evidence): ask once.
+    let answers = std::cell::RefCell::new(std::collections::HashMap::new());
+    let memo = |key: &CheckKey| {
+        if let Some(decision) = answers.borrow().get(key) {
+            return Decision::clone(decision);
+        }
+        let decision = authorize(key);
+        answers.borrow_mut().insert(key.clone(), decision.clone());
+        decision
+    };
+    let authorize: Authorize<'_> = &memo;
     Explanation {
         uid: r.uid.to_string(),
         api_version: review.version.api_version(),
@@ -314,8 +325,7 @@ fn ask(
 ) -> (Decisions, Vec<(CheckKey, Decision)>) {
     let mut decisions = Decisions::default();
     let mut asked = Vec::new();
-    // As serve: two checks per condition at most, so a few rounds.
-    for _ in 0..8 {
+    for _ in 0..MAX_AUTHORIZATION_ROUNDS {
         match m.match_conditions.evaluate_authorized(sent, &mut decisions) {
             Authorized::Done(_) => break,
             Authorized::Pending(keys) => {

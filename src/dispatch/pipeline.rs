@@ -41,7 +41,10 @@ use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, Rewritten};
 use crate::matching::authz::Decisions;
-use crate::matching::{Authorized, ConditionsResult, ConditionsVerdict, MatchDecision, Namespaces};
+use crate::matching::{
+    Authorized, ConditionsResult, ConditionsVerdict, MatchDecision, Namespaces,
+    MAX_AUTHORIZATION_ROUNDS,
+};
 use crate::resources::Equivalent;
 use crate::review::{AdmissionResponse, ParsedReview, ReviewVersion, Status};
 use crate::telemetry::{PhaseSpan, TraceContext};
@@ -250,13 +253,14 @@ impl Dispatcher {
     /// (`staging/src/k8s.io/apiserver/pkg/cel/library/authz.go`).
     async fn authorize(
         &self,
-        Admission { webhook, clock, .. }: Admission<'_>,
+        Admission {
+            webhook,
+            clock,
+            trace_context,
+            ..
+        }: Admission<'_>,
         sent: &ParsedReview<'_>,
     ) -> ConditionsVerdict {
-        // `check` costs 350000 against a per-expression limit of 1000000, so a condition asks
-        // for at most two checks; a webhook's budget (2500000) allows seven. Each round
-        // answers at least one per condition still waiting.
-        const MAX_ROUNDS: usize = 8;
         let conditions = &webhook.matcher.match_conditions;
         let Some(authorizer) = &self.authorizer else {
             let message =
@@ -268,14 +272,25 @@ impl Dispatcher {
         let limit = self
             .max_timeout
             .map_or(webhook.timeout, |cap| webhook.timeout.min(cap));
+        // One deadline for every round: the webhook's timeoutSeconds within the caller's
+        // `?timeout=`. What the checks take is not there for the call.
+        let deadline = Instant::now() + self.budget(limit, clock);
         let mut decisions = Decisions::default();
-        for _ in 0..MAX_ROUNDS {
+        let mut span: Option<PhaseSpan> = None;
+        let mut asked = 0usize;
+        for _ in 0..MAX_AUTHORIZATION_ROUNDS {
             match conditions.evaluate_authorized(sent, &mut decisions) {
                 Authorized::Done(result) => {
-                    return webhook.matcher.conditions_verdict(sent, result)
+                    if let Some(span) = &mut span {
+                        span.set("checks", i64::try_from(asked).unwrap_or(i64::MAX));
+                    }
+                    return webhook.matcher.conditions_verdict(sent, result);
                 }
                 Authorized::Pending(keys) => {
-                    let budget = self.budget(limit, clock);
+                    // One span for every round's waits, from the first.
+                    span = span.or_else(|| trace_context.phase("authorization"));
+                    asked += keys.len();
+                    let budget = deadline.saturating_duration_since(Instant::now());
                     let answers = authorizer.decide_all(&keys, budget).await;
                     for (key, decision) in keys.into_iter().zip(answers) {
                         decisions.insert(key, decision);
@@ -283,7 +298,8 @@ impl Dispatcher {
                 }
             }
         }
-        let message = format!("authorization checks still undecided after {MAX_ROUNDS} rounds");
+        let message =
+            format!("authorization checks still undecided after {MAX_AUTHORIZATION_ROUNDS} rounds");
         webhook
             .matcher
             .conditions_verdict(sent, ConditionsResult::Error(message))

@@ -102,11 +102,16 @@ pub struct Decision {
 // `decisionVal`), as `cel` opaque values named by upstream's type names.
 // ---------------------------------------------------------------------------------------------
 
-/// Upstream's CEL type names (`AuthorizerType` ... `DecisionType` in authz.go).
+/// Upstream's CEL type names (authz.go): `AuthorizerType`, the `authorizer` variable's.
 pub(crate) const AUTHORIZER_TYPE: &str = "kubernetes.authorization.Authorizer";
+/// `PathCheckType`: what `path(...)` builds.
 pub(crate) const PATH_CHECK_TYPE: &str = "kubernetes.authorization.PathCheck";
+/// `GroupCheckType`: what `group(...)` builds.
 pub(crate) const GROUP_CHECK_TYPE: &str = "kubernetes.authorization.GroupCheck";
+/// `ResourceCheckType`: what `resource(...)` and its setters build, and
+/// `authorizer.requestResource`.
 pub(crate) const RESOURCE_CHECK_TYPE: &str = "kubernetes.authorization.ResourceCheck";
+/// `DecisionType`: what `check(...)` returns.
 pub(crate) const DECISION_TYPE: &str = "kubernetes.authorization.Decision";
 
 /// The variable name of the request's own resource check
@@ -477,16 +482,6 @@ impl Decisions {
     pub fn insert(&mut self, key: CheckKey, decision: Decision) {
         self.known.insert(key, decision);
     }
-
-    /// The decision for `key`, if known.
-    pub fn get(&self, key: &CheckKey) -> Option<&Decision> {
-        self.known.get(key)
-    }
-
-    /// Every known check and its decision.
-    pub fn iter(&self) -> impl Iterator<Item = (&CheckKey, &Decision)> {
-        self.known.iter()
-    }
 }
 
 /// The evaluation in progress on this thread: what `check` reads and where it records keys
@@ -707,8 +702,10 @@ pub(crate) fn static_type(
             LiteralValue::Null => "null_type",
         }),
         Expr::Select(select) => match static_type(&select.operand.expr, bound)? {
+            // `has(authorizer.requestResource)` is a field test, which cel-go refuses.
             StaticType::Authz(AUTHORIZER_TYPE)
                 if select.field == "requestResource"
+                    && !select.test
                     && matches!(&select.operand.expr, Expr::Ident(_)) =>
             {
                 StaticType::Authz(RESOURCE_CHECK_TYPE)
@@ -1107,6 +1104,22 @@ mod tests {
         assert_eq!(rounds.iter().flatten().count(), 2, "{rounds:?}");
     }
 
+    /// `fieldSelector` and `labelSelector` cost a selector parse (library/cost.go
+    /// `selectorCostEstimate`): 10 + ceil(0.1 n) + ceil(0.5 n) x 50 for n characters, 512 for
+    /// `spec.nodeName=node-1` (20).
+    #[test]
+    fn selectors_cost_a_parse() {
+        let review = ParsedReview::parse(REVIEW.as_bytes()).unwrap();
+        let expr = "authorizer.group('').resource('pods').fieldSelector('spec.nodeName=node-1').check('list').allowed()";
+        let conditions = conditions(&[expr]);
+        let mut decisions = Decisions::default();
+        let (_, rounds) = run(&[expr], |_| decision(true));
+        decisions.insert(rounds[0][0].clone(), decision(true));
+        let (each, _) = with_decisions(&mut decisions, || conditions.evaluate_each(&review));
+        // authorizer 1, group 1, resource 1, fieldSelector 512, check 350000, allowed 1.
+        assert_eq!(each[0].cost, Some(350_516));
+    }
+
     /// Checks across a webhook's conditions share its budget (2,500,000): four conditions of
     /// two checks each run it out in the fourth, and the webhook's conditions fail as a whole.
     #[test]
@@ -1139,6 +1152,7 @@ mod tests {
             ("authorizer.path(1).check('get').allowed()", "found no matching overload for 'path' applied to 'kubernetes.authorization.Authorizer.(int)'"),
             ("check(authorizer, 'get')", "found no matching overload for 'check'"),
             ("authorizer.user == 'x'", "undefined field 'user'"),
+            ("has(authorizer.requestResource)", "undefined field 'requestResource'"),
             ("authorizer.size() == 1", "found no matching overload for 'size'"),
             ("authorizer.path('/x').check('get').reason()", "must evaluate to bool, but evaluates to string"),
             ("authorizer.path('/x').check('get')", "must evaluate to bool, but evaluates to kubernetes.authorization.Decision"),

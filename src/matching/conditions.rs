@@ -306,6 +306,11 @@ impl From<cel::ExecutionError> for EvaluationError {
     }
 }
 
+/// Most rounds of [`MatchConditions::evaluate_authorized`] one admission needs: `check` costs
+/// 350000 against a per-expression limit of 1000000, so a condition asks for at most two
+/// checks, and each round answers at least one per condition still waiting.
+pub(crate) const MAX_AUTHORIZATION_ROUNDS: usize = 4;
+
 /// The outcome of an evaluation with authorization checks: final, or waiting for decisions.
 #[derive(Debug)]
 pub(crate) enum Authorized<T> {
@@ -465,8 +470,9 @@ impl MatchConditions {
     /// A check without a decision makes the result [`Authorized::Pending`] (that evaluation
     /// is discarded): the caller resolves the keys, adds them to `decisions` and evaluates
     /// again. Each round asks for at most one check per condition, the first one reached, so
-    /// the checks asked for are those kube-apiserver's evaluation would make; `check`'s cost
-    /// bounds a condition to three.
+    /// within a condition the checks asked for are those cel-go's evaluation would make (the
+    /// exceptions are in the README); `check`'s cost bounds a condition to two, so
+    /// [`MAX_AUTHORIZATION_ROUNDS`] rounds decide every webhook.
     pub(crate) fn evaluate_authorized(
         &self,
         review: &ParsedReview<'_>,

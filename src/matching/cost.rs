@@ -179,7 +179,18 @@ fn needs_operands(function: &str) -> bool {
             | "containsCIDR"
             | "quantity"
             | "isQuantity"
+            | "fieldSelector"
+            | "labelSelector"
     )
+}
+
+/// `selectorCostEstimate` (library/cost.go) for a selector of `length` characters: a list of
+/// requirements, the string parsed, and a struct and a values list per requirement (at most one
+/// per two characters).
+fn selector_cost(length: u64) -> u64 {
+    LIST_CREATE
+        + ceil_factor(length, STRING_TRAVERSAL)
+        + ceil_factor(length, 0.5) * (LIST_CREATE + STRUCT_CREATE)
 }
 
 /// cel-go `CostTracker.costCall` with Kubernetes' `CostEstimator.CallCost` consulted first.
@@ -201,6 +212,8 @@ fn call_cost(function: &str, operands: &[Operand], traversal: u64, result: u64) 
         "join" => (result as f64 * 2.0 * STRING_TRAVERSAL).ceil() as u64,
         "find" | "findAll" => regex(),
         "check" => super::authz::CHECK_COST,
+        // The receiver is the ResourceCheck; the selector is the argument.
+        "fieldSelector" | "labelSelector" => selector_cost(size(1)),
         // `ip(string)` parses; `cidr.ip()` reads a field.
         "ip" if text(0) => ceil_factor(size(0), STRING_TRAVERSAL),
         // The CIDR operand is no Sizer (size 1); a string operand is parsed first.

@@ -20,7 +20,7 @@ use crate::api::{FailurePolicy, MatchPolicy};
 use crate::resources::custom::CustomResources;
 use crate::resources::{equivalents, Equivalent};
 use crate::review::{Operation, ParsedReview, Status};
-pub(crate) use conditions::Authorized;
+pub(crate) use conditions::{Authorized, MAX_AUTHORIZATION_ROUNDS};
 pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
 pub use namespaces::Namespaces;
 pub use rules::{Rule, RuleInput};
