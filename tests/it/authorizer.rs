@@ -652,3 +652,57 @@ async fn a_reload_that_needs_the_flag_keeps_the_last_good_configuration() {
     );
     assert_eq!(backend.recorder.calls(), 2);
 }
+
+/// With `--otlp-endpoint`, the SubjectAccessReview rounds are an `authorization` span under
+/// the admission, with how many checks were asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checks_are_an_authorization_span() {
+    use crate::common::otlp::{attribute, hex, Collector};
+    let api = SarApi::start();
+    let collector = Collector::start();
+    let backend = TestBackend::start();
+    let ws = Workspace::new("authz-span");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        webhook(
+            "my-webhook.authz.test",
+            &backend,
+            "/allow",
+            "Fail",
+            &[("breakglass", BREAKGLASS)],
+        ),
+    )
+    .unwrap();
+    let kubeconfig = ws.dir.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig);
+    let proxy = BinaryProxy::start_with_env(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--otlp-endpoint",
+            &collector.url,
+            "--tracing-sampling-rate-per-million",
+            "1000000",
+            "--authorizer",
+            "subjectaccessreview",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    let (decision, _) = admit(&proxy, &ws, "my-webhook.authz.test", &pod_by("jane", 1)).await;
+    assert_eq!(decision, "allowed");
+    let spans = collector.wait_for(4);
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    let by_name = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no {name:?} span in {names:?}"))
+    };
+    let (admission, authorization) = (by_name("admission"), by_name("authorization"));
+    assert_eq!(hex(&authorization.parent_span_id), hex(&admission.span_id));
+    assert_eq!(attribute(authorization, "checks"), "1");
+    assert!(by_name("matching").end_time_unix_nano >= authorization.end_time_unix_nano);
+}

@@ -8,7 +8,7 @@
 //! received, or, with `--otlp-endpoint`, the proxy's own spans exported to a stand-in OTLP
 //! collector.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use crate::tools::pki::TestPki;
 
-use crate::common::{self, fixture, validating, TestProxy, ALL};
+use crate::common::otlp::{attribute, hex, Collector};
+use crate::common::{self, fixture, read_request, validating, TestProxy, ALL};
 
 /// What the backend does with the n-th request (0-based) it reads.
 #[derive(Clone, Copy, Debug)]
@@ -129,35 +130,6 @@ impl RawBackend {
     fn requests(&self) -> usize {
         self.requests.load(Ordering::SeqCst)
     }
-}
-
-/// Reads one HTTP/1.1 request: its head (request line and header lines) and its Content-Length
-/// body; `None` at end of stream.
-fn read_request(tls: &mut impl Read) -> Option<(String, Vec<u8>)> {
-    let mut reader = BufReader::new(tls);
-    let mut length = 0usize;
-    let mut first = true;
-    let mut head = String::new();
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        if first && line.trim().is_empty() {
-            continue;
-        }
-        first = false;
-        if line == "\r\n" {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().ok()?;
-        }
-        head.push_str(&line);
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body).ok()?;
-    Some((head, body))
 }
 
 /// Answers per `act`; whether the connection stays open.
@@ -496,78 +468,6 @@ async fn the_callers_trace_context_reaches_the_backend() {
             !head.contains("traceparent") && !head.contains("tracestate"),
             "{head}"
         );
-    }
-}
-
-/// A stand-in OTLP/HTTP collector on 127.0.0.1: answers every `POST /v1/traces` 200 with an
-/// empty (valid) protobuf response and keeps the spans it decoded.
-struct Collector {
-    url: String,
-    spans: Arc<Mutex<Vec<opentelemetry_proto::tonic::trace::v1::Span>>>,
-    /// Request paths, in arrival order.
-    paths: Arc<Mutex<Vec<String>>>,
-}
-
-impl Collector {
-    fn start() -> Self {
-        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-        use prost::Message as _;
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let spans: Arc<Mutex<Vec<_>>> = Arc::default();
-        let paths: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (sink, seen) = (spans.clone(), paths.clone());
-        std::thread::spawn(move || {
-            for mut tcp in listener.incoming().take(16).flatten() {
-                tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                while let Some((head, body)) = read_request(&mut tcp) {
-                    let path = head.split(' ').nth(1).unwrap_or_default().to_string();
-                    seen.lock().unwrap().push(path);
-                    if let Ok(request) = ExportTraceServiceRequest::decode(body.as_slice()) {
-                        let mut sink = sink.lock().unwrap();
-                        for r in request.resource_spans {
-                            for s in r.scope_spans {
-                                sink.extend(s.spans);
-                            }
-                        }
-                    }
-                    let ok = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n";
-                    if tcp.write_all(ok.as_bytes()).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Collector { url, spans, paths }
-    }
-
-    /// The spans received so far, once at least `n` have arrived (waiting at most 10 s).
-    fn wait_for(&self, n: usize) -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
-        for _ in 0..200 {
-            if self.spans.lock().unwrap().len() >= n {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.spans.lock().unwrap().clone()
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn attribute(span: &opentelemetry_proto::tonic::trace::v1::Span, key: &str) -> String {
-    use opentelemetry_proto::tonic::common::v1::any_value::Value;
-    match span
-        .attributes
-        .iter()
-        .find(|a| a.key == key)
-        .and_then(|a| a.value.as_ref()?.value.as_ref())
-    {
-        Some(Value::StringValue(s)) => s.clone(),
-        Some(Value::IntValue(i)) => i.to_string(),
-        other => format!("{other:?}"),
     }
 }
 

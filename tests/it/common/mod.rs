@@ -1,6 +1,7 @@
 //! Test harness: a real proxy server and real example legacy backends on 127.0.0.1 with real
 //! TLS (rcgen certificates), configured through webhook configuration text.
 
+pub(crate) mod otlp;
 pub(crate) mod sar_api;
 
 use std::path::{Path, PathBuf};
@@ -518,4 +519,34 @@ pub(crate) async fn wait_for_calls(backend: &TestBackend, n: u64) {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Reads one HTTP/1.1 request: its head (request line and header lines) and its Content-Length
+/// body; `None` at end of stream.
+pub(crate) fn read_request(tls: &mut impl std::io::Read) -> Option<(String, Vec<u8>)> {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(tls);
+    let mut length = 0usize;
+    let mut first = true;
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if first && line.trim().is_empty() {
+            continue;
+        }
+        first = false;
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().ok()?;
+        }
+        head.push_str(&line);
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((head, body))
 }
