@@ -41,7 +41,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use crate::matching::authz::{Attributes, CheckKey, Decision};
+use crate::matching::authz::{Attributes, CheckKey, Decision, DecisionCache};
 use crate::namespace_watch::WatchError;
 
 /// Entries of the decision cache (webhook.go: `cache.NewLRUExpireCache(8192)`).
@@ -343,8 +343,20 @@ impl SubjectAccessReviews {
 impl SubjectAccessReviews {
     /// The fresh cached decision for `key`, if any: a look at the cache (tests, diagnostics),
     /// not a check, so not counted; never calls the API.
-    pub fn cached(&self, key: &CheckKey) -> Option<Decision> {
+    pub fn peek(&self, key: &CheckKey) -> Option<Decision> {
         self.inner.state.lock().fresh(key, Instant::now())
+    }
+}
+
+impl DecisionCache for SubjectAccessReviews {
+    /// A check answered from the cache during the evaluation (counted `cached`), so that it
+    /// needs no round of its own.
+    fn cached(&self, key: &CheckKey) -> Option<Decision> {
+        let decision = self.peek(key);
+        if decision.is_some() {
+            crate::metrics::authorizer_check(Outcome::Cached.as_str());
+        }
+        decision
     }
 }
 

@@ -275,7 +275,7 @@ impl Dispatcher {
         // One deadline for every round: the webhook's timeoutSeconds within the caller's
         // `?timeout=`. What the checks take is not there for the call.
         let deadline = Instant::now() + self.budget(limit, clock);
-        let mut decisions = Decisions::default();
+        let mut decisions = Decisions::with_cache(authorizer.clone());
         let mut span: Option<PhaseSpan> = None;
         let mut asked = 0usize;
         for _ in 0..MAX_AUTHORIZATION_ROUNDS {

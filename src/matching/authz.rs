@@ -418,8 +418,8 @@ fn check(This(this): This<Value>, Arguments(args): Arguments) -> ResolveResult {
         let Some(evaluation) = evaluation else {
             return Err(library_error("no authorizer is available"));
         };
-        if let Some(decision) = evaluation.known.get(&key) {
-            return Ok(value(DecisionVal(decision.clone())));
+        if let Some(decision) = evaluation.decisions.get(&key) {
+            return Ok(value(DecisionVal(decision)));
         }
         // Only the first undecided check of a condition is asked for: what follows it may be
         // a check kube-apiserver never reaches (`a && b` with `a` false), and `cel` goes on
@@ -470,17 +470,54 @@ fn error(This(this): This<Value>, Arguments(args): Arguments) -> ResolveResult {
 // One evaluation's decisions
 // ---------------------------------------------------------------------------------------------
 
+/// Answers known without waiting: the SubjectAccessReview cache (`crate::authorizer`), which
+/// `check` reads during the evaluation so that cached checks need no second round.
+pub trait DecisionCache: Send + Sync {
+    /// The fresh cached decision for `key`, if any.
+    fn cached(&self, key: &CheckKey) -> Option<Decision>;
+}
+
 /// The decisions of one admission's checks so far; `MatchConditions::evaluate_authorized`
-/// reads them and the caller adds the answers to what it reports pending.
-#[derive(Debug, Default)]
+/// reads them (then the cache, if any) and the caller adds the answers to what it reports
+/// pending.
+#[derive(Default)]
 pub struct Decisions {
     known: HashMap<CheckKey, Decision>,
+    cache: Option<Arc<dyn DecisionCache>>,
+}
+
+impl std::fmt::Debug for Decisions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decisions")
+            .field("known", &self.known)
+            .field("cache", &self.cache.is_some())
+            .finish()
+    }
 }
 
 impl Decisions {
+    /// No decisions yet; checks not known are looked up in `cache` before they are pending.
+    pub fn with_cache(cache: Arc<dyn DecisionCache>) -> Self {
+        Decisions {
+            known: HashMap::new(),
+            cache: Some(cache),
+        }
+    }
+
     /// Records the answer to `key`.
     pub fn insert(&mut self, key: CheckKey, decision: Decision) {
         self.known.insert(key, decision);
+    }
+
+    /// The decision for `key`: known, or from the cache (then kept, so that the cache is read
+    /// once per key however often the expression reaches the check).
+    fn get(&mut self, key: &CheckKey) -> Option<Decision> {
+        if let Some(decision) = self.known.get(key) {
+            return Some(decision.clone());
+        }
+        let decision = self.cache.as_ref()?.cached(key)?;
+        self.known.insert(key.clone(), decision.clone());
+        Some(decision)
     }
 }
 
@@ -488,7 +525,7 @@ impl Decisions {
 /// without a decision. CEL evaluation is synchronous, so a thread-local is enough and the
 /// values an expression builds stay plain data.
 struct Evaluation {
-    known: HashMap<CheckKey, Decision>,
+    decisions: Decisions,
     pending: Vec<CheckKey>,
     /// The current condition already has an undecided check.
     condition_pending: bool,
@@ -509,7 +546,7 @@ pub(crate) fn with_decisions<R>(
     impl Restore<'_> {
         fn restore(&mut self) {
             if let Some(evaluation) = EVALUATION.take() {
-                self.0.known = evaluation.known;
+                *self.0 = evaluation.decisions;
                 self.1 = evaluation.pending;
             }
         }
@@ -520,7 +557,7 @@ pub(crate) fn with_decisions<R>(
         }
     }
     EVALUATION.set(Some(Evaluation {
-        known: std::mem::take(&mut decisions.known),
+        decisions: std::mem::take(decisions),
         pending: Vec::new(),
         condition_pending: false,
     }));
@@ -928,6 +965,34 @@ mod tests {
         let (result, rounds) = run(&[BREAKGLASS], |_| decision(false));
         assert_eq!(result, ConditionsResult::Match);
         assert_eq!(rounds, vec![vec![key]]);
+    }
+
+    /// A check the cache answers needs no round: the first evaluation is the last, and the
+    /// cache is read once per key even though the cost walk and the evaluation both reach it.
+    #[test]
+    fn cached_checks_decide_in_one_evaluation() {
+        struct Cache(std::sync::atomic::AtomicUsize);
+        impl DecisionCache for Cache {
+            fn cached(&self, _: &CheckKey) -> Option<Decision> {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Some(decision(true))
+            }
+        }
+        let cache = Arc::new(Cache(Default::default()));
+        let review = ParsedReview::parse(REVIEW.as_bytes()).unwrap();
+        let mut decisions = Decisions::with_cache(cache.clone());
+        match conditions(&[BREAKGLASS]).evaluate_authorized(&review, &mut decisions) {
+            Authorized::Done(result) => {
+                assert_eq!(
+                    result,
+                    ConditionsResult::NoMatch {
+                        condition: "c0".into()
+                    }
+                );
+            }
+            Authorized::Pending(keys) => panic!("a round for {keys:?}"),
+        }
+        assert_eq!(cache.0.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 
     /// A failed authorization is a decision, not a CEL error: `allowed()` is false, `errored()`

@@ -158,17 +158,13 @@ async fn a_second_identical_check_is_answered_from_the_cache() {
         let (api, sar, _ws) = setup("cache", CacheTtl::default()).await;
         api.allow("alice", "update", "deployments", "ok");
         let key = deployments("alice", "update");
-        assert_eq!(
-            sar.cached(&key),
-            None,
-            "nothing cached before the first call"
-        );
+        assert_eq!(sar.peek(&key), None, "nothing cached before the first call");
         let first = sar.decide(&key, BUDGET).await;
         assert_eq!(api.calls(), 1);
         let (second, outcome) = sar.check(&key, BUDGET).await;
         assert_eq!(outcome, Outcome::Cached);
         assert_eq!(second, first);
-        assert_eq!(sar.cached(&key), Some(first), "cached() reads the cache");
+        assert_eq!(sar.peek(&key), Some(first), "peek() reads the cache");
         assert_eq!(api.calls(), 1, "no second call");
     })
     .await;
@@ -249,7 +245,7 @@ async fn forbidden_and_server_errors_are_errored_decisions_never_cached() {
                 && error.contains("cannot create resource \"subjectaccessreviews\""),
             "{error}"
         );
-        assert_eq!(sar.cached(&key), None);
+        assert_eq!(sar.peek(&key), None);
 
         api.fail_with(Some(500));
         let (decision, outcome) = sar.check(&key, BUDGET).await;
@@ -309,7 +305,7 @@ async fn a_slow_api_is_an_errored_decision_after_the_budget_and_its_late_answer_
         );
         // The call goes on without its waiter: its answer lands in the cache.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while sar.cached(&key).is_none() && Instant::now() < deadline {
+        while sar.peek(&key).is_none() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let (decision, outcome) = sar.check(&key, budget).await;
@@ -343,7 +339,7 @@ async fn answers_expire_after_their_ttl() {
 
         // After 600 ms the allowed answer has expired too.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(sar.cached(&allowed), None);
+        assert_eq!(sar.peek(&allowed), None);
         assert_eq!(sar.check(&allowed, BUDGET).await.1, Outcome::Allowed);
         assert!(api.wait_for_calls(4, Duration::from_secs(1)));
         assert_eq!(api.calls(), 4);
