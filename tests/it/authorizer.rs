@@ -414,6 +414,16 @@ async fn a_third_check_runs_over_the_cost_limit() {
 /// A backend no test reaches (the proxy refuses to start first).
 const UNCALLED: &str = "{url: \"https://127.0.0.1:9/never\"}";
 
+/// The breakglass webhook in front of [`UNCALLED`].
+fn breakglass_unreached() -> String {
+    configuration(
+        "my-webhook.authz.test",
+        UNCALLED,
+        "Fail",
+        &[("breakglass", BREAKGLASS)],
+    )
+}
+
 /// Without `--authorizer`, a configuration that uses `authorizer` is refused at start with the
 /// webhook, the condition and the flag named; with it, KEP-3716's draft form is refused as
 /// kube-apiserver's compiler refuses it.
@@ -436,16 +446,7 @@ fn refused_without_the_flag_and_in_the_draft_form() {
             String::from_utf8_lossy(&out.stderr).to_string(),
         )
     };
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        configuration(
-            "my-webhook.authz.test",
-            UNCALLED,
-            "Fail",
-            &[("breakglass", BREAKGLASS)],
-        ),
-    )
-    .unwrap();
+    std::fs::write(ws.conf.join("webhooks.yaml"), breakglass_unreached()).unwrap();
     let (code, stderr) = serve(&[]);
     assert_ne!(code, Some(0));
     assert!(
@@ -536,16 +537,7 @@ fn explain_shows_each_check_and_its_answer() {
         "RBAC: allowed",
     );
     let ws = Workspace::new("authz-explain");
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        configuration(
-            "my-webhook.authz.test",
-            UNCALLED,
-            "Fail",
-            &[("breakglass", BREAKGLASS)],
-        ),
-    )
-    .unwrap();
+    std::fs::write(ws.conf.join("webhooks.yaml"), breakglass_unreached()).unwrap();
     let review = ws.dir.join("review.json");
     std::fs::write(&review, pod_by("oncall-admin", 1)).unwrap();
     let kubeconfig = ws.dir.join("kubeconfig");
