@@ -126,7 +126,7 @@ pub(crate) enum RouteError {
 impl Snapshot {
     /// Every matchCondition that uses `authorizer`, as `(webhook, index in matchConditions,
     /// condition)`, in route order (`check` lists them; `serve` needs an authorizer for them).
-    pub fn authorizer_conditions(&self) -> Vec<(&Webhook, usize, &MatchCondition)> {
+    pub(crate) fn authorizer_conditions(&self) -> Vec<(&Webhook, usize, &MatchCondition)> {
         let mut found: Vec<(&Webhook, usize, &MatchCondition)> = self
             .webhooks()
             .flat_map(|w| {

@@ -429,7 +429,7 @@ mod tests {
         let review = ParsedReview::parse(POD.as_bytes()).unwrap();
         let conditions = MatchConditions::new(vec![condition]);
         let mut decisions = Decisions::default();
-        for _ in 0..4 {
+        for _ in 0..crate::matching::MAX_AUTHORIZATION_ROUNDS {
             match conditions.evaluate_authorized(&review, &mut decisions) {
                 Authorized::Done(result) => return Ok(result),
                 Authorized::Pending(keys) => {
@@ -443,7 +443,7 @@ mod tests {
                 }
             }
         }
-        panic!("{expression}: still pending after 4 rounds")
+        panic!("{expression}: still pending after every round")
     }
 
     /// Every function of the compatibility table works as its example shows.
