@@ -410,6 +410,9 @@ struct Load {
     files: Vec<PathBuf>,
     /// Where each route was first defined, for the duplicate's message.
     routes: HashMap<(WebhookType, String), (PathBuf, String)>,
+    /// The file of each configuration (by kind and `metadata.name`), for the duplicate's
+    /// message.
+    configurations: HashMap<(WebhookType, String), PathBuf>,
     compiled: Vec<Webhook>,
     custom: CustomResources,
     backends: Backends,
@@ -482,10 +485,43 @@ impl Load {
             ) else {
                 continue;
             };
+            if !self.configuration(&webhooks, &prefix, base) {
+                continue;
+            }
             for webhook in webhooks {
                 self.route(webhook, base);
             }
         }
+    }
+
+    /// Whether the configuration of `webhooks` is the first of its kind with its name: a
+    /// cluster holds one object per name (creating a second is `AlreadyExists`), so two in
+    /// the files are a mistake, and their webhooks would be one configuration's.
+    fn configuration(&mut self, webhooks: &[Webhook], prefix: &str, base: &Problem) -> bool {
+        let Some(first) = webhooks.first() else {
+            return true;
+        };
+        let key = (first.webhook_type, first.configuration.clone());
+        if let Some(other_file) = self.configurations.get(&key) {
+            let duplicate = FieldError::new(
+                ErrorType::Duplicate,
+                format!("{prefix}metadata.name"),
+                BadValue::from(first.configuration.as_str()),
+                format!(
+                    "{} names are unique in a cluster (also in {})",
+                    first.webhook_type.configuration_kind(),
+                    other_file.display()
+                ),
+            );
+            self.errors.push(Problem {
+                kind: Some(first.webhook_type.configuration_kind().into()),
+                configuration: Some(first.configuration.clone()),
+                ..base.located(duplicate)
+            });
+            return false;
+        }
+        self.configurations.insert(key, base.file.clone());
+        true
     }
 
     /// Keeps `webhook` unless another of its type has its name: names are routes, so they

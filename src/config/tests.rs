@@ -207,6 +207,36 @@ fn webhook_names_are_unique_across_files() {
     assert!(err.to_string().contains("unique across all files"), "{err}");
 }
 
+/// A cluster holds one configuration of a kind per name (a second `create` is `AlreadyExists`):
+/// two in the files are refused, whatever their webhooks are called. A validating and a
+/// mutating configuration may share a name, as in a cluster.
+#[test]
+fn configuration_names_are_unique_per_kind() {
+    let err = load_contents(&[
+        ("a.yaml".into(), V1.to_string()),
+        (
+            "b.yaml".into(),
+            V1.replace("pods.policy.example.com", "other.policy.example.com"),
+        ),
+    ])
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "1 problem(s) in the webhook configuration:\n  b.yaml (document 0): ValidatingWebhookConfiguration \"policy\": metadata.name: Duplicate value: \"policy\": ValidatingWebhookConfiguration names are unique in a cluster (also in a.yaml)"
+    );
+    let mutating = V1
+        .replace(
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+        )
+        .replace("pods.policy.example.com", "other.policy.example.com");
+    load_contents(&[
+        ("a.yaml".into(), V1.to_string()),
+        ("b.yaml".into(), mutating),
+    ])
+    .unwrap();
+}
+
 /// Issue 26 §5: an empty file among others used to load as "no webhooks here", silently
 /// removing its webhooks; it is refused, so the last good configuration keeps serving.
 #[test]
