@@ -1,7 +1,8 @@
 //! Whether kube-apiserver would call a webhook for a request: `ShouldCallHook` of
 //! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/webhook.go`; upstream
 //! paths below are relative to that `plugin/webhook/` directory.
-//! Depends on `api`, `review` and `resources`; everything here is compiled at config load.
+//! Depends on `api`, `review`, `resources` and `names`; everything here is compiled at config
+//! load.
 
 pub mod authz;
 pub mod cel_env;
