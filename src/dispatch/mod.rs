@@ -309,6 +309,13 @@ impl Dispatcher {
         self
     }
 
+    /// What one webhook's call may take: its `timeoutSeconds`, below `--max-timeout-seconds`
+    /// when set.
+    fn call_limit(&self, webhook: &Webhook) -> Duration {
+        self.max_timeout
+            .map_or(webhook.timeout, |cap| webhook.timeout.min(cap))
+    }
+
     /// The time left for a call bounded by `limit`, within kube-apiserver's deadline.
     fn budget(&self, limit: Duration, clock: Clock) -> Duration {
         backend_budget(

@@ -269,12 +269,9 @@ impl Dispatcher {
                 .matcher
                 .conditions_verdict(sent, ConditionsResult::Error(message.into()));
         };
-        let limit = self
-            .max_timeout
-            .map_or(webhook.timeout, |cap| webhook.timeout.min(cap));
         // One deadline for every round: the webhook's timeoutSeconds within the caller's
         // `?timeout=`. What the checks take is not there for the call.
-        let deadline = Instant::now() + self.budget(limit, clock);
+        let deadline = Instant::now() + self.budget(self.call_limit(webhook), clock);
         let mut decisions = Decisions::with_cache(authorizer.clone());
         let mut span: Option<PhaseSpan> = None;
         let mut asked = 0usize;
@@ -331,9 +328,7 @@ impl Dispatcher {
                 CallFailure::NoKnownReviewVersion,
             ));
         };
-        let limit = self
-            .max_timeout
-            .map_or(webhook.timeout, |cap| webhook.timeout.min(cap));
+        let limit = self.call_limit(webhook);
         let mut budget = self.budget(limit, clock);
         let permit = match &self.breakers {
             None => None,

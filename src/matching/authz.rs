@@ -196,15 +196,26 @@ pub(crate) fn request_resource(user: Arc<User>, review: &ParsedReview<'_>) -> Va
     })
 }
 
+impl User {
+    /// `request.userInfo` as sent (`authenticationv1.UserInfo`); empty when absent or not an
+    /// object of that shape.
+    pub(crate) fn from_user_info(raw: Option<&serde_json::value::RawValue>) -> Self {
+        raw.and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Whether `select` is `authorizer.requestResource`, a variable of its own
+/// ([`REQUEST_RESOURCE_VARIABLE`]) rather than a field of `authorizer`; not a `has()` test.
+pub(crate) fn is_request_resource(select: &cel::common::ast::SelectExpr) -> bool {
+    !select.test
+        && select.field == "requestResource"
+        && matches!(&select.operand.expr, cel::common::ast::Expr::Ident(name) if name == "authorizer")
+}
+
 /// The requesting user, from `request.userInfo` (empty when absent).
 pub(crate) fn requesting_user(review: &ParsedReview<'_>) -> Arc<User> {
-    Arc::new(
-        review
-            .request
-            .user_info
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-            .unwrap_or_default(),
-    )
+    Arc::new(User::from_user_info(review.request.user_info))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -738,15 +749,13 @@ pub(crate) fn static_type(
             LiteralValue::Bytes(_) => "bytes",
             LiteralValue::Null => "null_type",
         }),
+        // `has(authorizer.requestResource)` is a field test, which cel-go refuses (below).
+        Expr::Select(select)
+            if is_request_resource(select) && !bound.iter().any(|b| b == "authorizer") =>
+        {
+            StaticType::Authz(RESOURCE_CHECK_TYPE)
+        }
         Expr::Select(select) => match static_type(&select.operand.expr, bound)? {
-            // `has(authorizer.requestResource)` is a field test, which cel-go refuses.
-            StaticType::Authz(AUTHORIZER_TYPE)
-                if select.field == "requestResource"
-                    && !select.test
-                    && matches!(&select.operand.expr, Expr::Ident(_)) =>
-            {
-                StaticType::Authz(RESOURCE_CHECK_TYPE)
-            }
             StaticType::Authz(_) => return Err(TypeError::UndefinedField(select.field.clone())),
             _ if select.test => StaticType::Other("bool"),
             _ => StaticType::Dyn,
@@ -929,7 +938,7 @@ mod tests {
         let conditions = conditions(list);
         let mut decisions = Decisions::default();
         let mut rounds = Vec::new();
-        for _ in 0..8 {
+        for _ in 0..crate::matching::MAX_AUTHORIZATION_ROUNDS {
             match conditions.evaluate_authorized(&review, &mut decisions) {
                 Authorized::Done(result) => return (result, rounds),
                 Authorized::Pending(keys) => {
@@ -940,7 +949,7 @@ mod tests {
                 }
             }
         }
-        panic!("still pending after 8 rounds: {rounds:?}")
+        panic!("still pending after every round: {rounds:?}")
     }
 
     /// KEP-3716's example: a user allowed to `breakglass` on the webhook's configuration skips

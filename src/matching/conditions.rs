@@ -417,7 +417,7 @@ impl MatchConditions {
             uses.object |= r.has_variable("object");
             uses.old_object |= r.has_variable("oldObject");
             uses.request |= r.has_variable("request");
-            uses.authorizer |= r.has_variable("authorizer");
+            uses.authorizer |= c.uses_authorizer;
             whole_request |= !request_fields(&c.program.expression().expr, &mut fields);
         }
         uses.request_fields = (!whole_request).then_some(fields);
@@ -695,20 +695,7 @@ fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
 
 /// `request.userInfo` (`authenticationv1.UserInfo`): every field present, empty when absent.
 fn user_info_to_cel(raw: Option<&serde_json::value::RawValue>) -> Value {
-    #[derive(Default, serde::Deserialize)]
-    struct UserInfo {
-        #[serde(default)]
-        username: String,
-        #[serde(default)]
-        uid: String,
-        #[serde(default)]
-        groups: Vec<String>,
-        #[serde(default)]
-        extra: std::collections::BTreeMap<String, Vec<String>>,
-    }
-    let user: UserInfo = raw
-        .and_then(|raw| serde_json::from_str(raw.get()).ok())
-        .unwrap_or_default();
+    let user = authz::User::from_user_info(raw);
     let extra: HashMap<Key, Value> = user
         .extra
         .iter()

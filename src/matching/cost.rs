@@ -142,7 +142,8 @@ struct Operand {
     list: bool,
 }
 
-/// The functions whose cost depends on operand values; every other call costs 1.
+/// The functions whose cost depends on operand values; every other call costs what
+/// [`call_cost`] charges without them (1, or a fixed cost such as `check`'s).
 fn needs_operands(function: &str) -> bool {
     matches!(
         function,
@@ -287,7 +288,7 @@ fn walk(expr: &Expression, context: &Context<'_, '_>, t: &mut Tracker) -> Result
         Expr::Ident(_) => t.charge(1),
         Expr::Select(select) if select.test => walk(&select.operand, context, t),
         // One variable whose name has a dot (cel-go's checker resolves it so).
-        Expr::Select(select) if is_request_resource(select) => t.charge(1),
+        Expr::Select(select) if super::authz::is_request_resource(select) => t.charge(1),
         Expr::Select(select) => {
             walk(&select.operand, context, t)?;
             t.charge(1)
@@ -341,14 +342,6 @@ fn walk(expr: &Expression, context: &Context<'_, '_>, t: &mut Tracker) -> Result
             walk(&c.result, &scope, t)
         }
     }
-}
-
-/// `authorizer.requestResource`, a variable of its own
-/// ([`super::authz::REQUEST_RESOURCE_VARIABLE`]).
-fn is_request_resource(select: &cel::common::ast::SelectExpr) -> bool {
-    !select.test
-        && select.field == "requestResource"
-        && matches!(&select.operand.expr, Expr::Ident(name) if name == "authorizer")
 }
 
 /// An identifier with selects on it: cel-go plans it as one attribute.
@@ -433,11 +426,9 @@ fn walk_call(
             for operand in receiver.into_iter().chain(args) {
                 walk(operand, context, t)?;
             }
-            if function == "check" {
-                return t.charge(super::authz::CHECK_COST);
-            }
             if !needs_operands(&function) {
-                return t.charge(1);
+                // Fixed costs (`check`'s 350000, 1 for most) need no operand values.
+                return t.charge(call_cost(&function, &[], 1, 1));
             }
             let values: Vec<_> = receiver
                 .into_iter()

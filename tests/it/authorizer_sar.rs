@@ -341,7 +341,6 @@ async fn answers_expire_after_their_ttl() {
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(sar.peek(&allowed), None);
         assert_eq!(sar.check(&allowed, BUDGET).await.1, Outcome::Allowed);
-        assert!(api.wait_for_calls(4, Duration::from_secs(1)));
         assert_eq!(api.calls(), 4);
     })
     .await;

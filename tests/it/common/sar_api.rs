@@ -19,7 +19,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -196,18 +196,6 @@ impl SarApi {
     /// Every request received, as `METHOD target`.
     pub(crate) fn requests(&self) -> Vec<String> {
         self.state.lock().unwrap().requests.clone()
-    }
-
-    /// Waits until `n` calls have arrived, at most `within`; whether they did.
-    pub(crate) fn wait_for_calls(&self, n: usize, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if self.calls() >= n {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        self.calls() >= n
     }
 
     /// Writes a kubeconfig pointing at the stand-in (plain http, a bearer token) to `path`.
