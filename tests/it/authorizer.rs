@@ -414,6 +414,17 @@ async fn a_third_check_runs_over_the_cost_limit() {
 /// A backend no test reaches (the proxy refuses to start first).
 const UNCALLED: &str = "{url: \"https://127.0.0.1:9/never\"}";
 
+/// Runs the binary with `args` then `extra` to its end: exit code, stdout, stderr.
+fn run(args: &[&std::ffi::OsStr], extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(args)
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
 /// The breakglass webhook in front of [`UNCALLED`].
 fn breakglass_unreached() -> String {
     configuration(
@@ -431,20 +442,21 @@ fn breakglass_unreached() -> String {
 fn refused_without_the_flag_and_in_the_draft_form() {
     let ws = Workspace::new("authz-refused");
     let serve = |extra: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&ws.conf)
-            .arg("--tls-cert-file")
-            .arg(&ws.cert)
-            .arg("--tls-private-key-file")
-            .arg(&ws.key)
-            .args(extra)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
+        let (code, _, stderr) = run(
+            &[
+                "serve".as_ref(),
+                "--listen".as_ref(),
+                "127.0.0.1:0".as_ref(),
+                "--config".as_ref(),
+                ws.conf.as_os_str(),
+                "--tls-cert-file".as_ref(),
+                ws.cert.as_os_str(),
+                "--tls-private-key-file".as_ref(),
+                ws.key.as_os_str(),
+            ],
+            extra,
+        );
+        (code, stderr)
     };
     std::fs::write(ws.conf.join("webhooks.yaml"), breakglass_unreached()).unwrap();
     let (code, stderr) = serve(&[]);
@@ -501,13 +513,11 @@ fn check_lists_the_conditions_that_use_authorizer() {
     ]
     .join("---\n");
     std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
-        .args(["check", "--config"])
-        .arg(&ws.conf)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let (code, stdout, _) = run(
+        &["check".as_ref(), "--config".as_ref(), ws.conf.as_os_str()],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
     let listed: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("authorizer: "))
@@ -543,20 +553,16 @@ fn explain_shows_each_check_and_its_answer() {
     let kubeconfig = ws.dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
     let explain = |extra: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
-            .args(["explain", "--config"])
-            .arg(&ws.conf)
-            .arg("--review")
-            .arg(&review)
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let args = [
+            "explain".as_ref(),
+            "--config".as_ref(),
+            ws.conf.as_os_str(),
+            "--review".as_ref(),
+            review.as_os_str(),
+        ];
+        let (code, stdout, stderr) = run(&args, extra);
+        assert_eq!(code, Some(0), "{stderr}");
+        stdout
     };
     let check = "authorizer check: may \"oncall-admin\" breakglass admissionregistration.k8s.io/validatingwebhookconfigurations named \"my-webhook\"? -> ";
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use admission_proxy::dispatch::HttpClient;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
@@ -108,20 +108,9 @@ async fn connection(tcp: TcpStream, api: Shared) {
     let (read, mut write) = tcp.into_split();
     let mut read = BufReader::new(read);
     loop {
-        let mut request_line = String::new();
-        if read.read_line(&mut request_line).await.unwrap_or(0) == 0 {
+        let Some((request_line, _)) = common::read_request_async(&mut read).await else {
             return;
-        }
-        // Headers until the blank line; GETs carry no body.
-        loop {
-            let mut header = String::new();
-            if read.read_line(&mut header).await.unwrap_or(0) == 0 {
-                return;
-            }
-            if header == "\r\n" {
-                break;
-            }
-        }
+        };
         let target = request_line
             .split_whitespace()
             .nth(1)

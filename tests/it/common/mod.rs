@@ -550,3 +550,51 @@ pub(crate) fn read_request(tls: &mut impl std::io::Read) -> Option<(String, Vec<
     reader.read_exact(&mut body).ok()?;
     Some((head, body))
 }
+
+/// [`read_request`] for the async stand-in API servers: the request line and the body (by
+/// Content-Length, or chunked); `None` when the connection ends first.
+pub(crate) async fn read_request_async(
+    read: &mut (impl tokio::io::AsyncBufRead + Unpin),
+) -> Option<(String, Vec<u8>)> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut request_line = String::new();
+    if read.read_line(&mut request_line).await.ok()? == 0 {
+        return None;
+    }
+    let (mut length, mut chunked) = (0usize, false);
+    loop {
+        let mut header = String::new();
+        if read.read_line(&mut header).await.ok()? == 0 {
+            return None;
+        }
+        if header == "\r\n" {
+            break;
+        }
+        let (name, value) = header.split_once(':').unwrap_or((&header, ""));
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            length = value.parse().unwrap_or(0);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value.eq_ignore_ascii_case("chunked");
+        }
+    }
+    let mut body = Vec::new();
+    if !chunked {
+        body.resize(length, 0);
+        read.read_exact(&mut body).await.ok()?;
+        return Some((request_line, body));
+    }
+    loop {
+        let mut size = String::new();
+        if read.read_line(&mut size).await.ok()? == 0 {
+            return None;
+        }
+        let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
+        let mut chunk = vec![0; size + 2];
+        read.read_exact(&mut chunk).await.ok()?;
+        if size == 0 {
+            return Some((request_line, body));
+        }
+        body.extend_from_slice(&chunk[..size]);
+    }
+}

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 /// The path the stand-in answers.
@@ -267,38 +267,8 @@ async fn connection(tcp: TcpStream, state: Arc<Mutex<State>>) {
     let (read, mut write) = tcp.into_split();
     let mut read = BufReader::new(read);
     loop {
-        let mut request_line = String::new();
-        if read.read_line(&mut request_line).await.unwrap_or(0) == 0 {
+        let Some((request_line, body)) = super::read_request_async(&mut read).await else {
             return;
-        }
-        let (mut length, mut chunked) = (0usize, false);
-        loop {
-            let mut header = String::new();
-            if read.read_line(&mut header).await.unwrap_or(0) == 0 {
-                return;
-            }
-            if header == "\r\n" {
-                break;
-            }
-            let (name, value) = header.split_once(':').unwrap_or((&header, ""));
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.parse().unwrap_or(0);
-            } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                chunked = value.eq_ignore_ascii_case("chunked");
-            }
-        }
-        let body = if chunked {
-            match read_chunked(&mut read).await {
-                Some(body) => body,
-                None => return,
-            }
-        } else {
-            let mut body = vec![0; length];
-            if read.read_exact(&mut body).await.is_err() {
-                return;
-            }
-            body
         };
         let mut words = request_line.split_whitespace();
         let method = words.next().unwrap_or("").to_string();
@@ -342,23 +312,5 @@ async fn connection(tcp: TcpStream, state: Arc<Mutex<State>>) {
         if write.write_all(&answer).await.is_err() {
             return;
         }
-    }
-}
-
-/// A chunked body, or `None` when the connection ends first.
-async fn read_chunked(read: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Option<Vec<u8>> {
-    let mut body = Vec::new();
-    loop {
-        let mut size = String::new();
-        if read.read_line(&mut size).await.ok()? == 0 {
-            return None;
-        }
-        let size = usize::from_str_radix(size.trim().split(';').next()?, 16).ok()?;
-        let mut chunk = vec![0; size + 2];
-        read.read_exact(&mut chunk).await.ok()?;
-        if size == 0 {
-            return Some(body);
-        }
-        body.extend_from_slice(&chunk[..size]);
     }
 }
