@@ -495,8 +495,9 @@ impl Load {
     }
 
     /// Whether the configuration of `webhooks` is the first of its kind with its name: a
-    /// cluster holds one object per name (creating a second is `AlreadyExists`), so two in
-    /// the files are a mistake, and their webhooks would be one configuration's.
+    /// cluster holds one object per name (a second create is `AlreadyExists`, `Create` in
+    /// `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`), so two in the
+    /// files are a mistake, and their webhooks would be one configuration's.
     fn configuration(&mut self, webhooks: &[Webhook], prefix: &str, base: &Problem) -> bool {
         let Some(first) = webhooks.first() else {
             return true;
