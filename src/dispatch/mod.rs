@@ -401,7 +401,7 @@ impl Dispatcher {
         trace_context: TraceContext<'_>,
     ) -> Answer {
         let mut trace = Trace::default();
-        let mut answer = self
+        let mut verdict = self
             .decide_and_call(
                 webhook,
                 review,
@@ -414,9 +414,8 @@ impl Dispatcher {
                 &mut trace,
             )
             .await;
-        answer.backend = trace.backend;
-        answer.conditions = trace.conditions;
-        answer
+        trace.note(&mut verdict);
+        verdict.into_answer(webhook, review)
     }
 
     /// The backend's patch (against the converted object the webhook received, in
@@ -453,36 +452,98 @@ impl Dispatcher {
     /// The answer for an admission whose call was cut by the proxy's shutdown grace period:
     /// its webhook's failurePolicy, as for any call failure ([`CallFailure::ShuttingDown`]).
     pub(crate) fn shutting_down(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> Answer {
-        let url = webhook.backend.url.clone();
-        self.fail(webhook, review, CallFailure::ShuttingDown { url })
+        self.shut_down(webhook).into_answer(webhook, review)
     }
 
-    /// failurePolicy on a call failure: Ignore admits with a warning and an audit annotation
-    /// (standing in for kube-apiserver's `failed-open` one); Fail answers HTTP 500 with a Status,
-    /// which kube-apiserver reports as its own call failure, and no Retry-After, which would make
-    /// client-go re-send (`checkWait`).
-    fn fail(&self, webhook: &Webhook, review: &ParsedReview<'_>, failure: CallFailure) -> Answer {
+    /// [`Self::shutting_down`] before it is rendered, for a chain.
+    fn shut_down(&self, webhook: &Webhook) -> Verdict {
+        let url = webhook.backend.url.clone();
+        self.fail(webhook, CallFailure::ShuttingDown { url })
+    }
+
+    /// A call failure, counted once: failurePolicy decides what it becomes
+    /// ([`Verdict::into_answer`] for a single route, the chain's rules in [`chain`]).
+    fn fail(&self, webhook: &Webhook, failure: CallFailure) -> Verdict {
         webhook.metrics.call_failure(failure.class());
-        match webhook.failure_policy() {
-            FailurePolicy::Ignore => {
-                let mut response = AdmissionResponse::allow(&review.request.uid);
-                response.warnings.push(format!("failed calling webhook {:?}: {failure}; failurePolicy is Ignore, request admitted", webhook.name));
-                response.audit_annotations =
-                    BTreeMap::from([("failed-open".to_string(), webhook.name.clone())]);
-                answer(review, response, Decision::FailedOpen, failure.to_string())
-            }
-            FailurePolicy::Fail => Answer {
-                http_status: 500,
-                body: encode_status(&Status::failure(
-                    500,
-                    "InternalError",
-                    failure.status_message(),
-                )),
-                decision: Decision::FailedClosed,
-                detail: failure.to_string(),
-                backend: None,
-                conditions: Conditions::NotEvaluated,
+        let decision = match webhook.failure_policy() {
+            FailurePolicy::Ignore => Decision::FailedOpen,
+            FailurePolicy::Fail => Decision::FailedClosed,
+        };
+        Verdict {
+            detail: failure.to_string(),
+            outcome: Outcome::Failed(failure),
+            decision,
+            backend: None,
+            conditions: Conditions::NotEvaluated,
+        }
+    }
+}
+
+/// What one webhook decided for one admission, before a route renders it: a single route
+/// answers it as it is ([`Verdict::into_answer`]); a chain folds the verdicts of its webhooks
+/// into one answer ([`chain`]).
+#[derive(Debug)]
+pub(crate) struct Verdict {
+    pub(crate) outcome: Outcome,
+    /// What happened, for the log line and metrics.
+    pub(crate) decision: Decision,
+    /// Why: skip reason, failure, denial message, or empty.
+    pub(crate) detail: String,
+    /// How long the backend call took, when one was made.
+    pub(crate) backend: Option<Duration>,
+    /// What matchConditions did (for their metrics).
+    pub(crate) conditions: Conditions,
+}
+
+/// The substance of a [`Verdict`].
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// A response to pass on: a skip, the backend's verified answer (its patch in the caller's
+    /// version; mode Warn applied), Shadow's allow, or a rejection the proxy decided itself.
+    Response(AdmissionResponse),
+    /// The call failed; the webhook's failurePolicy decides (already in the decision).
+    Failed(CallFailure),
+}
+
+impl Verdict {
+    fn new(response: AdmissionResponse, decision: Decision, detail: String) -> Self {
+        Verdict {
+            outcome: Outcome::Response(response),
+            decision,
+            detail,
+            backend: None,
+            conditions: Conditions::NotEvaluated,
+        }
+    }
+
+    /// The single route's answer. A failure goes to failurePolicy: Ignore admits with a
+    /// warning and an audit annotation (standing in for kube-apiserver's `failed-open` one);
+    /// Fail answers HTTP 500 with a Status, which kube-apiserver reports as its own call
+    /// failure, and no Retry-After, which would make client-go re-send (`checkWait`).
+    pub(crate) fn into_answer(self, webhook: &Webhook, review: &ParsedReview<'_>) -> Answer {
+        let (http_status, body) = match self.outcome {
+            Outcome::Response(response) => (200, response.encode(review.version)),
+            Outcome::Failed(failure) => match webhook.failure_policy() {
+                FailurePolicy::Ignore => {
+                    let mut response = AdmissionResponse::allow(&review.request.uid);
+                    response.warnings.push(format!("failed calling webhook {:?}: {failure}; failurePolicy is Ignore, request admitted", webhook.name));
+                    response.audit_annotations =
+                        BTreeMap::from([("failed-open".to_string(), webhook.name.clone())]);
+                    (200, response.encode(review.version))
+                }
+                FailurePolicy::Fail => {
+                    let status = Status::failure(500, "InternalError", failure.status_message());
+                    (500, encode_status(&status))
+                }
             },
+        };
+        Answer {
+            http_status,
+            body,
+            decision: self.decision,
+            detail: self.detail,
+            backend: self.backend,
+            conditions: self.conditions,
         }
     }
 }
@@ -492,11 +553,7 @@ impl Dispatcher {
 /// MESSAGE` and the audit annotation `would-deny` (kube-apiserver records it as
 /// `N/would-deny`); a patch is dropped, its operations' paths kept in the audit annotation
 /// `would-patch` and the log. The backend's own warnings and audit annotations are kept.
-fn warn_only(
-    webhook: &Webhook,
-    review: &ParsedReview<'_>,
-    mut response: AdmissionResponse,
-) -> Answer {
+fn warn_only(webhook: &Webhook, mut response: AdmissionResponse) -> Verdict {
     if !response.allowed {
         let message = denial_message(&response).to_string();
         response.allowed = true;
@@ -510,10 +567,10 @@ fn warn_only(
         response
             .audit_annotations
             .insert("would-deny".to_string(), message.clone());
-        return answer(review, response, Decision::WouldDeny, message);
+        return Verdict::new(response, Decision::WouldDeny, message);
     }
     let Some(patch) = response.patch.take() else {
-        return answer(review, response, Decision::Allowed, String::new());
+        return Verdict::new(response, Decision::Allowed, String::new());
     };
     response.patch_type = None;
     let paths = patch_paths(&patch);
@@ -521,7 +578,7 @@ fn warn_only(
     response
         .audit_annotations
         .insert("would-patch".to_string(), paths);
-    answer(review, response, Decision::WouldPatch, detail)
+    Verdict::new(response, Decision::WouldPatch, detail)
 }
 
 /// `status.message` of a denial ("" without one).
@@ -543,9 +600,8 @@ fn denial_message(response: &AdmissionResponse) -> &str {
 }
 
 /// `mode: Shadow`'s immediate answer: allowed, as if the webhook did not exist.
-fn shadowed(review: &ParsedReview<'_>) -> Answer {
-    answer(
-        review,
+fn shadowed(review: &ParsedReview<'_>) -> Verdict {
+    Verdict::new(
         AdmissionResponse::allow(&review.request.uid),
         Decision::Shadowed,
         "answered at once; the backend is called in the background".to_string(),
@@ -569,22 +625,6 @@ fn patch_paths(patch_base64: &str) -> String {
         .join(", ")
 }
 
-fn answer(
-    review: &ParsedReview<'_>,
-    response: AdmissionResponse,
-    decision: Decision,
-    detail: String,
-) -> Answer {
-    Answer {
-        http_status: 200,
-        body: response.encode(review.version),
-        decision,
-        detail,
-        backend: None,
-        conditions: Conditions::NotEvaluated,
-    }
-}
-
 /// What [`Dispatcher::admit`] learns on the way, for the webhook's metrics.
 #[derive(Default)]
 struct Trace {
@@ -592,23 +632,31 @@ struct Trace {
     conditions: Conditions,
 }
 
+impl Trace {
+    /// Puts what was learnt into the verdict.
+    fn note(self, verdict: &mut Verdict) {
+        verdict.backend = self.backend;
+        verdict.conditions = self.conditions;
+    }
+}
+
 /// The `matching` span's `result` for an admission that matching answered: skip and why,
 /// reject and why, or (a namespace whose labels are unavailable) failurePolicy's answer.
-fn answered_summary(answer: &Answer) -> String {
-    match answer.decision {
-        Decision::Skipped => format!("skip: {}", answer.detail),
+fn answered_summary(verdict: &Verdict) -> String {
+    match verdict.decision {
+        Decision::Skipped => format!("skip: {}", verdict.detail),
         Decision::FailedOpen | Decision::FailedClosed => {
-            format!("namespace unavailable: {}", answer.detail)
+            format!("namespace unavailable: {}", verdict.detail)
         }
-        _ => format!("reject: {}", answer.detail),
+        _ => format!("reject: {}", verdict.detail),
     }
 }
 
 /// The `matching` span's `result` once matchConditions decided: call (and the version an
 /// Equivalent rule was matched in), or the skip or rejection they caused.
-fn call_summary(invocation: Option<&Equivalent>, flow: &ControlFlow<Answer>) -> String {
+fn call_summary(invocation: Option<&Equivalent>, flow: &ControlFlow<Verdict>) -> String {
     match (flow, invocation) {
-        (ControlFlow::Break(answer), _) => answered_summary(answer),
+        (ControlFlow::Break(verdict), _) => answered_summary(verdict),
         (ControlFlow::Continue(()), None) => "call".into(),
         (ControlFlow::Continue(()), Some(i)) => {
             let slash = if i.group.is_empty() { "" } else { "/" };
@@ -634,16 +682,15 @@ fn conditions_outcome(verdict: &ConditionsVerdict) -> Conditions {
 }
 
 /// A skip: allowed at once, the reason is the log detail.
-fn skipped(review: &ParsedReview<'_>, reason: SkipReason) -> Answer {
+fn skipped(review: &ParsedReview<'_>, reason: SkipReason) -> Verdict {
     let allow = AdmissionResponse::allow(&review.request.uid);
-    answer(review, allow, Decision::Skipped, reason.to_string())
+    Verdict::new(allow, Decision::Skipped, reason.to_string())
 }
 
 /// A denial the proxy itself decides; its message is also the log detail.
-fn deny(review: &ParsedReview<'_>, status: Status, decision: Decision) -> Answer {
+fn deny(review: &ParsedReview<'_>, status: Status, decision: Decision) -> Verdict {
     let detail = status.message.clone();
-    answer(
-        review,
+    Verdict::new(
         AdmissionResponse::deny(&review.request.uid, status),
         decision,
         detail,

@@ -33,9 +33,9 @@ use tokio::time::Instant;
 
 use super::breaker::CallPermit;
 use super::{
-    answer, answered_summary, call_summary, conditions_outcome, denial_message, deny,
-    post_as_client_go, shadowed, skipped, timeout_param, verify, warn_only, Answer, CallFailure,
-    Clock, Decision, Dispatcher, HttpReply, Target, Trace, TransportError,
+    answered_summary, call_summary, conditions_outcome, denial_message, deny, post_as_client_go,
+    shadowed, skipped, timeout_param, verify, warn_only, Answer, CallFailure, Clock, Decision,
+    Dispatcher, HttpReply, Target, Trace, TransportError, Verdict,
 };
 use crate::config::options::Mode;
 use crate::config::Webhook;
@@ -51,12 +51,22 @@ use crate::telemetry::{PhaseSpan, TraceContext};
 
 /// One admission to one webhook: what every phase reads.
 #[derive(Clone, Copy)]
-struct Admission<'a> {
-    webhook: &'a Webhook,
-    /// The request as kube-apiserver sent it.
-    review: &'a ParsedReview<'a>,
-    clock: Clock,
-    trace_context: TraceContext<'a>,
+pub(super) struct Admission<'a> {
+    pub(super) webhook: &'a Webhook,
+    /// The request as kube-apiserver sent it (in a mutating chain: with the object as the
+    /// webhooks before patched it).
+    pub(super) review: &'a ParsedReview<'a>,
+    pub(super) clock: Clock,
+    pub(super) trace_context: TraceContext<'a>,
+}
+
+/// What [`Dispatcher::prepare`] hands [`Dispatcher::execute`]: the request as the webhook
+/// receives it.
+pub(super) struct Prepared<'s> {
+    /// The review converted for an Equivalent rule, parsed once; `None`: the caller's.
+    converted: Option<ParsedReview<'s>>,
+    /// The conversion it was made from (a patch goes back through it).
+    rewritten: Option<&'s Rewritten>,
 }
 
 /// What [`Dispatcher::guard`] lets through: the call's version, deadline and held permits.
@@ -78,12 +88,13 @@ impl Dispatcher {
     /// delay the answer, not even by a namespace lookup, so it comes first.
     pub(crate) fn mode(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> ControlFlow<Answer> {
         if self.mode_of(webhook) == Mode::Shadow {
-            return ControlFlow::Break(shadowed(review));
+            return ControlFlow::Break(shadowed(review).into_answer(webhook, review));
         }
         ControlFlow::Continue(())
     }
 
-    /// [`Dispatcher::admit`], noting in `trace` what its metrics need.
+    /// [`Dispatcher::admit`], noting in `trace` what its metrics need: [`Self::prepare`],
+    /// then [`Self::execute`].
     pub(super) async fn decide_and_call(
         &self,
         webhook: &Webhook,
@@ -92,7 +103,7 @@ impl Dispatcher {
         clock: Clock,
         trace_context: TraceContext<'_>,
         trace: &mut Trace,
-    ) -> Answer {
+    ) -> Verdict {
         // Each phase's future is pinned where it is made (in a block, which ends its borrows):
         // awaited as a temporary, it would be moved into this one's state, a memcpy of its
         // whole size (the call phase holds the HTTP exchange) per admission.
@@ -102,30 +113,53 @@ impl Dispatcher {
             clock,
             trace_context,
         };
-        // `ShouldCallHook` spans selection, conversion and matchConditions.
-        let mut matching = trace_context.phase("matching");
-        let equivalent = match self.select(a, namespaces, &mut matching) {
-            ControlFlow::Break(answer) => return answer,
-            ControlFlow::Continue(equivalent) => equivalent,
+        let mut rewritten = None;
+        let prepared = {
+            let prepare = pin!(self.prepare(a, namespaces, &mut rewritten, trace));
+            match prepare.await {
+                ControlFlow::Break(verdict) => return verdict,
+                ControlFlow::Continue(prepared) => prepared,
+            }
         };
-        let rewritten = match equivalent {
+        let execute = pin!(self.execute(a, &prepared, trace));
+        execute.await
+    }
+
+    /// Phases 1 and 2, all of `ShouldCallHook`: select, convert, matchConditions. Continues
+    /// with the request as the webhook receives it; a converted one is kept in `rewritten`,
+    /// the caller's slot, which the [`Prepared`] borrows. Answers a skip, a rejection, or
+    /// failurePolicy for a namespace whose labels are unavailable.
+    pub(super) async fn prepare<'s>(
+        &self,
+        a: Admission<'_>,
+        namespaces: Option<&Namespaces>,
+        rewritten: &'s mut Option<Rewritten>,
+        trace: &mut Trace,
+    ) -> ControlFlow<Verdict, Prepared<'s>> {
+        let Admission {
+            webhook, review, ..
+        } = a;
+        // `ShouldCallHook` spans selection, conversion and matchConditions.
+        let mut matching = a.trace_context.phase("matching");
+        let equivalent = self.select(a, namespaces, &mut matching)?;
+        let rewritten: Option<&'s Rewritten> = match equivalent {
             None => None,
             Some(invocation) => {
                 let convert = pin!(self.convert(a, invocation));
-                match convert.await {
-                    ControlFlow::Break(answer) => return answer,
-                    ControlFlow::Continue(rewritten) => Some(rewritten),
-                }
+                Some(&*rewritten.insert(convert.await?))
             }
         };
         // The converted review, parsed once: for matchConditions and for the call.
-        let converted_review = rewritten.as_ref().map(|r| ParsedReview::parse(&r.body));
-        let converted_review = match converted_review.transpose() {
+        let converted = rewritten.map(|r| ParsedReview::parse(&r.body));
+        let converted = match converted.transpose() {
             Ok(r) => r,
-            Err(e) => return deny(review, conversion::internal_error(&e), Decision::Rejected),
+            Err(e) => {
+                let status = conversion::internal_error(&e);
+                return ControlFlow::Break(deny(review, status, Decision::Rejected));
+            }
         };
-        let sent = converted_review.as_ref().unwrap_or(review);
-        let invocation = rewritten.as_ref().map(|r| &r.invocation);
+        let sent = converted.as_ref().unwrap_or(review);
+        let invocation = rewritten.map(|r| &r.invocation);
         let verdict = if webhook.matcher.match_conditions.uses_authorizer() {
             // Boxed: the SubjectAccessReview calls' state would otherwise size every
             // admission's future.
@@ -133,23 +167,34 @@ impl Dispatcher {
         } else {
             webhook.matcher.decide_conditions(sent)
         };
-        if let ControlFlow::Break(answer) = self.conditions(a, verdict, invocation, matching, trace)
-        {
-            return answer;
-        }
+        self.conditions(a, verdict, invocation, matching, trace)?;
+        ControlFlow::Continue(Prepared {
+            converted,
+            rewritten,
+        })
+    }
+
+    /// Phases 3 to 5 on what [`Self::prepare`] let through: guard, call, respond.
+    pub(super) async fn execute(
+        &self,
+        a: Admission<'_>,
+        prepared: &Prepared<'_>,
+        trace: &mut Trace,
+    ) -> Verdict {
+        let sent = prepared.converted.as_ref().unwrap_or(a.review);
         let guarded = match self.guard(a).await {
-            ControlFlow::Break(answer) => return answer,
+            ControlFlow::Break(verdict) => return verdict,
             ControlFlow::Continue(guarded) => guarded,
         };
         let version = guarded.version;
         let reply = {
             let call = pin!(self.call(a, sent, guarded, trace));
             match call.await {
-                ControlFlow::Break(answer) => return answer,
+                ControlFlow::Break(verdict) => return verdict,
                 ControlFlow::Continue(reply) => reply,
             }
         };
-        let respond = pin!(self.respond(a, rewritten.as_ref(), &reply, version));
+        let respond = pin!(self.respond(a, prepared.rewritten, &reply, version));
         respond.await
     }
 
@@ -163,7 +208,7 @@ impl Dispatcher {
         }: Admission<'_>,
         namespaces: Option<&Namespaces>,
         span: &mut Option<PhaseSpan>,
-    ) -> ControlFlow<Answer, Option<Box<Equivalent>>> {
+    ) -> ControlFlow<Verdict, Option<Box<Equivalent>>> {
         let flow = match webhook.matcher.decide(review, namespaces) {
             MatchDecision::Call => ControlFlow::Continue(None),
             MatchDecision::CallEquivalent(invocation) => ControlFlow::Continue(Some(invocation)),
@@ -173,7 +218,7 @@ impl Dispatcher {
             }
             MatchDecision::NamespaceUnavailable(reason) => {
                 let failure = CallFailure::NamespaceUnavailable(reason);
-                ControlFlow::Break(self.fail(webhook, review, failure))
+                ControlFlow::Break(self.fail(webhook, failure))
             }
         };
         if let (Some(span), ControlFlow::Break(answer)) = (span.as_mut(), &flow) {
@@ -196,7 +241,7 @@ impl Dispatcher {
             ..
         }: Admission<'_>,
         invocation: Box<Equivalent>,
-    ) -> ControlFlow<Answer, Rewritten> {
+    ) -> ControlFlow<Verdict, Rewritten> {
         let rewritten = if conversion::needs_webhook(review, &invocation) {
             let mut span = trace_context.phase("conversion");
             // Boxed: the conversion webhook calls' state would otherwise size every
@@ -229,7 +274,7 @@ impl Dispatcher {
         invocation: Option<&Equivalent>,
         mut span: Option<PhaseSpan>,
         trace: &mut Trace,
-    ) -> ControlFlow<Answer> {
+    ) -> ControlFlow<Verdict> {
         trace.conditions = conditions_outcome(&verdict);
         let flow = match verdict {
             ConditionsVerdict::None | ConditionsVerdict::Match => ControlFlow::Continue(()),
@@ -316,17 +361,13 @@ impl Dispatcher {
             clock,
             ..
         }: Admission<'w>,
-    ) -> ControlFlow<Answer, Guarded<'w>> {
+    ) -> ControlFlow<Verdict, Guarded<'w>> {
         if let Some(message) = webhook.dry_run_refusal(review) {
             let status = Status::failure(400, "BadRequest", message);
             return ControlFlow::Break(deny(review, status, Decision::RejectedDryRun));
         }
         let Some(version) = webhook.review_version else {
-            return ControlFlow::Break(self.fail(
-                webhook,
-                review,
-                CallFailure::NoKnownReviewVersion,
-            ));
+            return ControlFlow::Break(self.fail(webhook, CallFailure::NoKnownReviewVersion));
         };
         let limit = self.call_limit(webhook);
         let mut budget = self.budget(limit, clock);
@@ -341,14 +382,14 @@ impl Dispatcher {
                     Ok(permit) => Some(permit),
                     Err(reason) => {
                         let failure = CallFailure::CircuitOpen(reason);
-                        return ControlFlow::Break(self.fail(webhook, review, failure));
+                        return ControlFlow::Break(self.fail(webhook, failure));
                     }
                 }
             }
         };
         let slot = match self.call_slot(webhook, budget).await {
             Ok(slot) => slot,
-            Err(failure) => return ControlFlow::Break(self.fail(webhook, review, failure)),
+            Err(failure) => return ControlFlow::Break(self.fail(webhook, failure)),
         };
         if slot.as_ref().is_some_and(|(_, queued)| *queued) {
             // The time spent queueing comes off the call's budget.
@@ -397,14 +438,13 @@ impl Dispatcher {
         &self,
         Admission {
             webhook,
-            review,
             trace_context,
             ..
         }: Admission<'_>,
         sent: &ParsedReview<'_>,
         guarded: Guarded<'_>,
         trace: &mut Trace,
-    ) -> ControlFlow<Answer, HttpReply> {
+    ) -> ControlFlow<Verdict, HttpReply> {
         let Guarded {
             version,
             budget,
@@ -448,7 +488,7 @@ impl Dispatcher {
                 detail: e.to_string(),
             },
         };
-        ControlFlow::Break(self.fail(webhook, review, failure))
+        ControlFlow::Break(self.fail(webhook, failure))
     }
 
     /// Phase 5: the backend's answer verified as kube-apiserver verifies it, a patch carried
@@ -464,11 +504,11 @@ impl Dispatcher {
         rewritten: Option<&Rewritten>,
         reply: &HttpReply,
         version: ReviewVersion,
-    ) -> Answer {
+    ) -> Verdict {
         let uid = &review.request.uid;
         let verified = match verify::verify(reply, version, uid, webhook.webhook_type) {
             Ok(verified) => verified,
-            Err(failure) => return self.fail(webhook, review, failure),
+            Err(failure) => return self.fail(webhook, failure),
         };
         let allowed = verified.allowed;
         let mut response = AdmissionResponse {
@@ -495,7 +535,7 @@ impl Dispatcher {
             }
         }
         if self.mode_of(webhook) == Mode::Warn {
-            return warn_only(webhook, review, response);
+            return warn_only(webhook, response);
         }
         let (decision, detail) = if allowed {
             (Decision::Allowed, String::new())
@@ -503,7 +543,7 @@ impl Dispatcher {
             // The denial's message goes into the admission log line.
             (Decision::Denied, denial_message(&response).to_string())
         };
-        answer(review, response, decision, detail)
+        Verdict::new(response, decision, detail)
     }
 }
 
