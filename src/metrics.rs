@@ -73,6 +73,9 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_circuit_breaker_state", Kind::Gauge, "Each backend's circuit breaker: 0 closed, 1 open, 2 half-open (one probe call under way); --breaker-failures."),
     ("admission_proxy_circuit_breaker_transitions_total", Kind::Counter, "Circuit breaker state changes per backend (host:port), by the state entered (open, half_open, closed); --breaker-failures."),
     ("admission_proxy_webhook_retries_total", Kind::Counter, "Backend calls re-sent after a 429/5xx answer with Retry-After, per webhook (client-go's retry)."),
+    ("admission_proxy_chain_admissions_total", Kind::Counter, "Admissions answered per chain route (/configurations/{type}/{name}; chain \"*\" for /configurations/{type}), by the chain's decision: skipped (no webhook called), allowed, failed-open (allowed, a webhook failed open), denied, failed-closed (a webhook's failurePolicy Fail, or the chain ran out of time), rejected-dry-run, rejected; each webhook is also counted in the webhook families."),
+    ("admission_proxy_chain_duration_seconds", Kind::Histogram, "Seconds from receiving a chain admission to answering it, per chain."),
+    ("admission_proxy_chain_reinvocations_total", Kind::Counter, "Mutating chain admissions that ran a second round (reinvocationPolicy IfNeeded), per chain."),
     ("admission_proxy_webhook_in_flight", Kind::Gauge, "Admissions being answered now, per webhook."),
     ("admission_proxy_match_condition_evaluations_total", Kind::Counter, "Admissions whose matchConditions were evaluated, per webhook (apiserver_admission_match_condition_evaluation_seconds_count)."),
     ("admission_proxy_match_condition_exclusions_total", Kind::Counter, "Admissions a matchCondition excluded (a condition was false), per webhook (apiserver_admission_match_condition_exclusions_total)."),
@@ -359,6 +362,58 @@ fn with_labels(labels: &[Label; 2], extra: &[(&'static str, &'static str)]) -> V
     l.extend_from_slice(labels);
     l.extend(extra.iter().map(|(k, v)| Label::from_static_parts(k, v)));
     l
+}
+
+/// One chain route's series (`chain`: the configuration's name, `*` for every configuration
+/// of the type), resolved when the configuration is loaded.
+#[derive(Debug)]
+pub(crate) struct ChainMetrics {
+    admissions: [Counter; Decision::ALL.len()],
+    duration: Histogram,
+    reinvocations: Counter,
+}
+
+impl ChainMetrics {
+    /// The series of chain `chain` of `webhook_type` (`validating`/`mutating`), at zero.
+    pub(crate) fn new(chain: &str, webhook_type: &'static str) -> Self {
+        let chain: std::sync::Arc<str> = chain.into();
+        let labels = [
+            Label::new("chain", metrics::SharedString::from_shared(chain)),
+            Label::from_static_parts("type", webhook_type),
+        ];
+        ChainMetrics {
+            admissions: Decision::ALL.map(|d| {
+                let l = with_labels(
+                    &labels,
+                    &[
+                        ("decision", d.as_str()),
+                        ("rejected", if d.rejects() { "true" } else { "false" }),
+                    ],
+                );
+                metrics::counter!("admission_proxy_chain_admissions_total", l)
+            }),
+            duration: metrics::histogram!(
+                "admission_proxy_chain_duration_seconds",
+                labels.to_vec()
+            ),
+            reinvocations: metrics::counter!(
+                "admission_proxy_chain_reinvocations_total",
+                labels.to_vec()
+            ),
+        }
+    }
+
+    /// One chain admission answered: the chain's decision, end-to-end time, and whether a
+    /// second (reinvocation) round ran.
+    pub(crate) fn admission(&self, decision: Decision, total: Duration, reinvoked: bool) {
+        if let Some(c) = self.admissions.get(decision.index()) {
+            c.increment(1);
+        }
+        self.duration.record(total.as_secs_f64());
+        if reinvoked {
+            self.reinvocations.increment(1);
+        }
+    }
 }
 
 /// See [`WebhookMetrics::in_flight`].

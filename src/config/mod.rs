@@ -10,6 +10,7 @@ pub(crate) mod crd;
 pub mod options;
 mod removed;
 
+use std::collections::BTreeMap;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -97,7 +98,7 @@ impl Webhook {
 }
 
 /// An immutable, compiled configuration. Swapped whole on reload.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Snapshot {
     /// Validating webhooks by name.
     pub(crate) validating: HashMap<String, Arc<Webhook>>,
@@ -112,6 +113,64 @@ pub struct Snapshot {
     pub warnings: Vec<Problem>,
     /// A hash of the files' names and contents: equal on replicas serving the same files.
     pub(crate) hash: u64,
+    /// The chain routes: each configuration's webhooks, by type and `metadata.name`
+    /// (`/configurations/{type}/{name}`).
+    pub(crate) chains: BTreeMap<(WebhookType, String), Arc<Chain>>,
+    /// Every validating, then every mutating webhook, as one chain each
+    /// (`/configurations/{type}`).
+    pub(crate) whole: [Arc<Chain>; 2],
+}
+
+/// The webhooks a chain route runs, in kube-apiserver's order: configurations sorted by
+/// `metadata.name` (a byte comparison, Go's `<`: `sort.SliceStable` with `ByName` in
+/// `staging/src/k8s.io/apiserver/pkg/admission/configuration/validating_webhook_manager.go`
+/// and `mutating_webhook_manager.go`), then each configuration's webhooks in list order.
+#[derive(Debug)]
+pub(crate) struct Chain {
+    pub(crate) webhook_type: WebhookType,
+    /// The configuration's name; `None` for every configuration of the type.
+    pub(crate) configuration: Option<String>,
+    pub(crate) webhooks: Vec<Arc<Webhook>>,
+    pub(crate) metrics: crate::metrics::ChainMetrics,
+}
+
+impl Chain {
+    /// A chain of `webhooks`, sorted into kube-apiserver's order.
+    fn new(
+        webhook_type: WebhookType,
+        configuration: Option<String>,
+        mut webhooks: Vec<Arc<Webhook>>,
+    ) -> Self {
+        webhooks.sort_by(|a, b| (&a.configuration, a.index).cmp(&(&b.configuration, b.index)));
+        let label = configuration.as_deref().unwrap_or("*");
+        Chain {
+            metrics: crate::metrics::ChainMetrics::new(label, webhook_type.as_str()),
+            webhook_type,
+            configuration,
+            webhooks,
+        }
+    }
+
+    /// The chain's name for logs and metrics: the configuration's, `*` for every one.
+    pub(crate) fn name(&self) -> &str {
+        self.configuration.as_deref().unwrap_or("*")
+    }
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        let whole = |t| Arc::new(Chain::new(t, None, Vec::new()));
+        Snapshot {
+            validating: HashMap::new(),
+            mutating: HashMap::new(),
+            custom_resources: Arc::default(),
+            files: Vec::new(),
+            warnings: Vec::new(),
+            hash: 0,
+            chains: BTreeMap::new(),
+            whole: [whole(WebhookType::Validating), whole(WebhookType::Mutating)],
+        }
+    }
 }
 
 /// Why a route names no webhook.
@@ -121,6 +180,8 @@ pub(crate) enum RouteError {
     Unknown(String),
     #[error("webhook name {0:?} is both a validating and a mutating webhook: use /webhooks/validating/{0} or /webhooks/mutating/{0}")]
     Ambiguous(String),
+    #[error("no {0} {1:?} is configured (chain routes are /configurations/{{validating|mutating}}/{{name}} for the configuration names in the config, or /configurations/{{validating|mutating}} for all of them)")]
+    UnknownConfiguration(&'static str, String),
 }
 
 impl Snapshot {
@@ -220,6 +281,30 @@ impl Snapshot {
                 (None, None) => Err(unknown()),
             },
         }
+    }
+
+    /// The chain a chain route names: `/configurations/{type}/{name}` (`Some(name)`) or
+    /// `/configurations/{type}` (every configuration of the type).
+    ///
+    /// # Errors
+    /// [`RouteError::UnknownConfiguration`] for a configuration not loaded.
+    pub(crate) fn chain(
+        &self,
+        webhook_type: WebhookType,
+        configuration: Option<&str>,
+    ) -> Result<&Arc<Chain>, RouteError> {
+        let Some(name) = configuration else {
+            return Ok(&self.whole[webhook_type as usize]);
+        };
+        // An owned key: a BTreeMap of tuples cannot be searched by borrowed parts.
+        self.chains
+            .get(&(webhook_type, name.to_string()))
+            .ok_or_else(|| {
+                RouteError::UnknownConfiguration(
+                    webhook_type.configuration_kind(),
+                    name.to_string(),
+                )
+            })
     }
 
     /// The webhook served at `/webhooks/{name}`, when the name is unambiguous.
@@ -575,6 +660,23 @@ impl Load {
         if !self.errors.is_empty() {
             return Err(ConfigError::Invalid(self.errors));
         }
+        let mut by_configuration: BTreeMap<(WebhookType, String), Vec<Arc<Webhook>>> =
+            BTreeMap::new();
+        for w in snapshot.webhooks() {
+            let key = (w.webhook_type, w.configuration.clone());
+            by_configuration.entry(key).or_default().push(w.clone());
+        }
+        for t in [WebhookType::Validating, WebhookType::Mutating] {
+            let all = snapshot.of_type(t).values().cloned().collect();
+            snapshot.whole[t as usize] = Arc::new(Chain::new(t, None, all));
+        }
+        snapshot.chains = by_configuration
+            .into_iter()
+            .map(|((t, name), webhooks)| {
+                let chain = Chain::new(t, Some(name.clone()), webhooks);
+                ((t, name), Arc::new(chain))
+            })
+            .collect();
         if snapshot.len() <= crate::metrics::EAGER_WEBHOOKS {
             for webhook in snapshot.webhooks() {
                 webhook.metrics.register_all();

@@ -172,6 +172,61 @@ pub(crate) fn rewrite_review(
     invocation: &Equivalent,
     converted: [Option<&Value>; 2],
 ) -> Result<Vec<u8>, EquivalentError> {
+    splice(review, |out| {
+        for (field, object) in OBJECT_FIELDS.into_iter().zip(converted) {
+            out.insert(field.into(), Member::Object(object));
+        }
+        let request = &review.request;
+        let kind = request.effective_kind();
+        let resource = request.effective_resource();
+        let built = [
+            ("requestKind", gvk(&kind.group, &kind.version, &kind.kind)),
+            (
+                "requestResource",
+                gvr(&resource.group, &resource.version, &resource.resource),
+            ),
+        ];
+        let i = invocation;
+        let invoked = [
+            ("kind", gvk(&i.kind_group, &i.kind_version, &i.kind)),
+            ("resource", gvr(&i.group, &i.version, &i.resource)),
+        ];
+        for (field, value) in built.into_iter().chain(invoked) {
+            out.insert(field.into(), Member::Built(value));
+        }
+        let sub_resource = request.effective_sub_resource();
+        if !sub_resource.is_empty() {
+            out.insert(
+                "requestSubResource".into(),
+                Member::Built(sub_resource.into()),
+            );
+        }
+    })
+}
+
+/// `review` with `request.object` replaced by `object` and every other member passed through
+/// as sent: what the next webhook of a mutating chain receives after a patch changed the
+/// object (`callAttrMutatingHook` hands each webhook the object as patched so far,
+/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go`).
+///
+/// # Errors
+/// As [`rewrite_review`].
+pub(crate) fn with_object(
+    review: &ParsedReview<'_>,
+    object: &Value,
+) -> Result<Vec<u8>, EquivalentError> {
+    splice(review, |out| {
+        out.insert("object".into(), Member::Object(Some(object)));
+    })
+}
+
+/// The caller's review with members of its `request` replaced by `edit`: its top level and
+/// its `request` are split into raw members (a scan, no tree), the rest passed through as
+/// sent; members come out in name order.
+fn splice<'v>(
+    review: &'v ParsedReview<'_>,
+    edit: impl FnOnce(&mut BTreeMap<Cow<'v, str>, Member<'v>>),
+) -> Result<Vec<u8>, EquivalentError> {
     type Members<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
     let review_error = |e: serde_json::Error| EquivalentError::Review(e.to_string());
     let top: Members<'_> = serde_json::from_slice(review.body()).map_err(review_error)?;
@@ -184,34 +239,7 @@ pub(crate) fn rewrite_review(
         .into_iter()
         .map(|(name, raw)| (name, Member::Raw(raw)))
         .collect();
-    for (field, object) in OBJECT_FIELDS.into_iter().zip(converted) {
-        out.insert(field.into(), Member::Object(object));
-    }
-    let request = &review.request;
-    let kind = request.effective_kind();
-    let resource = request.effective_resource();
-    let built = [
-        ("requestKind", gvk(&kind.group, &kind.version, &kind.kind)),
-        (
-            "requestResource",
-            gvr(&resource.group, &resource.version, &resource.resource),
-        ),
-    ];
-    let i = invocation;
-    let invoked = [
-        ("kind", gvk(&i.kind_group, &i.kind_version, &i.kind)),
-        ("resource", gvr(&i.group, &i.version, &i.resource)),
-    ];
-    for (field, value) in built.into_iter().chain(invoked) {
-        out.insert(field.into(), Member::Built(value));
-    }
-    let sub_resource = request.effective_sub_resource();
-    if !sub_resource.is_empty() {
-        out.insert(
-            "requestSubResource".into(),
-            Member::Built(sub_resource.into()),
-        );
-    }
+    edit(&mut out);
     let mut envelope: BTreeMap<Cow<'_, str>, Member<'_>> = top
         .into_iter()
         .map(|(name, raw)| (name, Member::Raw(raw)))

@@ -9,6 +9,7 @@
 //! when the proxy exports them).
 
 pub mod breaker;
+pub(crate) mod chain;
 pub(crate) mod client;
 pub(crate) mod conversion_webhook;
 mod pipeline;

@@ -23,7 +23,8 @@ use pingora::protocols::http::ServerSession;
 use tokio::sync::{watch, Notify};
 
 use crate::api::WebhookType;
-use crate::config::Snapshot;
+use crate::config::{Chain, Snapshot};
+use crate::dispatch::chain::{ChainAnswer, Step};
 use crate::dispatch::{Answer, Decision, Dispatcher};
 use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
@@ -200,17 +201,37 @@ impl State {
     }
 }
 
-/// Where an admission path points: `/webhooks/validating/{name}`, `/webhooks/mutating/{name}`
-/// or `/webhooks/{name}`. `None` for any other path.
-pub(crate) fn parse_route(path: &str) -> Option<(Option<WebhookType>, &str)> {
+/// Where an admission path points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route<'a> {
+    /// `/webhooks/validating/{name}`, `/webhooks/mutating/{name}` or `/webhooks/{name}`: one
+    /// webhook.
+    Webhook(Option<WebhookType>, &'a str),
+    /// `/configurations/{validating|mutating}/{name}`: every webhook of one configuration;
+    /// `/configurations/{validating|mutating}`: every configuration of the type.
+    Chain(WebhookType, Option<&'a str>),
+}
+
+/// The route an admission path names; `None` for any other path.
+pub(crate) fn parse_route(path: &str) -> Option<Route<'_>> {
+    let typed = |t: &str| match t {
+        "validating" => Some(WebhookType::Validating),
+        "mutating" => Some(WebhookType::Mutating),
+        _ => None,
+    };
+    let one_segment = |name: &str| !name.is_empty() && !name.contains('/');
+    if let Some(rest) = path.strip_prefix("/configurations/") {
+        return match rest.split_once('/') {
+            None => Some(Route::Chain(typed(rest)?, None)),
+            Some((t, name)) => one_segment(name).then_some(Route::Chain(typed(t)?, Some(name))),
+        };
+    }
     let rest = path.strip_prefix("/webhooks/")?;
     let (webhook_type, name) = match rest.split_once('/') {
         None => (None, rest),
-        Some(("validating", name)) => (Some(WebhookType::Validating), name),
-        Some(("mutating", name)) => (Some(WebhookType::Mutating), name),
-        Some(_) => return None,
+        Some((t, name)) => (Some(typed(t)?), name),
     };
-    (!name.is_empty() && !name.contains('/')).then_some((webhook_type, name))
+    one_segment(name).then_some(Route::Webhook(webhook_type, name))
 }
 
 /// The pingora HTTP app.
@@ -471,31 +492,45 @@ impl Respond for AdmissionApp {
             Ok(body) => body,
             Err(e) => return self.body_refusal(session, e),
         };
-        let Routed {
-            webhook_type,
-            name,
-            review,
-        } = match resolve(&method, path, &body) {
+        let Routed { route, review } = match resolve(&method, path, &body) {
             ControlFlow::Continue(routed) => routed,
             ControlFlow::Break(response) => return response,
         };
         let config = self.state.config.load();
-        let webhook = match config.route(webhook_type, name) {
-            Ok(w) => w,
-            Err(e) => {
-                crate::metrics::bad_request("unknown_webhook");
-                return status_reply(404, "NotFound", e.to_string());
+        let headers = &session.req_header().headers;
+        let answer = match route {
+            Route::Webhook(webhook_type, name) => {
+                let webhook = match config.route(webhook_type, name) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        crate::metrics::bad_request("unknown_webhook");
+                        return status_reply(404, "NotFound", e.to_string());
+                    }
+                };
+                // Pinned where it is made: awaited as a temporary, the admission's (large)
+                // future would be copied into this one's state (34,000 instructions of memcpy,
+                // callgrind).
+                let admit =
+                    std::pin::pin!(self.admit(webhook, &review, &body, query, headers, received));
+                let answer = admit.await;
+                self.observe(webhook, &review, &answer, received.elapsed());
+                answer
+            }
+            Route::Chain(webhook_type, name) => {
+                let chain = match config.chain(webhook_type, name) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        crate::metrics::bad_request("unknown_configuration");
+                        return status_reply(404, "NotFound", e.to_string());
+                    }
+                };
+                let admit =
+                    std::pin::pin!(self.admit_chain(chain, &review, query, headers, received));
+                let chained = admit.await;
+                self.observe_chain(chain, &review, &chained, received.elapsed());
+                chained.answer
             }
         };
-        // Pinned where it is made: awaited as a temporary, the admission's (large) future would
-        // be copied into this one's state (34,000 instructions of memcpy, callgrind).
-        let answer = {
-            let headers = &session.req_header().headers;
-            let admit =
-                std::pin::pin!(self.admit(webhook, &review, &body, query, headers, received));
-            admit.await
-        };
-        self.observe(webhook, &review, &answer, received.elapsed());
         let mut response = reply(answer.http_status, "application/json", answer.body);
         response.headers_mut().insert(
             DECISION_HEADER,
@@ -533,7 +568,7 @@ impl AdmissionApp {
             return observation(&self.state, path, Observations::ALL);
         }
         if method != "POST"
-            || !path.starts_with("/webhooks/")
+            || !(path.starts_with("/webhooks/") || path.starts_with("/configurations/"))
             || self.state.in_flight() <= self.state.limits.max_requests_inflight
         {
             return None;
@@ -575,11 +610,7 @@ impl AdmissionApp {
             shadow(&self.state, webhook, body, caller_timeout, received);
             return shadowed;
         }
-        // Static names: looked up without parsing the name per request.
-        static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
-        static TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
-        let value = |name| headers.get(name).and_then(|v| v.to_str().ok());
-        let trace_context = TraceContext::new(value(&TRACEPARENT), value(&TRACESTATE));
+        let trace_context = trace_context(headers);
         // `--otlp-endpoint`: the proxy's own span for this admission, parented on the caller's
         // context; without it nothing is allocated.
         let span = self
@@ -592,7 +623,8 @@ impl AdmissionApp {
             // Pinned where it is made: moved into `select!`, the admission's (large) future was
             // copied four times per admission (34,000 instructions of memcpy, callgrind).
             let admit = std::pin::pin!(async {
-                let namespaces = namespaces_for(&self.state, webhook, review).await;
+                let namespaces =
+                    namespaces_for(&self.state, std::slice::from_ref(webhook), review).await;
                 let dispatcher = &self.state.dispatcher;
                 let namespaces = namespaces.as_deref();
                 dispatcher
@@ -618,6 +650,106 @@ impl AdmissionApp {
         answer
     }
 
+    /// A chain admission (`/configurations/...`): the dispatcher runs the chain's webhooks
+    /// ([`crate::dispatch::chain`]); each webhook's call still under way when the shutdown
+    /// grace period runs out is answered by its failurePolicy; webhooks in mode Shadow are
+    /// started here, in the background, with the review each would have received.
+    async fn admit_chain(
+        &self,
+        chain: &Arc<Chain>,
+        review: &ParsedReview<'_>,
+        query: &str,
+        headers: &http::HeaderMap,
+        received: Instant,
+    ) -> ChainAnswer {
+        let caller_timeout = caller_timeout(query);
+        let trace_context = trace_context(headers);
+        let namespaces = namespaces_for(&self.state, &chain.webhooks, review).await;
+        let namespaces = namespaces.as_deref();
+        let dispatcher = &self.state.dispatcher;
+        let grace = || self.state.grace_expired();
+        let mut answer = match chain.webhook_type {
+            WebhookType::Validating => {
+                let run = std::pin::pin!(dispatcher.validate_chain(
+                    chain,
+                    review,
+                    namespaces,
+                    caller_timeout,
+                    received,
+                    trace_context,
+                    &grace,
+                ));
+                run.await
+            }
+            WebhookType::Mutating => {
+                let run = std::pin::pin!(dispatcher.mutate_chain(
+                    chain,
+                    review,
+                    namespaces,
+                    caller_timeout,
+                    received,
+                    trace_context,
+                    &grace,
+                ));
+                run.await
+            }
+        };
+        for (webhook, body) in std::mem::take(&mut answer.shadows) {
+            shadow(&self.state, &webhook, &body, caller_timeout, received);
+        }
+        answer
+    }
+
+    /// Observation, once per chain admission: one log line with every webhook's decision,
+    /// the redacted body at trace level, a sampled capture, each webhook's metrics (as on its
+    /// single route) and the chain's.
+    fn observe_chain(
+        &self,
+        chain: &Chain,
+        review: &ParsedReview<'_>,
+        chained: &ChainAnswer,
+        latency: Duration,
+    ) {
+        let answer = &chained.answer;
+        let request = &review.request;
+        let webhooks = WebhookSteps(&chained.steps);
+        macro_rules! chain_event {
+            ($level:expr) => { tracing::event!($level,
+            uid = %request.uid,
+            chain = chain.name(),
+            r#type = chain.webhook_type.as_str(),
+            operation = review.operation.as_str(),
+            resource = %ResourceLabel(review),
+            object = %ObjectLabel(review),
+            decision = answer.decision.as_str(),
+            latency_ms = latency.as_secs_f64() * 1000.0,
+            rounds = chained.rounds,
+            webhooks = %webhooks,
+            detail = %answer.detail,
+            "chain admission"
+        ) };
+        }
+        match answer.decision {
+            Decision::Allowed | Decision::Skipped => chain_event!(tracing::Level::DEBUG),
+            _ => chain_event!(tracing::Level::INFO),
+        }
+        self.observe_body(review, chain.name(), answer, latency);
+        let operation = review.operation as usize;
+        for step in &chained.steps {
+            let metrics = &step.webhook.metrics;
+            metrics.admission(
+                step.decision,
+                operation,
+                step.took,
+                step.backend,
+                step.conditions,
+            );
+        }
+        chain
+            .metrics
+            .admission(answer.decision, latency, chained.rounds > 1);
+    }
+
     /// Observation, once per admission: the log line, the redacted body at trace level, a
     /// sampled capture, and the webhook's metrics.
     fn observe(
@@ -628,8 +760,6 @@ impl AdmissionApp {
         latency: Duration,
     ) {
         let request = &review.request;
-        let resource = request.effective_resource();
-        let sub = request.effective_sub_resource();
         // One line per admission: denials, failures and rejections at info; the everyday
         // allowed/skipped at debug (at 2000 req/s, info lines for those cost ~8% of the CPU).
         macro_rules! admission_event {
@@ -637,8 +767,8 @@ impl AdmissionApp {
             uid = %request.uid,
             webhook = %webhook.name,
             operation = review.operation.as_str(),
-            resource = %format_args!("{}{}{}/{}{}{}", resource.group, if resource.group.is_empty() { "" } else { "/" }, resource.version, resource.resource, if sub.is_empty() { "" } else { "/" }, sub),
-            object = %format_args!("{}{}{}", request.namespace, if request.namespace.is_empty() { "" } else { "/" }, request.name),
+            resource = %ResourceLabel(review),
+            object = %ObjectLabel(review),
             decision = answer.decision.as_str(),
             latency_ms = latency.as_secs_f64() * 1000.0,
             detail = %answer.detail,
@@ -651,23 +781,7 @@ impl AdmissionApp {
             }
             _ => admission_event!(tracing::Level::INFO),
         }
-        // Secret values and --redact-path fields never reach a log line (issue 26 §3).
-        if tracing::enabled!(tracing::Level::TRACE) {
-            let body = crate::redact::redacted_text(review.body(), &self.state.redact_paths);
-            tracing::trace!(uid = %request.uid, body = %body, "admission request body (redacted)");
-        }
-        if let Some(capture) = &self.state.capture {
-            if capture.sampled(&request.uid) {
-                capture.offer(
-                    review.body(),
-                    &webhook.name,
-                    answer.decision.as_str(),
-                    answer.http_status,
-                    latency.as_secs_f64() * 1000.0,
-                    &answer.detail,
-                );
-            }
-        }
+        self.observe_body(review, &webhook.name, answer, latency);
         webhook.metrics.admission(
             answer.decision,
             review.operation as usize,
@@ -678,11 +792,106 @@ impl AdmissionApp {
     }
 }
 
-/// An admission request routed: the webhook type and name from
-/// `POST /webhooks/{type}/{name}` and the body parsed once.
+impl AdmissionApp {
+    /// The body's part of observation: the redacted body at trace level and a sampled
+    /// capture, under `route` (a webhook's or a chain's name).
+    fn observe_body(
+        &self,
+        review: &ParsedReview<'_>,
+        route: &str,
+        answer: &Answer,
+        latency: Duration,
+    ) {
+        let request = &review.request;
+        // Secret values and --redact-path fields never reach a log line (issue 26 §3).
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let body = crate::redact::redacted_text(review.body(), &self.state.redact_paths);
+            tracing::trace!(uid = %request.uid, body = %body, "admission request body (redacted)");
+        }
+        if let Some(capture) = &self.state.capture {
+            if capture.sampled(&request.uid) {
+                capture.offer(
+                    review.body(),
+                    route,
+                    answer.decision.as_str(),
+                    answer.http_status,
+                    latency.as_secs_f64() * 1000.0,
+                    &answer.detail,
+                );
+            }
+        }
+    }
+}
+
+/// The caller's W3C trace context (`traceparent`, `tracestate`), borrowed from `headers`.
+fn trace_context(headers: &http::HeaderMap) -> TraceContext<'_> {
+    // Static names: looked up without parsing the name per request.
+    static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+    static TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
+    let value = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    TraceContext::new(value(&TRACEPARENT), value(&TRACESTATE))
+}
+
+/// `group/version/resource[/subresource]` of a request, for log lines; formatted only when
+/// the line is written.
+struct ResourceLabel<'a>(&'a ParsedReview<'a>);
+
+impl std::fmt::Display for ResourceLabel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let request = &self.0.request;
+        let resource = request.effective_resource();
+        let sub = request.effective_sub_resource();
+        if !resource.group.is_empty() {
+            write!(f, "{}/", resource.group)?;
+        }
+        write!(f, "{}/{}", resource.version, resource.resource)?;
+        if !sub.is_empty() {
+            write!(f, "/{sub}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `namespace/name` (or `name`) of a request's object, for log lines.
+struct ObjectLabel<'a>(&'a ParsedReview<'a>);
+
+impl std::fmt::Display for ObjectLabel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let request = &self.0.request;
+        if !request.namespace.is_empty() {
+            write!(f, "{}/", request.namespace)?;
+        }
+        write!(f, "{}", request.name)
+    }
+}
+
+/// Every webhook's decision in a chain, for its log line:
+/// `a.example.com=skipped b.example.com=allowed(patched,12ms) ...`.
+struct WebhookSteps<'a>(&'a [Step]);
+
+impl std::fmt::Display for WebhookSteps<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (n, step) in self.0.iter().enumerate() {
+            let space = if n == 0 { "" } else { " " };
+            write!(f, "{space}{}={}", step.webhook.name, step.decision.as_str())?;
+            if step.round > 0 {
+                write!(f, "[round {}]", step.round)?;
+            }
+            if let Some(backend) = step.backend {
+                let patched = if step.mutated { "patched," } else { "" };
+                write!(f, "({patched}{}ms)", backend.as_millis())?;
+            }
+            if matches!(step.decision, Decision::FailedOpen | Decision::FailedClosed) {
+                write!(f, "({})", step.detail)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An admission request routed: its [`Route`] and the body parsed once.
 struct Routed<'a> {
-    webhook_type: Option<WebhookType>,
-    name: &'a str,
+    route: Route<'a>,
     review: ParsedReview<'a>,
 }
 
@@ -694,8 +903,8 @@ fn resolve<'a>(
     path: &'a str,
     body: &'a [u8],
 ) -> ControlFlow<Response<Vec<u8>>, Routed<'a>> {
-    let Some((webhook_type, name)) = parse_route(path) else {
-        return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}} or /webhooks/{{webhook name}}")));
+    let Some(route) = parse_route(path) else {
+        return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}}, /webhooks/{{webhook name}}, /configurations/{{validating|mutating}}/{{configuration name}} or /configurations/{{validating|mutating}}")));
     };
     if method != "POST" {
         return ControlFlow::Break(status_reply(
@@ -705,14 +914,10 @@ fn resolve<'a>(
         ));
     }
     match ParsedReview::parse(body) {
-        Ok(review) => ControlFlow::Continue(Routed {
-            webhook_type,
-            name,
-            review,
-        }),
+        Ok(review) => ControlFlow::Continue(Routed { route, review }),
         Err(e) => {
             crate::metrics::bad_request("malformed");
-            tracing::warn!(webhook = name, error = %e, "rejected a request that is not an AdmissionReview");
+            tracing::warn!(path, error = %e, "rejected a request that is not an AdmissionReview");
             ControlFlow::Break(status_reply(400, "BadRequest", e.to_string()))
         }
     }
@@ -757,7 +962,7 @@ fn shadow(
         let Ok(review) = ParsedReview::parse(&body) else {
             return;
         };
-        let namespaces = namespaces_for(&state, &webhook, &review).await;
+        let namespaces = namespaces_for(&state, std::slice::from_ref(&webhook), &review).await;
         let answer = state
             .dispatcher
             .admit(
@@ -786,21 +991,26 @@ fn shadow(
 }
 
 /// The namespace labels `review` is matched with: the cache, or, with `--watch-namespaces`,
-/// kube-apiserver's live lookup of a namespace the watch has not seen yet.
+/// kube-apiserver's live lookup of a namespace the watch has not seen yet (once, for the first
+/// of `webhooks` whose namespaceSelector needs it).
 async fn namespaces_for(
     state: &State,
-    webhook: &crate::config::Webhook,
+    webhooks: &[Arc<crate::config::Webhook>],
     review: &ParsedReview<'_>,
 ) -> Option<Arc<Namespaces>> {
     let cache = state.namespaces.load_full();
-    match &state.namespace_watch {
-        Some(watch) if webhook.matcher.namespace_missing(review, cache.as_deref()) => {
-            live_namespace(watch, &review.request.namespace, webhook.timeout)
-                .await
-                .map(Arc::new)
-                .or(cache)
-        }
-        _ => cache,
+    let Some(watch) = &state.namespace_watch else {
+        return cache;
+    };
+    let missing = webhooks
+        .iter()
+        .find(|w| w.matcher.namespace_missing(review, cache.as_deref()));
+    match missing {
+        Some(webhook) => live_namespace(watch, &review.request.namespace, webhook.timeout)
+            .await
+            .map(Arc::new)
+            .or(cache),
+        None => cache,
     }
 }
 
@@ -1182,21 +1392,36 @@ mod tests {
 
     #[test]
     fn routes() {
-        assert_eq!(parse_route("/webhooks/a.b.c"), Some((None, "a.b.c")));
-        assert_eq!(
-            parse_route("/webhooks/mutating/a.b.c"),
-            Some((Some(WebhookType::Mutating), "a.b.c"))
-        );
-        assert_eq!(
-            parse_route("/webhooks/validating/a.b.c"),
-            Some((Some(WebhookType::Validating), "a.b.c"))
-        );
+        use WebhookType::{Mutating, Validating};
+        let cases = [
+            ("/webhooks/a.b.c", Route::Webhook(None, "a.b.c")),
+            (
+                "/webhooks/mutating/a.b.c",
+                Route::Webhook(Some(Mutating), "a.b.c"),
+            ),
+            (
+                "/webhooks/validating/a.b.c",
+                Route::Webhook(Some(Validating), "a.b.c"),
+            ),
+            ("/configurations/validating", Route::Chain(Validating, None)),
+            (
+                "/configurations/mutating/cfg",
+                Route::Chain(Mutating, Some("cfg")),
+            ),
+        ];
+        for (path, route) in cases {
+            assert_eq!(parse_route(path), Some(route), "{path}");
+        }
         for bad in [
             "/webhooks/",
             "/webhooks/other/a.b.c",
             "/webhooks/mutating/",
             "/x",
             "/webhooks/mutating/a/b",
+            "/configurations/",
+            "/configurations/other",
+            "/configurations/mutating/",
+            "/configurations/mutating/a/b",
         ] {
             assert_eq!(parse_route(bad), None, "{bad}");
         }

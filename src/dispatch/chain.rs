@@ -1,0 +1,898 @@
+//! Chain routes: every webhook of one configuration (or of every configuration of a type) in
+//! one admission, dispatched as kube-apiserver's dispatchers do
+//! (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/validating/dispatcher.go`,
+//! `.../mutating/dispatcher.go` and `.../mutating/reinvocationcontext.go`):
+//!
+//! - validating: every webhook selected first, in order (a rejection while selecting stops
+//!   the admission before any call); then the selected ones called concurrently; the first
+//!   rejection to complete is the answer (upstream's `errs[0]`, read from its channel in
+//!   arrival order); warnings and audit annotations of every webhook kept;
+//! - mutating: one webhook after another, each selected and called on the object as patched
+//!   by the ones before it; the first rejection stops the chain; `reinvocationPolicy:
+//!   IfNeeded` webhooks run once more when a later webhook changed the object.
+//!
+//! Each webhook goes through the single route's phases ([`Dispatcher::prepare`],
+//! [`Dispatcher::execute`]), so selection, conversion, matchConditions, the call,
+//! verification, failurePolicy and modes are exactly the single route's; this module only
+//! folds their [`Verdict`]s into one AdmissionResponse, in kube-apiserver's words. Uses what
+//! `dispatch` uses.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::pipeline::{Admission, Prepared};
+use super::{Answer, CallFailure, Clock, Decision, Dispatcher, Outcome, Trace, Verdict};
+use crate::api::FailurePolicy;
+use crate::config::options::Mode;
+use crate::config::{Chain, Webhook};
+use crate::conversion::{self, Rewritten};
+use crate::matching::Namespaces;
+use crate::metrics::Conditions;
+use crate::review::{AdmissionResponse, ParsedReview, Status};
+use crate::telemetry::TraceContext;
+
+/// What one webhook of a chain did: for the chain's log line and the webhook's own metrics
+/// (counted as on its single route).
+#[derive(Debug)]
+pub(crate) struct Step {
+    pub(crate) webhook: Arc<Webhook>,
+    /// 0, or 1 for a mutating webhook's reinvocation.
+    pub(crate) round: u8,
+    pub(crate) decision: Decision,
+    pub(crate) detail: String,
+    /// From the start of the webhook's turn to its verdict.
+    pub(crate) took: Duration,
+    pub(crate) backend: Option<Duration>,
+    pub(crate) conditions: Conditions,
+    /// Mutating: its patch changed the object.
+    pub(crate) mutated: bool,
+}
+
+/// A chain's answer: always HTTP 200 (a 500 would hand the decision to the chain
+/// registration's failurePolicy instead of each legacy webhook's), with the steps that led
+/// to it.
+#[derive(Debug)]
+pub(crate) struct ChainAnswer {
+    pub(crate) answer: Answer,
+    pub(crate) steps: Vec<Step>,
+    /// 1, or 2 when a mutating chain reinvoked.
+    pub(crate) rounds: u8,
+    /// Webhooks in mode Shadow, with the AdmissionReview each would have received: the
+    /// caller (the server) runs them in the background.
+    pub(crate) shadows: Vec<(Arc<Webhook>, Vec<u8>)>,
+}
+
+/// kube-apiserver's `ToStatusErr`
+/// (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/statuserror.go`): a
+/// webhook's denial as kube-apiserver reports it, `admission webhook "N" denied the request:
+/// MESSAGE` (else `: REASON`, else ` without explanation`), a code below 400 raised to 400, a
+/// missing or `Success` status made `Failure`; the other fields kept.
+pub(crate) fn to_status_err(name: &str, status: Option<&Value>) -> Value {
+    let mut status = match status {
+        Some(Value::Object(fields)) => fields.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let denied_by = format!("admission webhook {name:?} denied the request");
+    let text = |field: &str| {
+        status
+            .get(field)
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+    };
+    let message = match text("message").or_else(|| text("reason")) {
+        Some(t) => format!("{denied_by}: {t}"),
+        None => format!("{denied_by} without explanation"),
+    };
+    let low_code = status.get("code").and_then(Value::as_i64).unwrap_or(0) < 400;
+    let not_failure = matches!(text("status").as_deref(), None | Some("Success"));
+    if low_code {
+        status.insert("code".into(), 400.into());
+    }
+    if not_failure {
+        status.insert("status".into(), "Failure".into());
+    }
+    status.insert("message".into(), message.into());
+    Value::Object(status)
+}
+
+/// `apierrors.NewInternalError(ErrCallingWebhook)`: a call failure under failurePolicy Fail,
+/// `Internal error occurred: failed calling webhook "N": REASON` (`ErrCallingWebhook.Error` in
+/// `staging/src/k8s.io/apiserver/pkg/util/webhook/error.go`).
+fn failed_closed(name: &str, failure: &CallFailure) -> Status {
+    Status::failure(
+        500,
+        "InternalError",
+        format!("Internal error occurred: failed calling webhook {name:?}: {failure}"),
+    )
+}
+
+/// `NewDryRunUnsupportedErr` (`.../webhook/errors/statuserror.go`).
+fn dry_run_unsupported(name: &str) -> Status {
+    Status::failure(
+        400,
+        "BadRequest",
+        format!("admission webhook {name:?} does not support dry run"),
+    )
+}
+
+/// `apierrors.NewTimeoutError("request did not complete within requested timeout", 0)`:
+/// the dispatchers' answer once the request's context is done.
+fn timed_out() -> Status {
+    Status::failure(
+        504,
+        "Timeout",
+        "Timeout: request did not complete within requested timeout",
+    )
+}
+
+/// `apierrors.NewInternalError` for what happens to a patch (`callAttrMutatingHook`).
+fn internal_error(message: impl std::fmt::Display) -> Status {
+    Status::failure(
+        500,
+        "InternalError",
+        format!("Internal error occurred: {message}"),
+    )
+}
+
+/// Whether `key` is the name part of a qualified name (`[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`,
+/// at most 63 characters): kube-apiserver keeps an audit annotation `<webhook>/<key>` only
+/// then (`checkKeyFormat` in `staging/src/k8s.io/apiserver/pkg/admission/attributes.go`).
+fn is_name_part(key: &str) -> bool {
+    let bytes = key.as_bytes();
+    let edge = |b: &u8| b.is_ascii_alphanumeric();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(edge)
+        && bytes.last().is_some_and(edge)
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// The one AdmissionResponse a chain's verdicts fold into.
+struct Fold {
+    /// Every webhook's warnings, by its position in the chain (kube-apiserver adds them as
+    /// each call returns; position order is one of those orders, and stable).
+    warnings: BTreeMap<usize, Vec<String>>,
+    annotations: BTreeMap<String, String>,
+    /// The first rejection: its status and decision.
+    rejection: Option<(Value, Decision)>,
+    failed_open: bool,
+    called: bool,
+}
+
+impl Fold {
+    fn new() -> Self {
+        Fold {
+            warnings: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            rejection: None,
+            failed_open: false,
+            called: false,
+        }
+    }
+
+    /// `key`: `value`, unless the key is taken (kube-apiserver keeps the first value,
+    /// `AddAnnotation`).
+    fn annotate(&mut self, key: String, value: String) {
+        self.annotations.entry(key).or_insert(value);
+    }
+
+    /// A webhook's own audit annotations. kube-apiserver records `<chain registration>/<key>`,
+    /// so each key becomes one name part naming the legacy webhook: `<webhook>_<key>`, or
+    /// `<i>_<key>` with `<i>` = the webhook's name when that is too long; a key that is not a
+    /// valid name part is dropped, as kube-apiserver drops it.
+    fn webhook_annotations(&mut self, i: usize, name: &str, annotations: BTreeMap<String, String>) {
+        for (key, value) in annotations {
+            let long = format!("{name}_{key}");
+            if is_name_part(&long) {
+                self.annotate(long, value);
+                continue;
+            }
+            let short = format!("{i}_{key}");
+            if is_name_part(&key) && is_name_part(&short) {
+                self.annotate(i.to_string(), name.to_string());
+                self.annotate(short, value);
+            }
+        }
+    }
+
+    /// The response part of a verdict: warnings and audit annotations kept; a denial or the
+    /// proxy's own rejection becomes the rejection (if it is the first).
+    fn response(&mut self, i: usize, name: &str, decision: Decision, response: AdmissionResponse) {
+        self.webhook_annotations(i, name, response.audit_annotations);
+        if !response.warnings.is_empty() {
+            self.warnings
+                .entry(i)
+                .or_default()
+                .extend(response.warnings);
+        }
+        if response.allowed {
+            return;
+        }
+        let status = match decision {
+            Decision::RejectedDryRun => json_status(&dry_run_unsupported(name)),
+            // The proxy's own rejections (namespace not found, a matchCondition error under
+            // Fail, a conversion error) are kube-apiserver's own status errors already.
+            Decision::Rejected => response
+                .status
+                .unwrap_or_else(|| Value::Object(Default::default())),
+            _ => to_status_err(name, response.status.as_ref()),
+        };
+        self.reject(status, decision);
+    }
+
+    fn reject(&mut self, status: Value, decision: Decision) {
+        self.rejection.get_or_insert((status, decision));
+    }
+
+    /// The answer: the first rejection, else allowed; `decision` says which, and `skipped`
+    /// when no webhook was called.
+    fn finish(
+        self,
+        review: &ParsedReview<'_>,
+        patch: Option<String>,
+    ) -> (AdmissionResponse, Decision, String) {
+        let mut response = AdmissionResponse::allow(&review.request.uid);
+        response.warnings = self.warnings.into_values().flatten().collect();
+        response.audit_annotations = self.annotations;
+        let (decision, detail) = match self.rejection {
+            Some((status, decision)) => {
+                let detail = status
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                response.allowed = false;
+                response.status = Some(status);
+                (decision, detail)
+            }
+            None => {
+                response.patch_type = patch.as_ref().map(|_| "JSONPatch".to_string());
+                response.patch = patch;
+                let decision = match (self.failed_open, self.called) {
+                    (true, _) => Decision::FailedOpen,
+                    (false, true) => Decision::Allowed,
+                    (false, false) => Decision::Skipped,
+                };
+                (decision, String::new())
+            }
+        };
+        (response, decision, detail)
+    }
+}
+
+fn json_status(status: &Status) -> Value {
+    serde_json::to_value(status).unwrap_or_default()
+}
+
+/// `reinvocationcontext.go`'s bookkeeping, by position in the chain.
+#[derive(Default)]
+struct Reinvocation {
+    /// IfNeeded webhooks called since the object last changed.
+    previously_invoked: BTreeSet<usize>,
+    /// Webhooks to call again in round 1.
+    reinvoke: BTreeSet<usize>,
+    should_reinvoke: bool,
+}
+
+impl Reinvocation {
+    /// After webhook `i`'s call (`Dispatch` in `mutating/dispatcher.go`): a change makes every
+    /// IfNeeded webhook called before it due for reinvocation; then `i` itself counts as
+    /// called when it is IfNeeded (a failure included).
+    fn called(&mut self, i: usize, if_needed: bool, changed: bool) {
+        if changed {
+            let previously = std::mem::take(&mut self.previously_invoked);
+            self.reinvoke.extend(previously);
+            self.should_reinvoke = true;
+        }
+        if if_needed {
+            self.previously_invoked.insert(i);
+        }
+    }
+}
+
+/// What happened to one webhook of a mutating chain, for the loop that runs them.
+enum Turn {
+    Next,
+    /// Its patch changed the object: the review the next webhooks see.
+    Changed(Vec<u8>),
+    Stop,
+}
+
+impl Dispatcher {
+    /// The validating chain (`Dispatch` in `validating/dispatcher.go`). `grace` resolves when
+    /// the proxy's shutdown grace period ran out: calls still under way are then failures
+    /// ([`CallFailure::ShuttingDown`]) decided by each webhook's failurePolicy.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn validate_chain<G, F>(
+        &self,
+        chain: &Chain,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        caller_timeout: Option<Duration>,
+        received: Instant,
+        trace_context: TraceContext<'_>,
+        grace: &G,
+    ) -> ChainAnswer
+    where
+        G: Fn() -> F + Sync,
+        F: Future<Output = ()> + Send,
+    {
+        let clock = Clock {
+            received,
+            caller_timeout,
+        };
+        let mut steps = Vec::new();
+        let mut shadows = Vec::new();
+        let mut fold = Fold::new();
+        let mut slots: Vec<Option<Rewritten>> = chain.webhooks.iter().map(|_| None).collect();
+        // Selection first, every webhook in order; the ones to call are `relevantHooks`.
+        let mut relevant: Vec<(usize, Prepared<'_>, Trace, Instant)> = Vec::new();
+        let mut stopped = false;
+        for (i, (webhook, slot)) in chain.webhooks.iter().zip(slots.iter_mut()).enumerate() {
+            if self.mode_of(webhook) == Mode::Shadow {
+                shadows.push((webhook.clone(), review.body().to_vec()));
+                steps.push(step(webhook, 0, &shadowed_verdict(), Duration::ZERO, false));
+                continue;
+            }
+            let a = Admission {
+                webhook,
+                review,
+                clock,
+                trace_context,
+            };
+            let started = Instant::now();
+            let mut trace = Trace::default();
+            let flow = {
+                let prepare = pin!(self.prepare(a, namespaces, slot, &mut trace));
+                prepare.await
+            };
+            let mut verdict = match flow {
+                std::ops::ControlFlow::Continue(prepared) => {
+                    relevant.push((i, prepared, trace, started));
+                    continue;
+                }
+                std::ops::ControlFlow::Break(verdict) => verdict,
+            };
+            trace.note(&mut verdict);
+            steps.push(step(webhook, 0, &verdict, started.elapsed(), false));
+            match verdict.outcome {
+                Outcome::Response(r) if verdict.decision == Decision::Skipped => drop(r),
+                // A rejection while selecting (upstream: `ShouldCallHook`'s status error)
+                // ends the admission before any call.
+                Outcome::Response(r) => {
+                    fold.response(i, &webhook.name, verdict.decision, r);
+                    stopped = true;
+                    break;
+                }
+                // Namespace labels unavailable: failurePolicy, as on the single route.
+                Outcome::Failed(failure) => match webhook.failure_policy() {
+                    FailurePolicy::Fail => {
+                        let status = json_status(&failed_closed(&webhook.name, &failure));
+                        fold.reject(status, Decision::FailedClosed);
+                        stopped = true;
+                        break;
+                    }
+                    FailurePolicy::Ignore => {
+                        let index = relevant.len();
+                        fold.failed_open(0, index, &webhook.name);
+                    }
+                },
+            }
+        }
+        if !stopped && !relevant.is_empty() && clock.expired(self) {
+            fold.reject(json_status(&timed_out()), Decision::FailedClosed);
+            stopped = true;
+        }
+        if !stopped {
+            let mut running: FuturesUnordered<_> = relevant
+                .into_iter()
+                .enumerate()
+                .map(|(index, (i, prepared, mut trace, started))| {
+                    let webhook = &chain.webhooks[i];
+                    let a = Admission {
+                        webhook,
+                        review,
+                        clock,
+                        trace_context,
+                    };
+                    async move {
+                        let mut verdict = {
+                            let execute = pin!(self.execute(a, &prepared, &mut trace));
+                            tokio::select! {
+                                biased;
+                                verdict = execute => verdict,
+                                () = grace() => self.shut_down(webhook),
+                            }
+                        };
+                        trace.note(&mut verdict);
+                        (index, i, verdict, started.elapsed())
+                    }
+                })
+                .collect();
+            // In completion order: the first rejection to arrive is the answer.
+            while let Some((index, i, verdict, took)) = running.next().await {
+                let webhook = &chain.webhooks[i];
+                steps.push(step(webhook, 0, &verdict, took, false));
+                fold.called = true;
+                match verdict.outcome {
+                    Outcome::Response(r) => fold.response(i, &webhook.name, verdict.decision, r),
+                    Outcome::Failed(failure) => match webhook.failure_policy() {
+                        FailurePolicy::Fail => {
+                            let status = json_status(&failed_closed(&webhook.name, &failure));
+                            fold.reject(status, Decision::FailedClosed);
+                        }
+                        FailurePolicy::Ignore => fold.failed_open(0, index, &webhook.name),
+                    },
+                }
+            }
+        }
+        let (response, decision, detail) = fold.finish(review, None);
+        ChainAnswer {
+            answer: chain_answer(review, response, decision, detail),
+            steps,
+            rounds: 1,
+            shadows,
+        }
+    }
+
+    /// The mutating chain (`Dispatch` in `mutating/dispatcher.go`, reinvocation as
+    /// `reinvocationcontext.go` and `AdmitWithReinvocation` run it: at most one more round).
+    /// The answer's patch turns the object kube-apiserver sent into the final one. `grace` as
+    /// for [`Self::validate_chain`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn mutate_chain<G, F>(
+        &self,
+        chain: &Chain,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        caller_timeout: Option<Duration>,
+        received: Instant,
+        trace_context: TraceContext<'_>,
+        grace: &G,
+    ) -> ChainAnswer
+    where
+        G: Fn() -> F + Sync,
+        F: Future<Output = ()> + Send,
+    {
+        let mut run = MutatingRun {
+            clock: Clock {
+                received,
+                caller_timeout,
+            },
+            namespaces,
+            trace_context,
+            fold: Fold::new(),
+            reinvocation: Reinvocation::default(),
+            objects: None,
+            steps: Vec::new(),
+            shadows: Vec::new(),
+            position: (0, 0),
+        };
+        // The review as patched so far; parsed again only after a change.
+        let mut patched: Option<Vec<u8>> = None;
+        loop {
+            let changed = {
+                let owned;
+                let current = match &patched {
+                    None => review,
+                    Some(body) => match ParsedReview::parse(body) {
+                        Ok(r) => {
+                            owned = r;
+                            &owned
+                        }
+                        Err(e) => {
+                            let status = json_status(&internal_error(e));
+                            run.fold.reject(status, Decision::Rejected);
+                            break;
+                        }
+                    },
+                };
+                let segment = pin!(self.run_until_changed(chain, current, &mut run, grace));
+                segment.await
+            };
+            match changed {
+                Some(body) => patched = Some(body),
+                None => break,
+            }
+        }
+        let patch = match &run.objects {
+            Some((original, current)) if original != current => {
+                match conversion::patch_between(original, current) {
+                    Ok(patch) => patch,
+                    Err(e) => {
+                        run.fold
+                            .reject(json_status(&internal_error(e)), Decision::Rejected);
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let rounds = run.position.0 + 1;
+        let (response, decision, detail) = run.fold.finish(review, patch);
+        ChainAnswer {
+            answer: chain_answer(review, response, decision, detail),
+            steps: run.steps,
+            rounds,
+            shadows: run.shadows,
+        }
+    }
+
+    /// Runs the mutating chain on `current` from `run.position` until a webhook changes the
+    /// object (its new review returned; `run.position` is then the next webhook) or the chain
+    /// ends or stops (`None`).
+    async fn run_until_changed<G, F>(
+        &self,
+        chain: &Chain,
+        current: &ParsedReview<'_>,
+        run: &mut MutatingRun<'_>,
+        grace: &G,
+    ) -> Option<Vec<u8>>
+    where
+        G: Fn() -> F + Sync,
+        F: Future<Output = ()> + Send,
+    {
+        loop {
+            let (round, i) = run.position;
+            let Some(webhook) = chain.webhooks.get(i) else {
+                // Round 1 runs when round 0 changed the object after an IfNeeded webhook.
+                let reinvoke = round == 0
+                    && run.reinvocation.should_reinvoke
+                    && !run.reinvocation.reinvoke.is_empty();
+                if !reinvoke {
+                    return None;
+                }
+                run.position = (1, 0);
+                continue;
+            };
+            run.position = (round, i + 1);
+            // "if the webhook is skipped in the first round ... it does not get called during
+            // reinvocation" (`ShouldReinvokeWebhook`).
+            if round == 1 && !run.reinvocation.reinvoke.contains(&i) {
+                continue;
+            }
+            let turn = pin!(self.mutating_turn(webhook, round, i, current, run, grace));
+            match turn.await {
+                Turn::Next => {}
+                Turn::Changed(body) => return Some(body),
+                Turn::Stop => return None,
+            }
+        }
+    }
+
+    /// One webhook's turn in a mutating chain (`callAttrMutatingHook` and the loop around it).
+    async fn mutating_turn<G, F>(
+        &self,
+        webhook: &Arc<Webhook>,
+        round: u8,
+        i: usize,
+        current: &ParsedReview<'_>,
+        run: &mut MutatingRun<'_>,
+        grace: &G,
+    ) -> Turn
+    where
+        G: Fn() -> F + Sync,
+        F: Future<Output = ()> + Send,
+    {
+        if self.mode_of(webhook) == Mode::Shadow {
+            if round == 0 {
+                run.shadows.push((webhook.clone(), current.body().to_vec()));
+                let shadowed = shadowed_verdict();
+                run.steps
+                    .push(step(webhook, round, &shadowed, Duration::ZERO, false));
+            }
+            return Turn::Next;
+        }
+        let started = Instant::now();
+        let a = Admission {
+            webhook,
+            review: current,
+            clock: run.clock,
+            trace_context: run.trace_context,
+        };
+        let mut trace = Trace::default();
+        let mut slot = None;
+        let flow = {
+            let prepare = pin!(self.prepare(a, run.namespaces, &mut slot, &mut trace));
+            prepare.await
+        };
+        let (mut verdict, called) = match flow {
+            std::ops::ControlFlow::Break(verdict) => (verdict, false),
+            std::ops::ControlFlow::Continue(prepared) => {
+                let execute = pin!(self.execute(a, &prepared, &mut trace));
+                let verdict = tokio::select! {
+                    biased;
+                    verdict = execute => verdict,
+                    () = grace() => self.shut_down(webhook),
+                };
+                (verdict, true)
+            }
+        };
+        trace.note(&mut verdict);
+        let name = &webhook.name;
+        if verdict.decision == Decision::Skipped {
+            run.steps
+                .push(step(webhook, round, &verdict, started.elapsed(), false));
+            return Turn::Next;
+        }
+        if called {
+            run.fold.called = true;
+        }
+        let mut record = step(webhook, round, &verdict, started.elapsed(), false);
+        let mut turn = Turn::Next;
+        let mut changed = false;
+        let decision = verdict.decision;
+        match verdict.outcome {
+            Outcome::Response(mut response) => {
+                let patch = response.patch.take();
+                let allowed = response.allowed;
+                run.fold.response(i, name, decision, response);
+                if !allowed {
+                    turn = Turn::Stop;
+                } else if let Some(patch) = patch {
+                    match run.apply(current, name, &patch) {
+                        Ok(Some(body)) => {
+                            changed = true;
+                            turn = Turn::Changed(body);
+                        }
+                        Ok(None) => {}
+                        Err(status) => {
+                            run.fold.reject(json_status(&status), Decision::Rejected);
+                            turn = Turn::Stop;
+                        }
+                    }
+                }
+            }
+            Outcome::Failed(failure) => match webhook.failure_policy() {
+                FailurePolicy::Fail => {
+                    let status = json_status(&failed_closed(name, &failure));
+                    run.fold.reject(status, Decision::FailedClosed);
+                    turn = Turn::Stop;
+                }
+                FailurePolicy::Ignore => {
+                    run.fold.failed_open(round, i, name);
+                    // Upstream checks the request's context after a failure it ignored:
+                    // once it is done, no later webhook is called.
+                    if run.clock.expired(self) {
+                        run.fold
+                            .reject(json_status(&timed_out()), Decision::FailedClosed);
+                        turn = Turn::Stop;
+                    }
+                }
+            },
+        }
+        if called {
+            let if_needed = webhook.spec.reinvocation_policy.as_deref() == Some("IfNeeded");
+            run.reinvocation.called(i, if_needed, changed);
+            let value = serde_json::json!({
+                "configuration": webhook.configuration,
+                "webhook": name,
+                "mutated": changed,
+            });
+            run.fold.annotate(
+                format!("mutation_round_{round}_index_{i}"),
+                value.to_string(),
+            );
+        }
+        record.mutated = changed;
+        run.steps.push(record);
+        turn
+    }
+}
+
+/// A mutating chain under way.
+struct MutatingRun<'a> {
+    clock: Clock,
+    namespaces: Option<&'a Namespaces>,
+    trace_context: TraceContext<'a>,
+    fold: Fold,
+    reinvocation: Reinvocation,
+    /// The object kube-apiserver sent and the object as patched so far, both in the caller's
+    /// version; parsed at the first patch.
+    objects: Option<(Value, Value)>,
+    steps: Vec<Step>,
+    shadows: Vec<(Arc<Webhook>, Vec<u8>)>,
+    /// (round, the next webhook's position).
+    position: (u8, usize),
+}
+
+impl MutatingRun<'_> {
+    /// Applies webhook `name`'s patch (base64 JSON Patch against `current`'s object, in the
+    /// caller's version) with evanphx/json-patch v4 semantics, as `callAttrMutatingHook`
+    /// does; the new review when the object changed (`!apiequality.Semantic.DeepEqual`, here
+    /// JSON inequality).
+    ///
+    /// # Errors
+    /// The internal error kube-apiserver answers: a patch for an operation without an object,
+    /// or one that does not apply.
+    fn apply(
+        &mut self,
+        current: &ParsedReview<'_>,
+        name: &str,
+        patch: &str,
+    ) -> Result<Option<Vec<u8>>, Status> {
+        let unsupported = || {
+            internal_error(format!(
+                "admission webhook {name:?} attempted to modify the object, which is not supported for this operation"
+            ))
+        };
+        if self.objects.is_none() {
+            let [object, _] = conversion::take_objects(current).map_err(internal_error)?;
+            let object = object.ok_or_else(unsupported)?;
+            self.objects = Some((object.clone(), object));
+        }
+        let Some((_, object)) = &mut self.objects else {
+            return Err(unsupported());
+        };
+        let next = conversion::apply_patch(object, patch).map_err(internal_error)?;
+        if next == *object {
+            return Ok(None);
+        }
+        let body = conversion::with_object(current, &next).map_err(internal_error)?;
+        *object = next;
+        Ok(Some(body))
+    }
+}
+
+impl Fold {
+    /// A failure that failurePolicy Ignore admitted: kube-apiserver's
+    /// `failed-open.{validating|mutation}.webhook.admission.k8s.io/round_R_index_I` annotation
+    /// (value: the webhook's name) as one name part, `failed-open_round_R_index_I`. `index` is
+    /// the position among the webhooks selected (validating) or in the chain (mutating), as
+    /// upstream counts.
+    fn failed_open(&mut self, round: u8, index: usize, name: &str) {
+        self.failed_open = true;
+        self.called = true;
+        self.annotate(
+            format!("failed-open_round_{round}_index_{index}"),
+            name.to_string(),
+        );
+    }
+}
+
+impl Clock {
+    /// Whether the caller's deadline (less the margin) has passed: upstream's `ctx.Done()`.
+    fn expired(self, dispatcher: &Dispatcher) -> bool {
+        self.caller_timeout.is_some() && dispatcher.budget(Duration::MAX, self).is_zero()
+    }
+}
+
+/// The chain's answer, always HTTP 200.
+fn chain_answer(
+    review: &ParsedReview<'_>,
+    response: AdmissionResponse,
+    decision: Decision,
+    detail: String,
+) -> Answer {
+    Answer {
+        http_status: 200,
+        body: response.encode(review.version),
+        decision,
+        detail,
+        backend: None,
+        conditions: Conditions::NotEvaluated,
+    }
+}
+
+fn shadowed_verdict() -> Verdict {
+    Verdict::new(
+        AdmissionResponse::default(),
+        Decision::Shadowed,
+        "called in the background".to_string(),
+    )
+}
+
+fn step(
+    webhook: &Arc<Webhook>,
+    round: u8,
+    verdict: &Verdict,
+    took: Duration,
+    mutated: bool,
+) -> Step {
+    Step {
+        webhook: webhook.clone(),
+        round,
+        decision: verdict.decision,
+        detail: verdict.detail.clone(),
+        took,
+        backend: verdict.backend,
+        conditions: verdict.conditions,
+        mutated,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `TestToStatusErr` (`webhook/errors/statuserror_test.go`).
+    #[test]
+    fn denials_read_as_to_status_err_words_them() {
+        let by = "admission webhook \"foo\" denied the request";
+        let cases = [
+            (None, format!("{by} without explanation"), 400),
+            (
+                Some(serde_json::json!({"message": "you shall not pass"})),
+                format!("{by}: you shall not pass"),
+                400,
+            ),
+            (
+                Some(serde_json::json!({"reason": "Forbidden"})),
+                format!("{by}: Forbidden"),
+                400,
+            ),
+            (
+                Some(
+                    serde_json::json!({"message": "you shall not pass", "reason": "Forbidden", "code": 403}),
+                ),
+                format!("{by}: you shall not pass"),
+                403,
+            ),
+            (
+                Some(serde_json::json!({})),
+                format!("{by} without explanation"),
+                400,
+            ),
+        ];
+        for (status, message, code) in cases {
+            let s = to_status_err("foo", status.as_ref());
+            assert_eq!(s["message"], message.as_str(), "{status:?}");
+            assert_eq!(s["code"], code, "{status:?}");
+            assert_eq!(s["status"], "Failure", "{status:?}");
+        }
+    }
+
+    /// `checkKeyFormat`'s name part.
+    #[test]
+    fn audit_annotation_keys_are_name_parts() {
+        for ok in ["a", "allow.example.com_key1", "x-y_z.1"] {
+            assert!(is_name_part(ok), "{ok}");
+        }
+        for bad in ["", "invalid*key", "a/b", "-a", "a.", &"x".repeat(64)] {
+            assert!(!is_name_part(bad), "{bad}");
+        }
+        let mut fold = Fold::new();
+        let long = format!("{}.example.com", "w".repeat(60));
+        fold.webhook_annotations(
+            3,
+            &long,
+            BTreeMap::from([
+                ("key1".to_string(), "v".to_string()),
+                ("invalid*key".to_string(), "v".to_string()),
+            ]),
+        );
+        assert_eq!(
+            fold.annotations,
+            BTreeMap::from([
+                ("3".to_string(), long.clone()),
+                ("3_key1".to_string(), "v".to_string()),
+            ])
+        );
+    }
+
+    /// `reinvocationcontext.go`: a change makes the IfNeeded webhooks called before it due;
+    /// the one that changed it is due only if a later one changes the object again.
+    #[test]
+    fn reinvocation_bookkeeping() {
+        let mut r = Reinvocation::default();
+        r.called(0, true, true);
+        assert!(r.should_reinvoke && r.reinvoke.is_empty());
+        r.called(1, true, true);
+        assert_eq!(r.reinvoke, BTreeSet::from([0]));
+        assert_eq!(r.previously_invoked, BTreeSet::from([1]));
+        let mut never = Reinvocation::default();
+        never.called(0, false, false);
+        never.called(1, false, true);
+        assert!(never.reinvoke.is_empty());
+    }
+}
