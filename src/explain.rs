@@ -34,7 +34,42 @@ pub struct Explanation {
     /// `CREATE apps/v1 deployments "web" in namespace "prod"`.
     pub(crate) request: String,
     pub(crate) webhooks: Vec<WebhookExplanation>,
+    /// The chain routes (`/configurations/{type}/{name}`): each configuration's webhooks in
+    /// the order a chain runs them.
+    pub(crate) chains: Vec<ChainExplanation>,
 }
+
+/// One chain route: which webhooks it would run, in what order, and how.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChainExplanation {
+    /// `/configurations/{validating|mutating}/{name}`.
+    pub(crate) route: String,
+    pub(crate) configuration: String,
+    /// `validating` or `mutating`.
+    #[serde(rename = "type")]
+    pub(crate) webhook_type: &'static str,
+    /// How the chain runs its webhooks, and which object each sees.
+    pub(crate) dispatch: &'static str,
+    pub(crate) webhooks: Vec<ChainStep>,
+}
+
+/// One webhook in a chain: its verdict for the request as sent.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChainStep {
+    pub(crate) name: String,
+    /// `call`, `skip` or `reject`, as in the webhook's own explanation.
+    pub(crate) verdict: &'static str,
+    /// `reinvocationPolicy: IfNeeded` (mutating).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) reinvoked_if_needed: bool,
+}
+
+/// How a validating chain runs (`Dispatch` in `validating/dispatcher.go`).
+const VALIDATING_DISPATCH: &str = "every webhook is selected in this order (a reject stops the chain before any call), then the ones selected are called concurrently; the first denial to arrive is the answer";
+/// How a mutating chain runs (`Dispatch` in `mutating/dispatcher.go`).
+const MUTATING_DISPATCH: &str = "called one after another in this order, each selected and called on the object as patched by those before it (verdicts here are for the object as sent: a patch can change a later webhook's selectors and matchConditions); the first denial stops the chain; reinvocationPolicy IfNeeded webhooks run once more when a later webhook changed the object";
 
 /// One webhook's verdict and the evidence for it.
 #[derive(Debug, Serialize)]
@@ -220,14 +255,44 @@ pub fn explain(
         decision
     };
     let authorize: Authorize<'_> = &memo;
+    let webhooks: Vec<WebhookExplanation> = webhooks
+        .into_iter()
+        .map(|w| explain_webhook(w, snapshot, review, namespaces, redact_paths, authorize))
+        .collect();
+    let chains = snapshot
+        .chains
+        .values()
+        .map(|chain| {
+            let steps = chain.webhooks.iter().map(|w| {
+                let verdict = webhooks
+                    .iter()
+                    .find(|e| e.name == w.name && e.webhook_type == w.webhook_type.as_str())
+                    .map_or("skip", |e| e.verdict);
+                ChainStep {
+                    name: w.name.clone(),
+                    verdict,
+                    reinvoked_if_needed: w.spec.reinvocation_policy.as_deref() == Some("IfNeeded"),
+                }
+            });
+            let t = chain.webhook_type.as_str();
+            ChainExplanation {
+                route: format!("/configurations/{t}/{}", chain.name()),
+                configuration: chain.name().to_string(),
+                webhook_type: t,
+                dispatch: match chain.webhook_type {
+                    crate::api::WebhookType::Validating => VALIDATING_DISPATCH,
+                    crate::api::WebhookType::Mutating => MUTATING_DISPATCH,
+                },
+                webhooks: steps.collect(),
+            }
+        })
+        .collect();
     Explanation {
         uid: r.uid.to_string(),
         api_version: review.version.api_version(),
         request,
-        webhooks: webhooks
-            .into_iter()
-            .map(|w| explain_webhook(w, snapshot, review, namespaces, redact_paths, authorize))
-            .collect(),
+        webhooks,
+        chains,
     }
 }
 
@@ -706,6 +771,27 @@ pub fn render(explanation: &Explanation) -> String {
         render_options(&mut out, w);
         if let Some(call) = &w.call {
             render_call(&mut out, call, w.on_call_failure);
+        }
+    }
+    for chain in &explanation.chains {
+        let _ = writeln!(
+            out,
+            "\nchain {} ({} configuration {:?}): {}",
+            chain.route, chain.webhook_type, chain.configuration, chain.dispatch
+        );
+        for (i, step) in chain.webhooks.iter().enumerate() {
+            let again = if step.reinvoked_if_needed {
+                " (reinvocationPolicy IfNeeded)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "  {}. {:?}: {}{again}",
+                i + 1,
+                step.name,
+                step.verdict.to_uppercase()
+            );
         }
     }
     out

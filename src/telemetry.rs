@@ -309,6 +309,31 @@ impl Spans {
         webhook: &Webhook,
         review: &ParsedReview<'_>,
     ) -> AdmissionSpan<'_> {
+        let names = (webhook.configuration.clone(), webhook.name.clone());
+        self.admission_of(incoming, received, names, review)
+    }
+
+    /// [`Self::admission`] for a chain route: attribute `configuration` is the chain's
+    /// configuration (`*` for every one of the type) and `webhook` is `*`; each webhook's
+    /// phases are its children.
+    pub(crate) fn chain_admission(
+        &self,
+        incoming: &TraceContext<'_>,
+        received: Instant,
+        configuration: &str,
+        review: &ParsedReview<'_>,
+    ) -> AdmissionSpan<'_> {
+        let names = (configuration.to_string(), "*".to_string());
+        self.admission_of(incoming, received, names, review)
+    }
+
+    fn admission_of(
+        &self,
+        incoming: &TraceContext<'_>,
+        received: Instant,
+        (configuration, webhook): (String, String),
+        review: &ParsedReview<'_>,
+    ) -> AdmissionSpan<'_> {
         let parent = TraceContextPropagator::new().extract(incoming);
         let request = &review.request;
         let resource = request.effective_resource();
@@ -321,8 +346,8 @@ impl Spans {
             .with_kind(SpanKind::Server)
             .with_start_time(start)
             .with_attributes([
-                KeyValue::new("configuration", webhook.configuration.clone()),
-                KeyValue::new("webhook", webhook.name.clone()),
+                KeyValue::new("configuration", configuration),
+                KeyValue::new("webhook", webhook),
                 KeyValue::new(
                     "resource",
                     format!(

@@ -664,6 +664,13 @@ impl AdmissionApp {
     ) -> ChainAnswer {
         let caller_timeout = caller_timeout(query);
         let trace_context = trace_context(headers);
+        // `--otlp-endpoint`: one span for the chain; each webhook's phases are its children.
+        let span = self
+            .state
+            .spans
+            .as_ref()
+            .map(|s| s.chain_admission(&trace_context, received, chain.name(), review));
+        let trace_context = trace_context.with_span(span.as_ref());
         let namespaces = namespaces_for(&self.state, &chain.webhooks, review).await;
         let namespaces = namespaces.as_deref();
         let dispatcher = &self.state.dispatcher;
@@ -694,6 +701,9 @@ impl AdmissionApp {
                 run.await
             }
         };
+        if let Some(span) = span {
+            span.finish(answer.answer.decision, answer.answer.http_status);
+        }
         for (webhook, body) in std::mem::take(&mut answer.shadows) {
             shadow(&self.state, &webhook, &body, caller_timeout, received);
         }
