@@ -25,6 +25,7 @@ use tokio::sync::{watch, Notify};
 use crate::api::WebhookType;
 use crate::config::Snapshot;
 use crate::dispatch::{Answer, Decision, Dispatcher};
+use crate::exclusions::{Exclusions, Exemption};
 use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
@@ -41,7 +42,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Response header naming the proxy's decision (`Decision::as_str`: `skipped`, `allowed`,
 /// `denied`, `failed-open`, `failed-closed`, `rejected-dry-run`, `rejected`, `would-deny`,
-/// `would-patch`, `shadowed`); kube-apiserver ignores it, people debugging don't.
+/// `would-patch`, `shadowed`, `exempt`); kube-apiserver ignores it, people debugging don't.
 pub const DECISION_HEADER: &str = "x-admission-proxy-decision";
 
 /// What the request path reads; swapped (never locked) on reload.
@@ -73,6 +74,9 @@ pub struct State {
     /// `--otlp-endpoint`: the proxy's own spans, exported over OTLP; `None` (the default)
     /// forwards the caller's trace context and records nothing.
     pub(crate) spans: Option<Spans>,
+    /// `--exempt-namespace`, `--exempt-namespace-selector`, `--exclusions-file`: requests
+    /// answered allowed before any webhook ([`exemption`]); `None` (the default) for none.
+    pub(crate) exclusions: Option<Exclusions>,
     /// Set when `--shutdown-grace-seconds` ran out: admissions still in flight stop waiting
     /// for their backend and are answered by failurePolicy ([`State::expire_grace`]).
     grace_expired: AtomicBool,
@@ -138,6 +142,7 @@ impl State {
             capture: None,
             redact_paths: Vec::new(),
             spans: None,
+            exclusions: None,
             grace_expired: AtomicBool::new(false),
             grace_notify: Notify::new(),
         }
@@ -556,7 +561,8 @@ impl AdmissionApp {
         Some(response)
     }
 
-    /// The admission: the dispatcher decides (its phases in `dispatch/pipeline.rs`; a Shadow
+    /// The admission: a proxy-wide exclusion answers first when one applies ([`exemption`]);
+    /// else the dispatcher decides (its phases in `dispatch/pipeline.rs`; a Shadow
     /// answer comes back at once and its call is started here, in the background), within the
     /// proxy's own span when spans are exported, and answered by failurePolicy if the shutdown
     /// grace period runs out first.
@@ -569,6 +575,9 @@ impl AdmissionApp {
         headers: &http::HeaderMap,
         received: Instant,
     ) -> Answer {
+        if let Some(exemption) = exemption(&self.state, review).await {
+            return exemption.answer(review);
+        }
         let caller_timeout = caller_timeout(query);
         let _webhook_in_flight = webhook.metrics.in_flight();
         if let ControlFlow::Break(shadowed) = self.state.dispatcher.mode(webhook, review) {
@@ -646,7 +655,7 @@ impl AdmissionApp {
         ) };
         }
         match answer.decision {
-            Decision::Allowed | Decision::Skipped | Decision::Shadowed => {
+            Decision::Allowed | Decision::Skipped | Decision::Shadowed | Decision::Exempt => {
                 admission_event!(tracing::Level::DEBUG);
             }
             _ => admission_event!(tracing::Level::INFO),
@@ -802,6 +811,25 @@ async fn namespaces_for(
         }
         _ => cache,
     }
+}
+
+/// Proxy-wide exclusions, before any webhook (`crate::exclusions`): the exemption that applies
+/// to `review`, counted, or `None` (also when none are configured). Namespace labels come from
+/// the cache, or, with `--watch-namespaces`, from a live lookup of a namespace the watch has
+/// not seen yet (bounded by [`NAMESPACE_LOOKUP_TIMEOUT`]), as for namespaceSelector.
+pub(crate) async fn exemption(state: &State, review: &ParsedReview<'_>) -> Option<Exemption> {
+    let exclusions = state.exclusions.as_ref()?;
+    let cache = state.namespaces.load_full();
+    let namespaces = match &state.namespace_watch {
+        Some(watch) if exclusions.namespace_missing(review, cache.as_deref()) => {
+            live_namespace(watch, &review.request.namespace, NAMESPACE_LOOKUP_TIMEOUT)
+                .await
+                .map(Arc::new)
+                .or(cache)
+        }
+        _ => cache,
+    };
+    exclusions.exempt(review, namespaces.as_deref())
 }
 
 /// The longest a live namespace lookup may take (also bounded by the webhook's timeout).
