@@ -27,11 +27,14 @@ pub enum Decision {
     WouldPatch,
     /// `mode: Shadow`: answered allowed at once; the backend is called in the background.
     Shadowed,
+    /// Answered allowed by a proxy-wide exclusion (`serve --exempt-namespace`,
+    /// `--exclusions-file`) before any webhook was looked at; nothing was called.
+    Exempt,
 }
 
 impl Decision {
     /// Every decision, in [`Decision::index`] order.
-    pub(crate) const ALL: [Decision; 10] = [
+    pub(crate) const ALL: [Decision; 11] = [
         Decision::Skipped,
         Decision::Allowed,
         Decision::Denied,
@@ -42,6 +45,7 @@ impl Decision {
         Decision::WouldDeny,
         Decision::WouldPatch,
         Decision::Shadowed,
+        Decision::Exempt,
     ];
 
     /// The log/metric spelling.
@@ -57,6 +61,7 @@ impl Decision {
             Decision::WouldDeny => "would-deny",
             Decision::WouldPatch => "would-patch",
             Decision::Shadowed => "shadowed",
+            Decision::Exempt => "exempt",
         }
     }
 

@@ -1,5 +1,6 @@
-//! `admission-proxy explain`: for one captured AdmissionReview, what every loaded webhook would
-//! do with it and why (KEP-3716 "Debuggability"). Depends on `config`, `matching`,
+//! `admission-proxy explain`: for one captured AdmissionReview, whether a proxy-wide exclusion
+//! exempts it, then what every loaded webhook would do with it and why (KEP-3716
+//! "Debuggability"). Depends on `config`, `exclusions`, `matching`,
 //! `conversion` (by table), `registration` (which registration rule brings the request),
 //! `resources` and `review`; the verdict is [`Matcher::decide`]'s and matchConditions' own, in
 //! serve's order, so explain cannot disagree with `serve`.
@@ -15,10 +16,13 @@ use serde_json::value::RawValue;
 use crate::api::{FailurePolicy, MatchPolicy};
 use crate::config::{Snapshot, Webhook};
 use crate::conversion::{self, Rewritten};
+use crate::exclusions::Exclusions;
 use crate::matching::authz::{self, Attributes, CheckKey, Decision, Decisions};
+use crate::matching::conditions::ConditionEvaluation;
 use crate::matching::{
-    namespace_labels, Authorized, ConditionsVerdict, MatchDecision, Matcher, NamespaceLabels,
-    Namespaces, ObjectLabels, Rule, RuleInput, SkipReason, MAX_AUTHORIZATION_ROUNDS,
+    namespace_labels, Authorized, ConditionsVerdict, MatchConditions, MatchDecision, Matcher,
+    NamespaceLabels, Namespaces, ObjectLabels, Rule, RuleInput, SkipReason,
+    MAX_AUTHORIZATION_ROUNDS,
 };
 use crate::redact::RedactPath;
 use crate::resources::Equivalent;
@@ -33,6 +37,9 @@ pub struct Explanation {
     pub(crate) api_version: &'static str,
     /// `CREATE apps/v1 deployments "web" in namespace "prod"`.
     pub(crate) request: String,
+    /// The proxy-wide exclusions' verdict, when `serve` is given any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) exclusion: Option<ExclusionCheck>,
     pub(crate) webhooks: Vec<WebhookExplanation>,
     /// The chain routes (`/configurations/{type}/{name}`): each configuration's webhooks in
     /// the order a chain runs them.
@@ -70,6 +77,24 @@ pub(crate) struct ChainStep {
 const VALIDATING_DISPATCH: &str = "every webhook is selected in this order (a reject stops the chain before any call), then the ones selected are called concurrently; the first denial to arrive is the answer";
 /// How a mutating chain runs (`Dispatch` in `mutating/dispatcher.go`).
 const MUTATING_DISPATCH: &str = "called one after another in this order, each selected and called on the object as patched by those before it (verdicts here are for the object as sent: a patch can change a later webhook's selectors and matchConditions); the first denial stops the chain; reinvocationPolicy IfNeeded webhooks run once more when a later webhook changed the object";
+
+/// Proxy-wide exclusions (`serve --exempt-namespace`, `--exempt-namespace-selector`,
+/// `--exclusions-file`), decided before any webhook: when one applies, the request is answered
+/// allowed and no webhook is called ([`Exclusions`]).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ExclusionCheck {
+    /// `exempt` or `not exempt`.
+    pub(crate) verdict: &'static str,
+    /// Why exempt (`namespace "kube-system" is listed (--exempt-namespace)`); absent when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<String>,
+    /// What is configured ([`Exclusions::summary`]).
+    pub(crate) configured: String,
+    /// Each exclusion matchCondition's value or error and cost; any one `true` exempts, an
+    /// error exempts nothing.
+    pub(crate) match_conditions: Vec<ConditionCheck>,
+}
 
 /// One webhook's verdict and the evidence for it.
 #[derive(Debug, Serialize)]
@@ -207,13 +232,15 @@ pub(crate) struct CallPlan {
 /// SubjectAccessReview) when given a kubeconfig, else answers "not checked".
 pub type Authorize<'a> = &'a dyn Fn(&CheckKey) -> Decision;
 
-/// Explains `review` against every webhook of `snapshot`, sorted by webhook name; bodies shown
+/// Explains `review`: first whether `exclusions` exempt it (as `serve` decides with the same
+/// exclusions), then against every webhook of `snapshot`, sorted by webhook name; bodies shown
 /// have Secret values and the fields at `redact_paths` redacted. matchConditions' `authorizer`
 /// checks are answered by `authorize`, asked in serve's order.
 pub fn explain(
     snapshot: &Snapshot,
     review: &ParsedReview<'_>,
     namespaces: Option<&Namespaces>,
+    exclusions: Option<&Exclusions>,
     redact_paths: &[RedactPath],
     authorize: Authorize<'_>,
 ) -> Explanation {
@@ -291,8 +318,30 @@ pub fn explain(
         uid: r.uid.to_string(),
         api_version: review.version.api_version(),
         request,
+        exclusion: exclusions.map(|e| exclusion_check(e, review, namespaces)),
         webhooks,
         chains,
+    }
+}
+
+/// The exclusions' verdict on `review` ([`Exclusions`]'s own decision, as `serve` makes it)
+/// and each exclusion matchCondition's value.
+fn exclusion_check(
+    exclusions: &Exclusions,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+) -> ExclusionCheck {
+    let decided = exclusions.decide(review, namespaces);
+    let conditions = exclusions.match_conditions();
+    ExclusionCheck {
+        verdict: if decided.exemption.is_some() {
+            "exempt"
+        } else {
+            "not exempt"
+        },
+        reason: decided.exemption.map(|e| e.detail),
+        configured: exclusions.summary(),
+        match_conditions: checks_of(conditions, conditions.evaluate_each(review)),
     }
 }
 
@@ -647,7 +696,16 @@ fn condition_checks(
     } else {
         (conditions.evaluate_each(seen), Vec::new())
     };
-    let checks = conditions
+    let checks = checks_of(conditions, evaluations);
+    (checks, asked.iter().map(authorization_check).collect())
+}
+
+/// Each condition with its evaluation: value or error, and cost.
+fn checks_of(
+    conditions: &MatchConditions,
+    evaluations: Vec<ConditionEvaluation>,
+) -> Vec<ConditionCheck> {
+    conditions
         .iter()
         .zip(evaluations)
         .map(|(c, evaluation)| {
@@ -663,8 +721,7 @@ fn condition_checks(
                 cost: evaluation.cost,
             }
         })
-        .collect();
-    (checks, asked.iter().map(authorization_check).collect())
+        .collect()
 }
 
 /// How one check and its answer are shown.
@@ -755,6 +812,9 @@ pub fn render(explanation: &Explanation) -> String {
         "AdmissionReview {} (uid {}): {}",
         explanation.api_version, explanation.uid, explanation.request
     );
+    if let Some(exclusion) = &explanation.exclusion {
+        render_exclusion(&mut out, exclusion);
+    }
     for w in &explanation.webhooks {
         let _ = writeln!(
             out,
@@ -795,6 +855,38 @@ pub fn render(explanation: &Explanation) -> String {
         }
     }
     out
+}
+
+/// The proxy-wide exclusions' verdict, then a line per exclusion matchCondition.
+fn render_exclusion(out: &mut String, exclusion: &ExclusionCheck) {
+    match &exclusion.reason {
+        Some(reason) => {
+            let _ = writeln!(
+                out,
+                "\nexempt by proxy exclusion: {reason}: answered allowed at once, no webhook is called (below: what each would decide without the exclusion)"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "\nproxy exclusions ({}): none applies",
+                exclusion.configured
+            );
+        }
+    }
+    for c in &exclusion.match_conditions {
+        let result = match (&c.value, &c.error) {
+            (Some(v), _) => v.clone(),
+            (None, Some(e)) => format!("error: {e} (exempts nothing)"),
+            (None, None) => String::new(),
+        };
+        let cost = c.cost.map(|n| format!(" (cost {n})")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  exclusion matchCondition {:?}: {} -> {result}{cost}",
+            c.name, c.expression
+        );
+    }
 }
 
 /// The namespaceSelector and objectSelector lines.

@@ -12,8 +12,9 @@
 //! - `config` (files → compiled snapshot), `telemetry`, `namespace_watch`, `capture`;
 //!   `authorizer` (matchConditions' `authorizer` through SubjectAccessReviews) uses `matching`,
 //!   `metrics` and `namespace_watch`'s client configuration;
-//! - `dispatch` (one admission's phases, `dispatch/pipeline.rs`) → `server` → `reload`;
-//!   `registration` → `explain`;
+//! - `dispatch` (one admission's phases, `dispatch/pipeline.rs`) → `exclusions` (proxy-wide
+//!   exemptions, before any webhook) → `server` → `reload`; `registration` → `explain`
+//!   (which also uses `exclusions`);
 //! - `serve` (the `serve` command as one call) uses them all; only the binary uses it.
 //!
 //! The binary's tools (`demo`, `bench`, the example backend, the demo PKI) are not part of this
@@ -29,6 +30,7 @@ pub mod config;
 pub mod conversion;
 pub mod decision;
 pub mod dispatch;
+pub mod exclusions;
 pub mod explain;
 pub mod field_error;
 pub mod matching;

@@ -60,7 +60,7 @@ pub(crate) const FAILURE_CLASSES: [&str; 11] = [
 /// for each from the start.
 const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_build_info", Kind::Gauge, "Always 1; labels: the version and git commit of the running binary."),
-    ("admission_proxy_webhook_admissions_total", Kind::Counter, "Admissions answered per webhook, by decision (skipped, allowed, denied, failed-open, failed-closed, rejected-dry-run, rejected; would-deny and would-patch for webhooks in mode Warn, shadowed in mode Shadow); rejected is true when the request was refused."),
+    ("admission_proxy_webhook_admissions_total", Kind::Counter, "Admissions answered per webhook, by decision (skipped, allowed, denied, failed-open, failed-closed, rejected-dry-run, rejected; would-deny and would-patch for webhooks in mode Warn, shadowed in mode Shadow; exempt: a proxy-wide exclusion answered first); rejected is true when the request was refused."),
     ("admission_proxy_admissions_total", Kind::Counter, "Admissions answered, by operation and decision, over all webhooks."),
     ("admission_proxy_webhook_admission_duration_seconds", Kind::Histogram, "Seconds from receiving an admission to answering it, per webhook (skips included)."),
     ("admission_proxy_webhook_backend_duration_seconds", Kind::Histogram, "Seconds spent calling the legacy backend (all attempts and Retry-After waits), per webhook; only admissions that called it."),
@@ -98,6 +98,8 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_namespace_watch_errors_total", Kind::Counter, "Namespace watch errors (dropped connection, 410 Gone, API error), each retried with backoff."),
     ("admission_proxy_namespace_lookups_total", Kind::Counter, "Live GETs of namespaces missing from the cache, by result (found, not_found, error)."),
     ("admission_proxy_authorizer_checks_total", Kind::Counter, "matchConditions authorizer checks answered, by how (allowed, denied: a SubjectAccessReview the check made; error: no answer within the budget, a failed call or an answer both allowed and denied; cached: from the cache; coalesced: by an identical check's call in flight)."),
+    ("admission_proxy_exempt_total", Kind::Counter, "Admissions answered allowed by a proxy-wide exclusion, before any webhook and without a backend call, by reason (namespace: --exempt-namespace, --exempt-namespace-selector or the --exclusions-file namespaces and namespaceSelector; condition: a matchCondition of --exclusions-file was true)."),
+    ("admission_proxy_exclusion_condition_errors_total", Kind::Counter, "Admissions for which a matchCondition of --exclusions-file failed to evaluate (an error, the cost budget, a non-bool value): such a condition exempts nothing."),
     ("admission_proxy_subjectaccessreview_duration_seconds", Kind::Histogram, "Seconds each SubjectAccessReview call to the Kubernetes API took (failed ones included; capped at 10 s)."),
 ];
 
@@ -156,6 +158,7 @@ pub(crate) fn install(version: &'static str, commit: &'static str) -> Option<Pro
         let _ = metrics::counter!("admission_proxy_authorizer_checks_total", "result" => result);
     }
     let _ = metrics::histogram!("admission_proxy_subjectaccessreview_duration_seconds");
+    let _ = exemptions();
     metrics::gauge!("admission_proxy_connections_open").set(0.0);
     let _ = by_operation();
     let upkeep = handle.clone();
@@ -506,6 +509,39 @@ pub(crate) fn authorizer_check(result: &'static str) {
 pub(crate) fn subjectaccessreview_duration(elapsed: Duration) {
     metrics::histogram!("admission_proxy_subjectaccessreview_duration_seconds")
         .record(elapsed.as_secs_f64());
+}
+
+/// The `reason` label values of `admission_proxy_exempt_total`
+/// (`exclusions::ExemptionReason::as_str`).
+pub(crate) const EXEMPTION_REASONS: [&str; 2] = ["namespace", "condition"];
+
+/// `admission_proxy_exempt_total{reason}` in [`EXEMPTION_REASONS`] order, then
+/// `admission_proxy_exclusion_condition_errors_total`: resolved once (at install), so that
+/// counting on the request path hashes no labels.
+fn exemptions() -> &'static ([Counter; EXEMPTION_REASONS.len()], Counter) {
+    static HANDLES: OnceLock<([Counter; EXEMPTION_REASONS.len()], Counter)> = OnceLock::new();
+    HANDLES.get_or_init(|| {
+        (
+            EXEMPTION_REASONS.map(
+                |reason| metrics::counter!("admission_proxy_exempt_total", "reason" => reason),
+            ),
+            metrics::counter!("admission_proxy_exclusion_condition_errors_total"),
+        )
+    })
+}
+
+/// An admission exempted by a proxy-wide exclusion: `admission_proxy_exempt_total{reason}`,
+/// `reason` one of [`EXEMPTION_REASONS`].
+pub(crate) fn exempt(reason: &'static str) {
+    if let Some(i) = EXEMPTION_REASONS.iter().position(|r| *r == reason) {
+        exemptions().0[i].increment(1);
+    }
+}
+
+/// An exclusion matchCondition failed to evaluate for an admission:
+/// `admission_proxy_exclusion_condition_errors_total`.
+pub(crate) fn exclusion_condition_error() {
+    exemptions().1.increment(1);
 }
 
 /// A new connection to a backend (TCP and, for https, a TLS handshake):

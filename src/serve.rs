@@ -16,6 +16,7 @@ use crate::capture::{Capture, CaptureSettings};
 use crate::config::{self, options::Mode, ConfigError, Snapshot};
 use crate::dispatch::breaker::BreakerSettings;
 use crate::dispatch::Dispatcher;
+use crate::exclusions::{ExclusionSettings, Exclusions, ExclusionsError};
 use crate::matching::namespaces::NamespacesError;
 use crate::matching::Namespaces;
 use crate::namespace_watch::{self, NamespaceWatch, WatchError};
@@ -106,6 +107,9 @@ pub struct ServeConfig {
     pub spans: Option<SpanSettings>,
     /// The admission listener's limits.
     pub limits: Limits,
+    /// Proxy-wide exclusions (`--exempt-namespace`, `--exempt-namespace-selector`,
+    /// `--exclusions-file`), read once at start; empty (the default) for none.
+    pub exclusions: ExclusionSettings,
 }
 
 /// Why `serve` could not start, or ended with admissions cut short. Each variant's text is
@@ -127,6 +131,9 @@ pub enum ServeError {
     /// The namespaces file does not load.
     #[error(transparent)]
     Namespaces(#[from] NamespacesError),
+    /// The proxy-wide exclusions are not valid (each problem with its field path).
+    #[error(transparent)]
+    Exclusions(#[from] ExclusionsError),
     /// The serving certificate or its key does not load, or they do not match.
     #[error("load the serving certificate")]
     ServingCertificate(#[source] TlsError),
@@ -256,6 +263,7 @@ impl Serving {
                 source,
             })?;
         let namespaces = load_namespaces(config, &snapshot)?;
+        let exclusions = Exclusions::load(&config.exclusions)?;
         let certificates = certificates(config)?;
         reload::loaded(&snapshot, false);
         let mut dispatcher = dispatcher(config);
@@ -271,6 +279,10 @@ impl Serving {
         state.metrics = metrics;
         state.limits = Arc::new(config.limits.clone());
         state.redact_paths = config.redact_paths.clone();
+        if let Some(exclusions) = &exclusions {
+            tracing::info!(exclusions = %exclusions.summary(), "proxy-wide exclusions: matching requests are answered allowed before any webhook");
+        }
+        state.exclusions = exclusions;
         extras(config, &mut state).await?;
         let state = Arc::new(state);
         let admission =

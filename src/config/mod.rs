@@ -1356,7 +1356,7 @@ fn compile_selectors(hook: &api::Webhook, problems: &mut FieldProblems) -> [Labe
 
 /// matchConditions: at most 64, each with a unique qualified name and an expression that
 /// compiles (`validateMatchConditions` in `validation.go`). Returns the compiled ones.
-fn compile_match_conditions(
+pub(crate) fn compile_match_conditions(
     match_conditions: &[api::MatchCondition],
     bad: &mut impl FnMut(FieldError),
 ) -> Vec<MatchCondition> {
@@ -1566,7 +1566,7 @@ fn validate_resources(resources: &[String], at: &str, bad: &mut impl FnMut(Field
 }
 
 /// Label keys must be qualified names and values label values.
-fn validate_selector_names(
+pub(crate) fn validate_selector_names(
     selector: Option<&api::LabelSelector>,
     field: &str,
     bad: &mut impl FnMut(FieldError),

@@ -62,7 +62,7 @@ pub(crate) struct Step {
 pub(crate) struct ChainAnswer {
     pub(crate) answer: Answer,
     pub(crate) steps: Vec<Step>,
-    /// 1, or 2 when a mutating chain reinvoked.
+    /// 1, or 2 when a mutating chain reinvoked; 0 when a proxy-wide exclusion answered.
     pub(crate) rounds: u8,
     /// Webhooks in mode Shadow, with the AdmissionReview each would have received: the
     /// caller (the server) runs them in the background.

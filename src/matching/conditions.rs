@@ -321,6 +321,25 @@ pub(crate) enum Authorized<T> {
     Pending(Vec<CheckKey>),
 }
 
+/// What [`MatchConditions::evaluate_any`] found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct AnyTrue {
+    /// The name of the first condition, in list order, that evaluated to `true`.
+    pub(crate) first_true: Option<String>,
+    /// The conditions that failed, aggregated as `Match` aggregates errors; `None` when none
+    /// did.
+    pub(crate) error: Option<String>,
+}
+
+/// Errors as `utilerrors.NewAggregate` prints them: none, the one, or `[a, b]`.
+fn aggregate(mut errors: Vec<String>) -> Option<String> {
+    match errors.len() {
+        0 => None,
+        1 => Some(errors.remove(0)),
+        _ => Some(format!("[{}]", errors.join(", "))),
+    }
+}
+
 /// One condition's evaluation, for `explain`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ConditionEvaluation {
@@ -499,10 +518,18 @@ impl MatchConditions {
                 condition: self.conditions[i].name.clone(),
             };
         }
-        let mut errors: Vec<String> = self
-            .conditions
+        match aggregate(self.errors(&ran)) {
+            None => ConditionsResult::Match,
+            Some(error) => ConditionsResult::Error(error),
+        }
+    }
+
+    /// `expression '<expression>' resulted in error: <error>` for each condition in `ran` that
+    /// errored, in list order (the messages `Match` aggregates).
+    fn errors(&self, ran: &[Ran]) -> Vec<String> {
+        self.conditions
             .iter()
-            .zip(&ran)
+            .zip(ran)
             .filter_map(|(c, r)| {
                 let e = r.result.as_ref().err()?;
                 Some(format!(
@@ -510,12 +537,61 @@ impl MatchConditions {
                     c.expression
                 ))
             })
-            .collect();
-        match errors.len() {
-            0 => ConditionsResult::Match,
-            1 => ConditionsResult::Error(errors.remove(0)),
-            _ => ConditionsResult::Error(format!("[{}]", errors.join(", "))),
+            .collect()
+    }
+
+    /// The proxy's own use of matchConditions, for proxy-wide exclusions
+    /// (`crate::exclusions`): the conditions are run as [`MatchConditions::evaluate`] runs
+    /// them (same variables, per-call cost limit and budget), but any one `true` decides,
+    /// where a webhook needs every one. A condition that errors, runs the budget out, is not
+    /// reached, or yields a value that is not a bool (a `dyn` expression) is not `true`: it
+    /// decides nothing and is reported in [`AnyTrue::error`].
+    pub(crate) fn evaluate_any(&self, review: &ParsedReview<'_>) -> AnyTrue {
+        if self.conditions.is_empty() {
+            return AnyTrue::default();
         }
+        let track = self
+            .untracked_max_body
+            .is_none_or(|max| review.body_len() as u64 > max);
+        cel_env::with_root_context(|mut context| {
+            self.bind(&mut context, review);
+            let (mut ran, out_of_budget) = match self.run(&context, track) {
+                Ok(ran) => (ran, false),
+                Err(ran) => (ran, true),
+            };
+            if out_of_budget {
+                // The condition that ran the budget out counts as failed, whatever it returned.
+                if let Some(last) = ran.last_mut() {
+                    last.result = Err(EvaluationError::OutOfBudget);
+                }
+            }
+            for r in &mut ran {
+                if let Ok(value) = &r.result {
+                    if !matches!(value, Value::Bool(_)) {
+                        r.result = Err(EvaluationError::Library(format!(
+                            "must evaluate to bool, not {}",
+                            value.type_of()
+                        )));
+                    }
+                }
+            }
+            let first_true = ran
+                .iter()
+                .position(|r| matches!(r.result, Ok(Value::Bool(true))))
+                .map(|i| self.conditions[i].name.clone());
+            let mut errors = self.errors(&ran);
+            if ran.len() < self.conditions.len() {
+                errors.push(format!(
+                    "{} condition(s) not evaluated: {}",
+                    self.conditions.len() - ran.len(),
+                    cost::OUT_OF_BUDGET_ERROR
+                ));
+            }
+            AnyTrue {
+                first_true,
+                error: aggregate(errors),
+            }
+        })
     }
 
     /// Runs every condition in `context`, in order (`condition.go` `ForInput`). With `track`,

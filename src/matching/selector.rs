@@ -1,6 +1,8 @@
 //! Label selectors (`namespaceSelector`, `objectSelector`), compiled once at config load into
 //! `kube_core::Selector`, which matches as apimachinery's `Requirement.Matches`
-//! (`staging/src/k8s.io/apimachinery/pkg/labels/selector.go`). Depends on `api` and `field_error`.
+//! (`staging/src/k8s.io/apimachinery/pkg/labels/selector.go`); and selectors written as kubectl's
+//! `-l` takes them, parsed as that file's `Parse` does ([`parse_selector`]). Depends on `api`,
+//! `field_error` and `names`.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +10,7 @@ use kube_core::{Expression, Selector, SelectorExt};
 
 use crate::api;
 use crate::field_error::{self, Error as FieldError};
+use crate::names;
 
 /// A compiled `metav1.LabelSelector`. The v1 API defaults an omitted selector to `{}`
 /// (`pkg/apis/admissionregistration/v1/defaults.go`), which matches everything
@@ -93,6 +96,293 @@ impl std::fmt::Display for LabelSelector {
             Some(s) => write!(f, "{s}"),
         }
     }
+}
+
+/// Why a selector string does not parse: the message of apimachinery's parser (`labels.Parse`,
+/// `staging/src/k8s.io/apimachinery/pkg/labels/selector.go`) where it has one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SelectorSyntaxError(String);
+
+/// A token of the selector syntax (`labels.Token`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Token {
+    Identifier(String),
+    /// `!` before a key: the key does not exist.
+    Not,
+    Equals,
+    DoubleEquals,
+    NotEquals,
+    In,
+    NotIn,
+    GreaterThan,
+    LessThan,
+    Open,
+    Close,
+    Comma,
+    End,
+}
+
+impl Token {
+    /// The token as written, for error messages (`found '...'`).
+    fn literal(&self) -> &str {
+        match self {
+            Token::Identifier(s) => s,
+            Token::Not => "!",
+            Token::Equals => "=",
+            Token::DoubleEquals => "==",
+            Token::NotEquals => "!=",
+            Token::In => "in",
+            Token::NotIn => "notin",
+            Token::GreaterThan => ">",
+            Token::LessThan => "<",
+            Token::Open => "(",
+            Token::Close => ")",
+            Token::Comma => ",",
+            Token::End => "",
+        }
+    }
+
+    /// In a value position `in` and `notin` are plain words (`lookahead(Values)`).
+    fn as_value(&self) -> Option<&str> {
+        match self {
+            Token::Identifier(s) => Some(s),
+            Token::In => Some("in"),
+            Token::NotIn => Some("notin"),
+            _ => None,
+        }
+    }
+}
+
+/// `labels.Lexer`: identifiers run to white space or one of `=!(),><`; operators are the
+/// longest run of those characters that is a token.
+fn lex(text: &str) -> Vec<Token> {
+    const SPECIAL: &[char] = &['=', '!', '(', ')', ',', '>', '<'];
+    let mut tokens = Vec::new();
+    let mut rest = text.trim_start_matches([' ', '\t', '\r', '\n']);
+    while let Some(c) = rest.chars().next() {
+        let (token, len) = if SPECIAL.contains(&c) {
+            match (c, rest[1..].chars().next()) {
+                ('!', Some('=')) => (Token::NotEquals, 2),
+                ('=', Some('=')) => (Token::DoubleEquals, 2),
+                ('!', _) => (Token::Not, 1),
+                ('=', _) => (Token::Equals, 1),
+                ('(', _) => (Token::Open, 1),
+                (')', _) => (Token::Close, 1),
+                (',', _) => (Token::Comma, 1),
+                ('>', _) => (Token::GreaterThan, 1),
+                _ => (Token::LessThan, 1),
+            }
+        } else {
+            let len = rest
+                .find(|c: char| SPECIAL.contains(&c) || matches!(c, ' ' | '\t' | '\r' | '\n'))
+                .unwrap_or(rest.len());
+            let word = &rest[..len];
+            let token = match word {
+                "in" => Token::In,
+                "notin" => Token::NotIn,
+                _ => Token::Identifier(word.to_string()),
+            };
+            (token, len)
+        };
+        tokens.push(token);
+        rest = rest[len..].trim_start_matches([' ', '\t', '\r', '\n']);
+    }
+    tokens.push(Token::End);
+    tokens
+}
+
+/// The parser over [`lex`]'s tokens (`labels.Parser`).
+struct Parser {
+    tokens: Vec<Token>,
+    at: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Token {
+        self.tokens.get(self.at).unwrap_or(&Token::End)
+    }
+
+    fn next(&mut self) -> Token {
+        let token = self.peek().clone();
+        self.at += 1;
+        token
+    }
+
+    /// `[!] KEY [ <set-based-restriction> | <exact-match-restriction> ]`, as one
+    /// `metav1.LabelSelectorRequirement`-like `(key, operator, values)`.
+    fn requirement(&mut self) -> Result<(String, &'static str, Vec<String>), String> {
+        let mut token = self.next();
+        let not = token == Token::Not;
+        if not {
+            token = self.next();
+        }
+        let Some(key) = token.as_value().map(str::to_string) else {
+            return Err(format!("found '{}', expected: identifier", token.literal()));
+        };
+        if !names::is_qualified_name(&key) {
+            return Err(format!(
+                "invalid label key {key:?}: must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumeric characters, '-', '_' or '.')"
+            ));
+        }
+        if not {
+            return Ok((key, "DoesNotExist", Vec::new()));
+        }
+        if matches!(self.peek(), Token::End | Token::Comma) {
+            return Ok((key, "Exists", Vec::new()));
+        }
+        let operator = match self.next() {
+            Token::In => "In",
+            Token::NotIn => "NotIn",
+            Token::Equals | Token::DoubleEquals => "Equals",
+            Token::NotEquals => "NotEquals",
+            // `ParseToLabelSelector` refuses these: a LabelSelector cannot hold them.
+            Token::GreaterThan => return Err("\"gt\" isn't supported in label selectors".into()),
+            Token::LessThan => return Err("\"lt\" isn't supported in label selectors".into()),
+            other => {
+                return Err(format!(
+                    "found '{}', expected: in, notin, =, ==, !=, gt, lt",
+                    other.literal()
+                ))
+            }
+        };
+        let values = if matches!(operator, "In" | "NotIn") {
+            self.value_set()?
+        } else {
+            vec![self.exact_value()?]
+        };
+        if let Some(bad) = values.iter().find(|v| !names::is_label_value(v)) {
+            return Err(format!(
+                "invalid label value {bad:?} for key {key:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', at most 63 characters"
+            ));
+        }
+        Ok((key, operator, values))
+    }
+
+    /// `"(" VALUE ["," VALUE]... ")"`; empty values allowed (`parseValues`,
+    /// `parseIdentifiersList`).
+    fn value_set(&mut self) -> Result<Vec<String>, String> {
+        let open = self.next();
+        if open != Token::Open {
+            return Err(format!("found '{}' expected: '('", open.literal()));
+        }
+        let mut values = std::collections::BTreeSet::new();
+        let mut expect_value = true;
+        loop {
+            let token = self.next();
+            match (&token, token.as_value()) {
+                (_, Some(v)) if expect_value => {
+                    values.insert(v.to_string());
+                    expect_value = false;
+                }
+                (Token::Comma, _) => {
+                    if expect_value {
+                        values.insert(String::new());
+                    }
+                    expect_value = true;
+                }
+                (Token::Close, _) => {
+                    if expect_value {
+                        values.insert(String::new());
+                    }
+                    return Ok(values.into_iter().collect());
+                }
+                _ => {
+                    return Err(format!(
+                        "found '{}', expected: ',', ')' or identifier",
+                        token.literal()
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The one value after `=`, `==` or `!=`; empty at a `,` or the end (`parseExactValue`).
+    fn exact_value(&mut self) -> Result<String, String> {
+        if matches!(self.peek(), Token::End | Token::Comma) {
+            return Ok(String::new());
+        }
+        let token = self.next();
+        token
+            .as_value()
+            .map(str::to_string)
+            .ok_or_else(|| format!("found '{}', expected: identifier", token.literal()))
+    }
+}
+
+/// Parses a label selector written as kubectl's `-l` takes it (`env=prod,tier in (a,b),!x`;
+/// `labels.Parse` in `staging/src/k8s.io/apimachinery/pkg/labels/selector.go`) into a
+/// `metav1.LabelSelector`, as `ParseToLabelSelector`
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/helpers.go`) converts it: `=` and `==`
+/// into `matchLabels` (a second requirement on the same key into `matchExpressions`, `In`, so
+/// that both still hold), `in`, `notin`, `KEY` and `!KEY` into `matchExpressions`. One
+/// difference: `!=`, which `ParseToLabelSelector` refuses, becomes `NotIn` with its one value,
+/// the same requirement (both match an absent key). The empty string selects everything.
+///
+/// # Errors
+/// [`SelectorSyntaxError`]: the syntax error in `labels.Parse`'s words
+/// (`unable to parse requirement: found ',', expected: identifier`), an invalid key or value,
+/// or `gt`/`lt`, which a `LabelSelector` cannot hold.
+pub fn parse_selector(text: &str) -> Result<api::LabelSelector, SelectorSyntaxError> {
+    let mut parser = Parser {
+        tokens: lex(text),
+        at: 0,
+    };
+    let mut match_labels = BTreeMap::new();
+    let mut match_expressions = Vec::new();
+    loop {
+        match parser.peek() {
+            Token::End => break,
+            Token::Not => {}
+            token if token.as_value().is_some() => {}
+            token => {
+                return Err(SelectorSyntaxError(format!(
+                    "found '{}', expected: !, identifier, or 'end of string'",
+                    token.literal()
+                )))
+            }
+        }
+        let (key, operator, values) = parser
+            .requirement()
+            .map_err(|e| SelectorSyntaxError(format!("unable to parse requirement: {e}")))?;
+        match operator {
+            "Equals" if !match_labels.contains_key(&key) => {
+                match_labels.insert(key, values.into_iter().next().unwrap_or_default());
+            }
+            _ => {
+                let operator = match operator {
+                    "Equals" => "In",
+                    "NotEquals" => "NotIn",
+                    other => other,
+                };
+                match_expressions.push(api::LabelSelectorRequirement {
+                    key,
+                    operator: operator.to_string(),
+                    values: (!values.is_empty()).then_some(values),
+                });
+            }
+        }
+        match parser.next() {
+            Token::End => break,
+            Token::Comma if parser.peek() == &Token::Not || parser.peek().as_value().is_some() => {}
+            Token::Comma => {
+                return Err(SelectorSyntaxError(format!(
+                    "found '{}', expected: identifier after ','",
+                    parser.peek().literal()
+                )))
+            }
+            other => {
+                return Err(SelectorSyntaxError(format!(
+                    "found '{}', expected: ',' or 'end of string'",
+                    other.literal()
+                )))
+            }
+        }
+    }
+    Ok(api::LabelSelector {
+        match_labels: (!match_labels.is_empty()).then_some(match_labels),
+        match_expressions: (!match_expressions.is_empty()).then_some(match_expressions),
+    })
 }
 
 #[cfg(test)]
@@ -186,5 +476,75 @@ mod tests {
         assert!(sel(&[], &[("k", "Equals", &["v"])])
             .unwrap_err()
             .contains("Unsupported value"));
+    }
+    /// `labels.Parse`'s syntax (its `TestParse`-style cases), as the selector it means.
+    #[test]
+    fn kubectl_selectors_parse_as_apimachinery_reads_them() {
+        let matches = |text: &str, pairs: &[(&str, &str)]| {
+            let parsed = parse_selector(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            LabelSelector::compile(Some(&parsed))
+                .unwrap()
+                .matches(&labels(pairs))
+        };
+        assert!(matches("", &[]), "the empty selector selects everything");
+        assert!(matches("env=prod", &[("env", "prod")]));
+        assert!(matches("env==prod", &[("env", "prod")]));
+        assert!(!matches("env=prod", &[("env", "dev")]));
+        assert!(matches("env!=prod", &[]), "!= matches an absent key");
+        assert!(!matches("env!=prod", &[("env", "prod")]));
+        assert!(matches(" x in (a, b) , y,!z", &[("x", "b"), ("y", "")]));
+        assert!(!matches(
+            "x in (a,b),y,!z",
+            &[("x", "b"), ("y", ""), ("z", "")]
+        ));
+        assert!(matches("x notin (a)", &[]));
+        assert!(matches("x in (,a)", &[("x", "")]), "an empty value");
+        assert!(matches("x=", &[("x", "")]));
+        assert!(
+            matches("in in (in, notin)", &[("in", "notin")]),
+            "keywords are words in value positions"
+        );
+        assert!(
+            !matches("a=b,a=c", &[("a", "b")]),
+            "two requirements on one key both hold"
+        );
+        assert!(matches(
+            "kubernetes.io/metadata.name in (kube-system)",
+            &[("kubernetes.io/metadata.name", "kube-system")]
+        ));
+        assert_eq!(
+            parse_selector("env=prod,tier in (a,b)").unwrap(),
+            api::LabelSelector {
+                match_labels: Some(labels(&[("env", "prod")])),
+                match_expressions: Some(vec![LabelSelectorRequirement {
+                    key: "tier".into(),
+                    operator: "In".into(),
+                    values: Some(vec!["a".into(), "b".into()]),
+                }]),
+            }
+        );
+    }
+
+    #[test]
+    fn bad_kubectl_selectors_are_refused_with_apimachinery_s_words() {
+        for (text, want) in [
+            ("x,", "found '', expected: identifier after ','"),
+            (
+                ",x",
+                "found ',', expected: !, identifier, or 'end of string'",
+            ),
+            ("x=a b", "found 'b', expected: ',' or 'end of string'"),
+            ("x in a", "found 'a' expected: '('"),
+            ("x in (a", "found '', expected: ',', ')' or identifier"),
+            ("x > 1", "\"gt\" isn't supported in label selectors"),
+            ("x < 1", "\"lt\" isn't supported in label selectors"),
+            ("!x=a", "found '=', expected: ',' or 'end of string'"),
+            ("x=(", "found '(', expected: identifier"),
+            ("-bad=a", "invalid label key \"-bad\""),
+            ("x=-bad-", "invalid label value \"-bad-\""),
+        ] {
+            let err = parse_selector(text).unwrap_err().to_string();
+            assert!(err.contains(want), "{text:?}: {err}");
+        }
     }
 }

@@ -26,6 +26,7 @@ use crate::api::WebhookType;
 use crate::config::{Chain, Snapshot};
 use crate::dispatch::chain::{ChainAnswer, Step};
 use crate::dispatch::{Answer, Decision, Dispatcher};
+use crate::exclusions::{Exclusions, Exemption};
 use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
@@ -42,7 +43,7 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// Response header naming the proxy's decision (`Decision::as_str`: `skipped`, `allowed`,
 /// `denied`, `failed-open`, `failed-closed`, `rejected-dry-run`, `rejected`, `would-deny`,
-/// `would-patch`, `shadowed`); kube-apiserver ignores it, people debugging don't.
+/// `would-patch`, `shadowed`, `exempt`); kube-apiserver ignores it, people debugging don't.
 pub const DECISION_HEADER: &str = "x-admission-proxy-decision";
 
 /// What the request path reads; swapped (never locked) on reload.
@@ -74,6 +75,9 @@ pub struct State {
     /// `--otlp-endpoint`: the proxy's own spans, exported over OTLP; `None` (the default)
     /// forwards the caller's trace context and records nothing.
     pub(crate) spans: Option<Spans>,
+    /// `--exempt-namespace`, `--exempt-namespace-selector`, `--exclusions-file`: requests
+    /// answered allowed before any webhook ([`exemption`]); `None` (the default) for none.
+    pub(crate) exclusions: Option<Exclusions>,
     /// Set when `--shutdown-grace-seconds` ran out: admissions still in flight stop waiting
     /// for their backend and are answered by failurePolicy ([`State::expire_grace`]).
     grace_expired: AtomicBool,
@@ -139,6 +143,7 @@ impl State {
             capture: None,
             redact_paths: Vec::new(),
             spans: None,
+            exclusions: None,
             grace_expired: AtomicBool::new(false),
             grace_notify: Notify::new(),
         }
@@ -591,7 +596,8 @@ impl AdmissionApp {
         Some(response)
     }
 
-    /// The admission: the dispatcher decides (its phases in `dispatch/pipeline.rs`; a Shadow
+    /// The admission: a proxy-wide exclusion answers first when one applies ([`exemption`]);
+    /// else the dispatcher decides (its phases in `dispatch/pipeline.rs`; a Shadow
     /// answer comes back at once and its call is started here, in the background), within the
     /// proxy's own span when spans are exported, and answered by failurePolicy if the shutdown
     /// grace period runs out first.
@@ -604,6 +610,9 @@ impl AdmissionApp {
         headers: &http::HeaderMap,
         received: Instant,
     ) -> Answer {
+        if let Some(exemption) = exemption(&self.state, review).await {
+            return exemption.answer(review);
+        }
         let caller_timeout = caller_timeout(query);
         let _webhook_in_flight = webhook.metrics.in_flight();
         if let ControlFlow::Break(shadowed) = self.state.dispatcher.mode(webhook, review) {
@@ -650,7 +659,8 @@ impl AdmissionApp {
         answer
     }
 
-    /// A chain admission (`/configurations/...`): the dispatcher runs the chain's webhooks
+    /// A chain admission (`/configurations/...`): a proxy-wide exclusion answers first when
+    /// one applies ([`exemption`]); else the dispatcher runs the chain's webhooks
     /// ([`crate::dispatch::chain`]); each webhook's call still under way when the shutdown
     /// grace period runs out is answered by its failurePolicy; webhooks in mode Shadow are
     /// started here, in the background, with the review each would have received.
@@ -662,6 +672,14 @@ impl AdmissionApp {
         headers: &http::HeaderMap,
         received: Instant,
     ) -> ChainAnswer {
+        if let Some(exemption) = exemption(&self.state, review).await {
+            return ChainAnswer {
+                answer: exemption.answer(review),
+                steps: Vec::new(),
+                rounds: 0,
+                shadows: Vec::new(),
+            };
+        }
         let caller_timeout = caller_timeout(query);
         let trace_context = trace_context(headers);
         // `--otlp-endpoint`: one span for the chain; each webhook's phases are its children.
@@ -786,7 +804,7 @@ impl AdmissionApp {
         ) };
         }
         match answer.decision {
-            Decision::Allowed | Decision::Skipped | Decision::Shadowed => {
+            Decision::Allowed | Decision::Skipped | Decision::Shadowed | Decision::Exempt => {
                 admission_event!(tracing::Level::DEBUG);
             }
             _ => admission_event!(tracing::Level::INFO),
@@ -1022,6 +1040,25 @@ async fn namespaces_for(
             .or(cache),
         None => cache,
     }
+}
+
+/// Proxy-wide exclusions, before any webhook (`crate::exclusions`): the exemption that applies
+/// to `review`, counted, or `None` (also when none are configured). Namespace labels come from
+/// the cache, or, with `--watch-namespaces`, from a live lookup of a namespace the watch has
+/// not seen yet (bounded by [`NAMESPACE_LOOKUP_TIMEOUT`]), as for namespaceSelector.
+pub(crate) async fn exemption(state: &State, review: &ParsedReview<'_>) -> Option<Exemption> {
+    let exclusions = state.exclusions.as_ref()?;
+    let cache = state.namespaces.load_full();
+    let namespaces = match &state.namespace_watch {
+        Some(watch) if exclusions.namespace_missing(review, cache.as_deref()) => {
+            live_namespace(watch, &review.request.namespace, NAMESPACE_LOOKUP_TIMEOUT)
+                .await
+                .map(Arc::new)
+                .or(cache)
+        }
+        _ => cache,
+    };
+    exclusions.exempt(review, namespaces.as_deref())
 }
 
 /// The longest a live namespace lookup may take (also bounded by the webhook's timeout).

@@ -17,6 +17,7 @@ mod conformance;
 mod demo;
 mod end_to_end;
 mod equivalent;
+mod exclusions;
 mod explain;
 mod hot_reload;
 mod limits;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use admission_proxy::authorizer::CacheTtl;
 use admission_proxy::capture::CaptureSettings;
 use admission_proxy::dispatch::breaker::BreakerSettings;
+use admission_proxy::exclusions::ExclusionSettings;
 use admission_proxy::serve::{self, ServeConfig};
 use admission_proxy::telemetry::SpanSettings;
 use admission_proxy::{server, tls};
@@ -80,6 +81,10 @@ pub(crate) struct ExplainArgs {
     /// each shows as an error, "not checked".
     #[arg(long)]
     pub(crate) kubeconfig: Option<PathBuf>,
+    /// The proxy-wide exclusions `serve` is given: whether one exempts the review is shown
+    /// before the webhooks' verdicts.
+    #[command(flatten)]
+    pub(crate) exclusions: ExclusionArgs,
 }
 
 #[derive(clap::Args)]
@@ -129,6 +134,9 @@ pub(crate) struct CheckArgs {
     pub(crate) namespaces_file: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) discovery: DiscoveryArgs,
+    /// The proxy-wide exclusion flags `serve` is given, validated as `serve` validates them.
+    #[command(flatten)]
+    pub(crate) exclusions: ExclusionArgs,
 }
 
 #[derive(clap::Args)]
@@ -333,6 +341,40 @@ pub(crate) struct ServeArgs {
     pub(crate) tracing_sampling_rate_per_million: u32,
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+    #[command(flatten)]
+    pub(crate) exclusions: ExclusionArgs,
+}
+
+/// Proxy-wide exclusions (`serve`, and `check` and `explain` to validate and show them): opt-in
+/// departures from kube-apiserver's exactness (README, "Proxy-wide exclusions").
+#[derive(clap::Args)]
+pub(crate) struct ExclusionArgs {
+    /// Answer every request in this namespace allowed before any webhook, without calling
+    /// anything (as Gatekeeper's --exempt-namespace); repeatable. Requests on the Namespace
+    /// itself are exempt too; other cluster-scoped requests never are.
+    #[arg(long = "exempt-namespace", value_name = "NAME")]
+    pub(crate) exempt_namespaces: Vec<String>,
+    /// Answer allowed every request in a namespace whose labels match this selector, written
+    /// as kubectl's -l takes it (`tier=system`, `env in (ops,infra)`); labels from
+    /// --namespaces-file or --watch-namespaces.
+    #[arg(long, value_name = "SELECTOR")]
+    pub(crate) exempt_namespace_selector: Option<String>,
+    /// YAML or JSON file `{namespaces: [...], namespaceSelector: {...}, matchConditions: [{name,
+    /// expression}]}`: namespaces as above, and CEL matchConditions (the webhooks' environment,
+    /// without `authorizer`) of which any one true exempts the request. Read at start.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) exclusions_file: Option<PathBuf>,
+}
+
+impl ExclusionArgs {
+    /// The library's settings for these flags.
+    pub(crate) fn settings(&self) -> ExclusionSettings {
+        ExclusionSettings {
+            namespaces: self.exempt_namespaces.clone(),
+            namespace_selector: self.exempt_namespace_selector.clone(),
+            file: self.exclusions_file.clone(),
+        }
+    }
 }
 
 impl ServeArgs {
@@ -385,6 +427,7 @@ impl ServeArgs {
                 service_name: "admission-proxy".into(),
             }),
             limits: self.limits.limits(),
+            exclusions: self.exclusions.settings(),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use admission_proxy::authorizer::{CacheTtl, SubjectAccessReviews};
+use admission_proxy::exclusions::Exclusions;
 use admission_proxy::matching::authz::{CheckKey, Decision};
 use admission_proxy::{config, matching::Namespaces, namespace_watch, serve, tls};
 use anyhow::{bail, Context};
@@ -102,8 +103,22 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
                 format!("; {}: invalid", f.display())
             }
         });
+    let exclusions = match Exclusions::load(&args.exclusions.settings()) {
+        Ok(None) => String::new(),
+        Ok(Some(exclusions)) => format!("; exclusions: {}", exclusions.summary()),
+        Err(e) => {
+            for p in e.problems() {
+                println!("error: {p}");
+                problems += 1;
+            }
+            "; exclusions: invalid".to_string()
+        }
+    };
     let verdict = if problems == 0 { "valid" } else { "INVALID" };
-    println!("{verdict}: {summary}{}", namespaces.unwrap_or_default());
+    println!(
+        "{verdict}: {summary}{}{exclusions}",
+        namespaces.unwrap_or_default()
+    );
     problems == 0
 }
 
@@ -173,6 +188,7 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(Namespaces::load)
         .transpose()?;
+    let exclusions = Exclusions::load(&args.exclusions.settings())?;
     let body =
         std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
     let review = admission_proxy::review::ParsedReview::parse(&body)
@@ -187,6 +203,7 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
                 &snapshot,
                 &review,
                 namespaces.as_ref(),
+                exclusions.as_ref(),
                 &args.redact_path,
                 &not_checked,
             )
@@ -203,6 +220,7 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
                 &snapshot,
                 &review,
                 namespaces.as_ref(),
+                exclusions.as_ref(),
                 &args.redact_path,
                 &ask,
             )
