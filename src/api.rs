@@ -154,12 +154,19 @@ impl RuleWithOperations {
     /// `(r == "*" || r == res) && (s == "*" || s == sub)` for each resource entry `r/s`.
     /// Operations and scope are not looked at.
     pub(crate) fn covers(&self, group: &str, version: &str, entry: &str) -> bool {
+        self.names_group_version(group, version) && self.names_resource(entry)
+    }
+
+    /// Whether one of `resources` matches the resource entry `entry` (`res`, `res/sub` or
+    /// `res/*`, each part possibly `*`): `(r == "*" || r == res) && (s == "*" || s == sub)` for
+    /// some entry `r/s` (`rules.go`). A `*` in `entry` is only matched by a `*`, so this also
+    /// says whether this rule's resources cover every resource `entry` (as a rule entry) does.
+    pub(crate) fn names_resource(&self, entry: &str) -> bool {
         let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
-        self.names_group_version(group, version)
-            && self.resources.iter().any(|r| {
-                let (a, b) = r.split_once('/').unwrap_or((r, ""));
-                (a == "*" || a == res) && (b == "*" || b == sub)
-            })
+        self.resources.iter().any(|r| {
+            let (a, b) = r.split_once('/').unwrap_or((r, ""));
+            (a == "*" || a == res) && (b == "*" || b == sub)
+        })
     }
 
     /// Whether `apiGroups` and `apiVersions` each hold the value or `*` (`rules.go`'s group

@@ -26,6 +26,9 @@
 //! Mutating webhooks keep their order (kube-apiserver calls them by configuration name, then
 //! list order: each configuration keeps its list order, and its name gets only a suffix) and
 //! their `reinvocationPolicy`.
+//!
+//! `registration --chain` ([`chain`]) registers each configuration once instead, as one
+//! webhook calling the proxy's chain route, which runs the configuration's webhooks itself.
 
 use std::collections::BTreeMap;
 
@@ -39,7 +42,10 @@ use crate::config::{Problem, Snapshot, Webhook};
 use crate::matching::namespaces::METADATA_NAME_LABEL;
 use crate::served::ServedResources;
 
+pub mod chain;
 pub(crate) mod coverage;
+
+pub use chain::{chain_objects, render_chains};
 
 /// Where kube-apiserver reaches the proxy, and how it trusts it.
 #[derive(Clone, Debug)]
@@ -112,33 +118,79 @@ pub fn render(snapshot: &Snapshot, options: &Options) -> String {
 pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
     let mut out = Vec::new();
     for webhook_type in [WebhookType::Validating, WebhookType::Mutating] {
-        let mut by_configuration: BTreeMap<&str, Vec<&Webhook>> = BTreeMap::new();
-        for w in snapshot.of_type(webhook_type).values() {
-            by_configuration
-                .entry(w.configuration.as_str())
-                .or_default()
-                .push(w);
-        }
-        for (configuration, mut webhooks) in by_configuration {
-            webhooks.sort_by_key(|w| w.index);
-            let kind = webhook_type.configuration_kind();
-            let mut metadata = json!({
-                "name": format!("{configuration}{}", options.name_suffix),
-                "labels": {"app.kubernetes.io/managed-by": "admission-proxy"},
-                "annotations": {"admission-proxy.io/registered-for": configuration},
-            });
-            if let Some(from) = &options.inject_ca_from {
-                metadata["annotations"]["cert-manager.io/inject-ca-from"] = json!(from);
-            }
-            out.push(json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind,
-                "metadata": metadata,
-                "webhooks": webhooks.iter().map(|w| webhook(w, snapshot, options)).collect::<Vec<_>>(),
-            }));
+        for (configuration, webhooks) in configurations(snapshot, webhook_type) {
+            out.push(configuration_object(
+                webhook_type,
+                configuration,
+                webhooks
+                    .iter()
+                    .map(|w| webhook(w, snapshot, options))
+                    .collect(),
+                options,
+            ));
         }
     }
     out
+}
+
+/// The loaded webhooks of `webhook_type` by configuration name (sorted by name, as
+/// kube-apiserver orders configurations), each configuration's in list order.
+pub(crate) fn configurations(
+    snapshot: &Snapshot,
+    webhook_type: WebhookType,
+) -> BTreeMap<&str, Vec<&Webhook>> {
+    let mut by_configuration: BTreeMap<&str, Vec<&Webhook>> = BTreeMap::new();
+    for w in snapshot.of_type(webhook_type).values() {
+        by_configuration
+            .entry(w.configuration.as_str())
+            .or_default()
+            .push(w);
+    }
+    for webhooks in by_configuration.values_mut() {
+        webhooks.sort_by_key(|w| w.index);
+    }
+    by_configuration
+}
+
+/// One registration object: the legacy configuration's name plus `name_suffix`, labelled as
+/// the proxy's, annotated with the legacy name (and cert-manager's CA injection), holding
+/// `webhooks`.
+fn configuration_object(
+    webhook_type: WebhookType,
+    configuration: &str,
+    webhooks: Vec<Value>,
+    options: &Options,
+) -> Value {
+    let mut metadata = json!({
+        "name": format!("{configuration}{}", options.name_suffix),
+        "labels": {"app.kubernetes.io/managed-by": "admission-proxy"},
+        "annotations": {"admission-proxy.io/registered-for": configuration},
+    });
+    if let Some(from) = &options.inject_ca_from {
+        metadata["annotations"]["cert-manager.io/inject-ca-from"] = json!(from);
+    }
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": webhook_type.configuration_kind(),
+        "metadata": metadata,
+        "webhooks": webhooks,
+    })
+}
+
+/// `clientConfig`: the proxy's Service with `path`, and `caBundle` when given.
+fn client_config(path: String, options: &Options) -> Value {
+    let mut client_config = json!({
+        "service": {
+            "namespace": options.namespace,
+            "name": options.service,
+            "port": options.port,
+            "path": path,
+        }
+    });
+    if let Some(ca) = &options.ca_bundle {
+        client_config["caBundle"] = json!(ca);
+    }
+    client_config
 }
 
 /// The rules the proxy is registered with for `w` ([`coverage::registration_rules`]).
@@ -168,17 +220,10 @@ fn rules_with_defaults(
 }
 
 fn webhook(w: &Webhook, snapshot: &Snapshot, options: &Options) -> Value {
-    let mut client_config = json!({
-        "service": {
-            "namespace": options.namespace,
-            "name": options.service,
-            "port": options.port,
-            "path": format!("/webhooks/{}/{}", w.webhook_type.as_str(), w.name),
-        }
-    });
-    if let Some(ca) = &options.ca_bundle {
-        client_config["caBundle"] = json!(ca);
-    }
+    let client_config = client_config(
+        format!("/webhooks/{}/{}", w.webhook_type.as_str(), w.name),
+        options,
+    );
     let side_effects = match w.side_effects {
         SideEffects::NoneOnDryRun => "NoneOnDryRun",
         _ => "None",

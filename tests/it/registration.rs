@@ -1,7 +1,8 @@
 //! `admission-proxy registration` through the real binary on the bundled configuration: every
 //! legacy webhook registered once under its own name, with its own rules, selectors, policies
 //! and order, pointing at the proxy's Service on its typed route; the output is itself a valid
-//! webhook configuration (`check`).
+//! webhook configuration (`check`). `registration --chain`: one webhook per configuration on
+//! its chain route, never narrower than any of the configuration's webhooks.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -457,8 +458,43 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
         .filter(|l| l.starts_with("warning: ") && !l.contains("warning: discovery:"))
         .collect();
     assert_eq!(unreachable.len(), 2, "{stderr}");
+    let warnings = stderr.clone();
     assert!(unreachable[0].contains("webhook \"exact.legacy.example.com\": webhooks[0].rules[0]: no resource the cluster serves matches this rule under matchPolicy Exact: the webhook is never called for it"), "{stderr}");
     assert!(unreachable[1].contains("webhook \"psp.legacy.example.com\": webhooks[1].rules[0]: no resource the cluster serves matches this rule, directly or through a version the proxy converts from"), "{stderr}");
+
+    // --chain: each chain's rules are the union of the served rules above (legacy: apps/v1
+    // deployments, nothing for PodSecurityPolicy; exported, Exact: its own rule); the same
+    // warnings.
+    let (code, stdout, stderr) = run_registration(&[
+        "--service".as_ref(),
+        "webhooks/admission-proxy".as_ref(),
+        "--chain".as_ref(),
+        "--discover".as_ref(),
+        "--config".as_ref(),
+        dir.join("config.yaml").as_os_str(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stderr, warnings);
+    let chains = documents(&stdout);
+    let rules = |configuration: &str| {
+        chains
+            .iter()
+            .find(|o| {
+                o["metadata"]["annotations"]["admission-proxy.io/registered-for"] == configuration
+            })
+            .unwrap()["webhooks"][0]["rules"]
+            .clone()
+    };
+    assert_eq!(
+        rules("legacy"),
+        serde_json::json!([{"operations": ["CREATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"], "scope": "*"}])
+    );
+    assert_eq!(
+        rules("exported"),
+        serde_json::json!([{"operations": ["CREATE"], "apiGroups": ["extensions"], "apiVersions": ["v1beta1"], "resources": ["deployments"], "scope": "*"}])
+    );
 
     let file = dir.join("config.yaml");
     let discover = |file: &std::path::Path, kubeconfig: &std::path::Path| {
@@ -573,5 +609,523 @@ fn every_equivalence_registers_as_a_valid_configuration() {
             w["rules"]
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What `registration --chain` prints for config/ with `--service webhooks/admission-proxy:8443
+/// --inject-ca-from webhooks/admission-proxy`.
+const CONFIG_CHAINS: &str = r#"---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  annotations:
+    admission-proxy.io/registered-for: example-policies
+    cert-manager.io/inject-ca-from: webhooks/admission-proxy
+  labels:
+    app.kubernetes.io/managed-by: admission-proxy
+  name: example-policies-admission-proxy
+webhooks:
+- admissionReviewVersions:
+  - v1
+  - v1beta1
+  clientConfig:
+    service:
+      name: admission-proxy
+      namespace: webhooks
+      path: /configurations/validating/example-policies
+      port: 8443
+  failurePolicy: Fail
+  matchPolicy: Equivalent
+  name: example-policies.chain.admission-proxy.io
+  namespaceSelector:
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+      - webhooks
+  objectSelector: {}
+  rules:
+  - apiGroups:
+    - '*'
+    apiVersions:
+    - '*'
+    operations:
+    - CREATE
+    - UPDATE
+    resources:
+    - '*'
+    scope: '*'
+  sideEffects: None
+  timeoutSeconds: 6
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  annotations:
+    admission-proxy.io/registered-for: legacy-audit
+    cert-manager.io/inject-ca-from: webhooks/admission-proxy
+  labels:
+    app.kubernetes.io/managed-by: admission-proxy
+  name: legacy-audit-admission-proxy
+webhooks:
+- admissionReviewVersions:
+  - v1
+  - v1beta1
+  clientConfig:
+    service:
+      name: admission-proxy
+      namespace: webhooks
+      path: /configurations/validating/legacy-audit
+      port: 8443
+  failurePolicy: Ignore
+  matchPolicy: Exact
+  name: legacy-audit.chain.admission-proxy.io
+  namespaceSelector:
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+      - webhooks
+  objectSelector: {}
+  rules:
+  - apiGroups:
+    - ''
+    apiVersions:
+    - v1
+    operations:
+    - CREATE
+    - DELETE
+    resources:
+    - namespaces
+    scope: '*'
+  sideEffects: None
+  timeoutSeconds: 30
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  annotations:
+    admission-proxy.io/registered-for: legacy-labeler
+    cert-manager.io/inject-ca-from: webhooks/admission-proxy
+  labels:
+    app.kubernetes.io/managed-by: admission-proxy
+  name: legacy-labeler-admission-proxy
+webhooks:
+- admissionReviewVersions:
+  - v1
+  - v1beta1
+  clientConfig:
+    service:
+      name: admission-proxy
+      namespace: webhooks
+      path: /configurations/mutating/legacy-labeler
+      port: 8443
+  failurePolicy: Ignore
+  matchPolicy: Exact
+  name: legacy-labeler.chain.admission-proxy.io
+  namespaceSelector:
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+      - webhooks
+  objectSelector: {}
+  reinvocationPolicy: Never
+  rules:
+  - apiGroups:
+    - ''
+    - apps
+    apiVersions:
+    - v1
+    operations:
+    - CREATE
+    resources:
+    - serviceaccounts
+    - deployments
+    scope: '*'
+  sideEffects: None
+  timeoutSeconds: 30
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  annotations:
+    admission-proxy.io/registered-for: legacy-rollout
+    cert-manager.io/inject-ca-from: webhooks/admission-proxy
+  labels:
+    app.kubernetes.io/managed-by: admission-proxy
+  name: legacy-rollout-admission-proxy
+webhooks:
+- admissionReviewVersions:
+  - v1
+  - v1beta1
+  clientConfig:
+    service:
+      name: admission-proxy
+      namespace: webhooks
+      path: /configurations/mutating/legacy-rollout
+      port: 8443
+  failurePolicy: Fail
+  matchPolicy: Equivalent
+  name: legacy-rollout.chain.admission-proxy.io
+  namespaceSelector:
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+      - webhooks
+  objectSelector: {}
+  reinvocationPolicy: Never
+  rules:
+  - apiGroups:
+    - apps
+    apiVersions:
+    - v1
+    - v1beta1
+    - v1beta2
+    operations:
+    - CREATE
+    - UPDATE
+    resources:
+    - deployments
+    scope: '*'
+  - apiGroups:
+    - extensions
+    apiVersions:
+    - v1beta1
+    operations:
+    - CREATE
+    - UPDATE
+    resources:
+    - deployments
+    scope: '*'
+  sideEffects: None
+  timeoutSeconds: 6
+"#;
+
+/// `registration` with `args`, not asserting success: (exit code, stdout, stderr).
+fn run_registration(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .arg("registration")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fresh directory under the temporary directory for test `name`.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("admission-proxy-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `check` on `yaml` written alone into a directory: whether it is valid, and the report.
+fn check_output(name: &str, yaml: &str) -> (bool, String) {
+    let dir = scratch(name);
+    std::fs::write(dir.join("registration.yaml"), yaml).unwrap();
+    let result = check(&["--config".as_ref(), dir.as_os_str()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+#[test]
+fn chain_registers_each_configuration_once_on_its_chain_route() {
+    let args = [
+        "--config",
+        CONFIG,
+        "--service",
+        "webhooks/admission-proxy:8443",
+        "--inject-ca-from",
+        "webhooks/admission-proxy",
+        "--chain",
+    ];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::convert::AsRef::as_ref).collect();
+    let (code, stdout, stderr) = run_registration(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    // example-policies: quota's rule (CREATE core/v1 persistentvolumeclaims, Namespaced) is
+    // inside require-labels' (CREATE, UPDATE of everything), so only the latter is registered;
+    // require-labels' namespaceSelector is not quota's (none), so the chain has only the
+    // proxy's exclusion; timeoutSeconds max(5, 1) + 1. legacy-audit and legacy-labeler are
+    // v1beta1 (Ignore, Exact, 30 s: at the 30 s maximum already). legacy-rollout keeps its
+    // Equivalent widening.
+    assert_eq!(stdout, CONFIG_CHAINS);
+    let (valid, report) = check_output("chain-config", &stdout);
+    assert!(valid, "{report}");
+    assert!(
+        report.contains("valid: ") && report.contains("4 webhook(s)"),
+        "{report}"
+    );
+}
+
+/// Legacy configurations whose webhooks differ in every field a chain registration merges.
+const CHAINS: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: mixed}
+webhooks:
+- name: a.mixed.example.com
+  clientConfig: {url: 'https://127.0.0.1:9443/a'}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}]
+  matchPolicy: Exact
+  namespaceSelector: {matchLabels: {team: a}}
+  objectSelector: {matchLabels: {tier: web}}
+  failurePolicy: Ignore
+  sideEffects: None
+  admissionReviewVersions: [v1]
+- name: b.mixed.example.com
+  clientConfig: {url: 'https://127.0.0.1:9443/b'}
+  rules: [{operations: [CREATE, UPDATE], apiGroups: [extensions], apiVersions: [v1beta1], resources: [deployments]}]
+  namespaceSelector: {matchLabels: {team: b}}
+  objectSelector: {matchLabels: {tier: web}}
+  sideEffects: NoneOnDryRun
+  timeoutSeconds: 7
+  admissionReviewVersions: [v1]
+- name: c.mixed.example.com
+  clientConfig: {url: 'https://127.0.0.1:9443/c'}
+  rules:
+  - {operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods], scope: '*'}
+  - {operations: [UPDATE], apiGroups: [''], apiVersions: [v1], resources: [pods, pods/status]}
+  matchPolicy: Exact
+  objectSelector: {matchLabels: {tier: web}}
+  failurePolicy: Ignore
+  sideEffects: None
+  timeoutSeconds: 3
+  admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: lenient}
+webhooks:
+- name: a.lenient.example.com
+  clientConfig: {url: 'https://127.0.0.1:9443/d'}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps], scope: Namespaced}]
+  matchPolicy: Exact
+  namespaceSelector: {matchExpressions: [{key: env, operator: In, values: [prod]}]}
+  failurePolicy: Ignore
+  sideEffects: None
+  timeoutSeconds: 29
+  admissionReviewVersions: [v1]
+- name: b.lenient.example.com
+  clientConfig: {url: 'https://127.0.0.1:9443/e'}
+  rules: [{operations: ['*'], apiGroups: [''], apiVersions: [v1], resources: [configmaps], scope: Namespaced}]
+  matchPolicy: Exact
+  namespaceSelector: {matchExpressions: [{key: env, operator: In, values: [prod]}]}
+  objectSelector: {}
+  failurePolicy: Ignore
+  sideEffects: None
+  timeoutSeconds: 30
+  admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: mutators}
+webhooks:
+- name: a.mutators.example.com
+  clientConfig: {url: 'https://127.0.0.1:9443/f'}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+- name: b.mutators.example.com
+  clientConfig: {url: 'https://127.0.0.1:9443/g'}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}]
+  reinvocationPolicy: IfNeeded
+  sideEffects: None
+  admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: once}
+webhooks:
+- name: a.once.example.com
+  clientConfig: {url: 'https://127.0.0.1:9443/h'}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}]
+  reinvocationPolicy: Never
+  sideEffects: None
+  admissionReviewVersions: [v1]
+"#;
+
+#[test]
+fn a_chain_is_never_narrower_than_any_of_its_webhooks() {
+    let dir = scratch("chain-widening");
+    std::fs::write(dir.join("config.yaml"), CHAINS).unwrap();
+    let config = dir.join("config.yaml");
+    let (code, stdout, stderr) = run_registration(&[
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--service".as_ref(),
+        "webhooks/admission-proxy".as_ref(),
+        "--chain".as_ref(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let objects = documents(&stdout);
+    let names: Vec<&str> = objects
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "lenient-admission-proxy",
+            "mixed-admission-proxy",
+            "mutators-admission-proxy",
+            "once-admission-proxy"
+        ],
+        "validating first, each by name"
+    );
+    let chain = |configuration: &str| {
+        let object = objects
+            .iter()
+            .find(|o| {
+                o["metadata"]["annotations"]["admission-proxy.io/registered-for"] == configuration
+            })
+            .unwrap();
+        let webhooks = object["webhooks"].as_array().unwrap();
+        assert_eq!(webhooks.len(), 1, "{configuration}: one webhook");
+        webhooks[0].clone()
+    };
+    let exclusion = serde_json::json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["webhooks"]});
+
+    let mixed = chain("mixed");
+    assert_eq!(mixed["name"], "mixed.chain.admission-proxy.io");
+    assert_eq!(
+        mixed["clientConfig"],
+        serde_json::json!({"service": {"namespace": "webhooks", "name": "admission-proxy", "port": 443, "path": "/configurations/validating/mixed"}})
+    );
+    // The union: a's rule once (c repeats it), b's widened for Equivalent, c's own second rule.
+    assert_eq!(
+        mixed["rules"],
+        serde_json::json!([
+            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "*"},
+            {"operations": ["CREATE", "UPDATE"], "apiGroups": ["apps"],
+             "apiVersions": ["v1", "v1beta1", "v1beta2"], "resources": ["deployments"], "scope": "*"},
+            {"operations": ["CREATE", "UPDATE"], "apiGroups": ["extensions"],
+             "apiVersions": ["v1beta1"], "resources": ["deployments"], "scope": "*"},
+            {"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods", "pods/status"], "scope": "*"}
+        ])
+    );
+    assert_eq!(mixed["matchPolicy"], "Equivalent", "b is Equivalent");
+    // namespaceSelectors differ (team a, team b, none): match all but the proxy's namespace.
+    // objectSelectors are all `tier: web`: kept.
+    assert_eq!(
+        mixed["namespaceSelector"],
+        serde_json::json!({"matchExpressions": [exclusion]})
+    );
+    assert_eq!(
+        mixed["objectSelector"],
+        serde_json::json!({"matchLabels": {"tier": "web"}})
+    );
+    assert_eq!(mixed["timeoutSeconds"], 11, "a's v1 default 10, plus one");
+    assert_eq!(mixed["failurePolicy"], "Fail", "b is Fail (v1 default)");
+    assert_eq!(mixed["sideEffects"], "NoneOnDryRun", "b is NoneOnDryRun");
+    assert!(mixed.get("reinvocationPolicy").is_none(), "validating");
+    assert!(mixed.get("matchConditions").is_none());
+    assert_eq!(
+        mixed["admissionReviewVersions"],
+        serde_json::json!(["v1", "v1beta1"])
+    );
+
+    let lenient = chain("lenient");
+    // b's rule (every operation) covers a's (CREATE): a's is dropped although it came first.
+    assert_eq!(
+        lenient["rules"],
+        serde_json::json!([{"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "scope": "Namespaced"}])
+    );
+    assert_eq!(lenient["matchPolicy"], "Exact", "both Exact");
+    assert_eq!(lenient["failurePolicy"], "Ignore", "both Ignore");
+    assert_eq!(lenient["sideEffects"], "None");
+    assert_eq!(
+        lenient["timeoutSeconds"], 30,
+        "max(29, 30) + 1, capped at 30"
+    );
+    // The same namespaceSelector on both: kept, plus the exclusion. An absent objectSelector
+    // and `{}` are the same.
+    assert_eq!(
+        lenient["namespaceSelector"],
+        serde_json::json!({"matchExpressions": [
+            {"key": "env", "operator": "In", "values": ["prod"]}, exclusion
+        ]})
+    );
+    assert_eq!(lenient["objectSelector"], serde_json::json!({}));
+
+    let mutators = chain("mutators");
+    assert_eq!(
+        mutators["clientConfig"]["service"]["path"],
+        "/configurations/mutating/mutators"
+    );
+    assert_eq!(mutators["name"], "mutators.chain.admission-proxy.io");
+    assert_eq!(mutators["reinvocationPolicy"], "IfNeeded", "b is IfNeeded");
+    assert_eq!(chain("once")["reinvocationPolicy"], "Never");
+
+    let (valid, report) = check_output("chain-widening-check", &stdout);
+    assert!(valid, "{report}");
+    assert!(report.contains("4 webhook(s)"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_configuration_name_too_long_for_a_chain_webhook_name_is_reported() {
+    // A valid configuration name of 228 characters makes a chain webhook name of exactly 253,
+    // the most kube-apiserver takes; 229 is one too many.
+    let name = |n: usize| {
+        format!(
+            "{}.{}.{}.{}",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(n - 3 * 64)
+        )
+    };
+    let config = |n: usize| {
+        format!("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: {}}}\nwebhooks:\n- name: a.long.example.com\n  clientConfig: {{url: 'https://127.0.0.1:9443/a'}}\n  rules: [{{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n", name(n))
+    };
+    let dir = scratch("chain-long-name");
+    let file = dir.join("config.yaml");
+    let run = |file: &std::path::Path| {
+        run_registration(&[
+            "--service".as_ref(),
+            "webhooks/admission-proxy".as_ref(),
+            "--chain".as_ref(),
+            "--config".as_ref(),
+            file.as_os_str(),
+        ])
+    };
+
+    std::fs::write(&file, config(228)).unwrap();
+    let (code, stdout, stderr) = run(&file);
+    assert_eq!(code, Some(0), "{stderr}");
+    let objects = documents(&stdout);
+    let chain_name = objects[0]["webhooks"][0]["name"].as_str().unwrap();
+    assert_eq!(chain_name.len(), 253);
+    assert_eq!(
+        chain_name,
+        format!("{}.chain.admission-proxy.io", name(228))
+    );
+    let (valid, report) = check_output("chain-long-name-check", &stdout);
+    assert!(valid, "{report}");
+
+    std::fs::write(&file, config(229)).unwrap();
+    let (code, stdout, stderr) = run(&file);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.is_empty(), "nothing printed: {stdout}");
+    let expected = format!(
+        "error: {}: ValidatingWebhookConfiguration \"{}\": metadata.name: the chain webhook name \"{}.chain.admission-proxy.io\" (254 characters) is not a valid webhook name (a DNS-1123 subdomain of at most 253 characters): a configuration registered as a chain may have at most 228 characters; register it per webhook (without --chain)\nerror: 1 configuration(s) cannot be registered as a chain; nothing printed\n",
+        file.display(),
+        name(229),
+        name(229)
+    );
+    assert_eq!(stderr, expected);
+    // Without --chain it registers as before.
+    let (code, _, stderr) = run_registration(&[
+        "--service".as_ref(),
+        "webhooks/admission-proxy".as_ref(),
+        "--config".as_ref(),
+        file.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -107,6 +107,13 @@ pub(crate) struct RegistrationArgs {
     /// Appended to each legacy configuration's name (so that both exist during the cutover).
     #[arg(long, default_value = "-admission-proxy")]
     pub(crate) name_suffix: String,
+    /// One webhook per legacy configuration, `<configuration>.chain.admission-proxy.io`,
+    /// calling the proxy's chain route `/configurations/{validating|mutating}/{configuration}`
+    /// (which runs that configuration's webhooks as kube-apiserver would) with rules,
+    /// selectors and policies wide enough for every one of them (README, "`registration
+    /// --chain`").
+    #[arg(long)]
+    pub(crate) chain: bool,
     #[command(flatten)]
     pub(crate) discovery: DiscoveryArgs,
 }

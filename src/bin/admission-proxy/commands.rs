@@ -138,7 +138,9 @@ fn discovery_warnings(
     unavailable.chain(unreachable).collect()
 }
 
-/// `registration`: prints the proxy's webhook configurations for the legacy ones in --config.
+/// `registration`: prints the proxy's webhook configurations for the legacy ones in --config:
+/// one webhook per legacy webhook, or with --chain one per legacy configuration (a
+/// configuration that cannot be is an error, printed on stderr, and nothing is printed).
 pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
     use base64::Engine;
     let snapshot = config::load(&args.config)
@@ -168,10 +170,20 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
             eprintln!("warning: {w}");
         }
     }
-    print!(
-        "{}",
+    let rendered = if args.chain {
+        admission_proxy::registration::render_chains(&snapshot, &options).map_err(|problems| {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            anyhow::anyhow!(
+                "{} configuration(s) cannot be registered as a chain; nothing printed",
+                problems.len()
+            )
+        })?
+    } else {
         admission_proxy::registration::render(&snapshot, &options)
-    );
+    };
+    print!("{rendered}");
     Ok(())
 }
 
