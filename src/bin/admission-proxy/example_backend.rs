@@ -19,8 +19,37 @@
 //! | `/only/{v1,v1beta1}/{rest}` | HTTP 400 unless the review has that version, then `{rest}` |
 //! | `/convert` | a CRD conversion webhook: answers a ConversionReview, renaming `spec.count` (versions before v2) to `spec.replicas` (v2 and later) and back |
 //!
+//! Under `/upstream/`, the behaviours of kube-apiserver's own webhook tests, for the chain
+//! tests: `webhookHandler` in
+//! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/testing/webhook_server.go`, and
+//! the handlers of `test/integration/apiserver/admissionwebhook/reinvocation_test.go` and
+//! `timeout_test.go`. Each takes an optional last path segment `{tag}`, ignored, so that several
+//! webhooks of one chain can share a behaviour on distinct paths ([`Recorder::calls_to`]
+//! counts per path). Patches are base64 JSONPatch, with `patchType: JSONPatch` when the review
+//! is v1.
+//!
+//! | path | answer |
+//! |---|---|
+//! | `/upstream/allow` | allowed, audit annotation `key1: value1` |
+//! | `/upstream/disallow` | denied, status `{code: 403}` (no message, no reason) |
+//! | `/upstream/disallowReason` | denied, status `{code: 403, message: "you shall not pass"}` |
+//! | `/upstream/shouldNotBeCalled` | denied, status `{code: 403, message: "doesn't expect labels to match object selector"}` |
+//! | `/upstream/internalErr` | HTTP 500, `webhook internal server error` (text) |
+//! | `/upstream/nilResponse` | 200, an AdmissionReview without `response` |
+//! | `/upstream/invalidAnnotation` | allowed, audit annotation `invalid*key: value1` |
+//! | `/upstream/removeLabel` | allowed, patch `remove /metadata/labels/remove`, audit annotation `key1: value1` |
+//! | `/upstream/addLabel` | allowed, patch `add /metadata/labels/added = "test"` |
+//! | `/upstream/invalidMutation` | allowed, patch bytes that are not a JSON patch (`[{"op": "add", "CORRUPTED_KEY":}]`) |
+//! | `/upstream/noop` | allowed |
+//! | `/upstream/addlabel` | allowed, adding label `a: "true"` unless the object has it |
+//! | `/upstream/conditionaladdlabel` | allowed, adding label `b: "true"` when the object has label `a` |
+//! | `/upstream/settrue`, `/upstream/setfalse` | allowed, setting label `fight` to `"true"` / `"false"` unless it is already |
+//! | `/upstream/sleep/{ms}/{then}` | after `ms` milliseconds, as `/upstream/{then}` (`{then}` may carry its tag) |
+//! | `/upstream/slow-deny/{ms}/{message}` | after `ms` milliseconds, denied: status `{code: 403, message}`, warning `slow-deny {ms}` |
+//!
 //! Uses the library's `server` (to serve) and `tls` only.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +69,9 @@ pub(crate) struct Recorder {
     calls: AtomicU64,
     last: Mutex<Option<(String, Vec<u8>)>>,
     uid_log: std::sync::OnceLock<Mutex<std::fs::File>>,
+    /// Per path (without the query): the raw `timeout` query value of every request, in
+    /// arrival order (`""` when it had none); its length is the path's call count.
+    by_path: Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl Recorder {
@@ -67,6 +99,42 @@ impl Recorder {
     /// The last request's path-and-query and body.
     pub(crate) fn last(&self) -> Option<(String, Vec<u8>)> {
         self.last.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// How many requests arrived for `path` (without the query, e.g. `/upstream/allow/0`),
+    /// counted when the body has been read, before the behaviour runs (a request the caller
+    /// gave up on while the backend slept counts too).
+    // Read by the integration tests (tests/it/chains.rs), not by the binary.
+    #[allow(dead_code)]
+    pub(crate) fn calls_to(&self, path: &str) -> u64 {
+        self.by_path
+            .lock()
+            .map(|m| m.get(path).map_or(0, |t| t.len() as u64))
+            .unwrap_or(0)
+    }
+
+    /// The raw `timeout` query values (`10s`, as kube-apiserver and the proxy write them) the
+    /// requests for `path` carried, in arrival order; `""` for a request without one.
+    #[allow(dead_code)] // as `calls_to`
+    pub(crate) fn timeouts(&self, path: &str) -> Vec<String> {
+        self.by_path
+            .lock()
+            .map(|m| m.get(path).cloned().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Records one request for `path_and_query`.
+    fn record(&self, path_and_query: &str) {
+        let (path, query) = path_and_query
+            .split_once('?')
+            .unwrap_or((path_and_query, ""));
+        let timeout = form_urlencoded::parse(query.as_bytes())
+            .find(|(k, _)| k == "timeout")
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default();
+        if let Ok(mut m) = self.by_path.lock() {
+            m.entry(path.to_string()).or_default().push(timeout);
+        }
     }
 }
 
@@ -183,6 +251,7 @@ impl Respond for ExampleBackend {
             body.extend_from_slice(&chunk);
         }
         self.recorder.calls.fetch_add(1, Ordering::SeqCst);
+        self.recorder.record(&path_and_query);
         if let Ok(mut last) = self.recorder.last.lock() {
             *last = Some((path_and_query.clone(), body.clone()));
         }
@@ -220,6 +289,9 @@ impl Respond for ExampleBackend {
             json!({"uid": uid, "allowed": false, "status": status, "warnings": ["example-backend: denied"], "auditAnnotations": {"decision": "denied"}})
         };
         let segments: Vec<&str> = behaviour.trim_start_matches('/').split('/').collect();
+        if let ["upstream", rest @ ..] = segments.as_slice() {
+            return upstream(rest, &request).await;
+        }
         match segments.as_slice() {
             ["allow"] => json_reply(200, review(&api_version, allow), "application/json"),
             ["deny"] => json_reply(
@@ -316,4 +388,126 @@ impl Respond for ExampleBackend {
             ),
         }
     }
+}
+
+/// The `/upstream/...` behaviours (the module's second table): `segments` is the path after
+/// `/upstream/`, `request` the AdmissionReview received (`Null` when it was not JSON).
+/// Boxed because `sleep` recurses into its `{then}`.
+fn upstream<'a>(
+    segments: &'a [&'a str],
+    request: &'a Value,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<Vec<u8>>> + Send + 'a>> {
+    Box::pin(async move {
+        let api_version = request.get("apiVersion").cloned().unwrap_or(Value::Null);
+        let uid = request
+            .pointer("/request/uid")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let v1 = api_version.as_str() == Some("admission.k8s.io/v1");
+        let answer = |response: Value| {
+            let mut response = response;
+            response["uid"] = uid.clone();
+            json_reply(200, review(&api_version, response), "application/json")
+        };
+        let patched = |patch: &[u8], annotations: Option<Value>| {
+            let mut response = json!({
+                "allowed": true,
+                "patch": base64::engine::general_purpose::STANDARD.encode(patch),
+            });
+            if v1 {
+                response["patchType"] = json!("JSONPatch");
+            }
+            if let Some(annotations) = annotations {
+                response["auditAnnotations"] = annotations;
+            }
+            answer(response)
+        };
+        let labels = request
+            .pointer("/request/object/metadata/labels")
+            .and_then(Value::as_object);
+        let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
+        // The reinvocation tests' patches: one label set, the labels map created if absent.
+        let set_label = |key: &str, value: &str| {
+            let op = if labels.is_some() {
+                json!([{"op": "add", "path": format!("/metadata/labels/{key}"), "value": value}])
+            } else {
+                json!([{"op": "add", "path": "/metadata/labels", "value": {key: value}}])
+            };
+            patched(op.to_string().as_bytes(), None)
+        };
+        let key1 = || json!({"key1": "value1"});
+        let deny = |status: Value| answer(json!({"allowed": false, "status": status}));
+        // The optional `{tag}` is the segment after the behaviour's own.
+        let (name, params) = segments
+            .split_first()
+            .map_or(("", &[][..]), |(n, p)| (*n, p));
+        match (name, params) {
+            ("allow", [] | [_]) => answer(json!({"allowed": true, "auditAnnotations": key1()})),
+            ("disallow", [] | [_]) => deny(json!({"code": 403})),
+            ("disallowReason", [] | [_]) => {
+                deny(json!({"code": 403, "message": "you shall not pass"}))
+            }
+            ("shouldNotBeCalled", [] | [_]) => deny(json!({
+                "code": 403,
+                "message": "doesn't expect labels to match object selector",
+            })),
+            ("internalErr", [] | [_]) => reply(
+                500,
+                "text/plain; charset=utf-8",
+                b"webhook internal server error\n".to_vec(),
+            ),
+            ("nilResponse", [] | [_]) => json_reply(
+                200,
+                serde_json::to_vec(&json!({"apiVersion": api_version, "kind": "AdmissionReview"}))
+                    .unwrap_or_default(),
+                "application/json",
+            ),
+            ("invalidAnnotation", [] | [_]) => {
+                answer(json!({"allowed": true, "auditAnnotations": {"invalid*key": "value1"}}))
+            }
+            ("removeLabel", [] | [_]) => patched(
+                br#"[{"op": "remove", "path": "/metadata/labels/remove"}]"#,
+                Some(key1()),
+            ),
+            ("addLabel", [] | [_]) => patched(
+                br#"[{"op": "add", "path": "/metadata/labels/added", "value": "test"}]"#,
+                None,
+            ),
+            ("invalidMutation", [] | [_]) => patched(br#"[{"op": "add", "CORRUPTED_KEY":}]"#, None),
+            ("noop", [] | [_]) => answer(json!({"allowed": true})),
+            ("addlabel", [] | [_]) => match label("a") {
+                Some("true") => answer(json!({"allowed": true})),
+                _ => set_label("a", "true"),
+            },
+            ("conditionaladdlabel", [] | [_]) => match label("a") {
+                Some(_) => set_label("b", "true"),
+                None => answer(json!({"allowed": true})),
+            },
+            ("settrue" | "setfalse", [] | [_]) => {
+                let value = if name == "settrue" { "true" } else { "false" };
+                if label("fight") == Some(value) {
+                    answer(json!({"allowed": true}))
+                } else {
+                    set_label("fight", value)
+                }
+            }
+            ("sleep", [ms, then @ ..]) if !then.is_empty() => {
+                tokio::time::sleep(Duration::from_millis(ms.parse().unwrap_or(1000))).await;
+                upstream(then, request).await
+            }
+            ("slow-deny", [ms, message] | [ms, message, _]) => {
+                tokio::time::sleep(Duration::from_millis(ms.parse().unwrap_or(1000))).await;
+                answer(json!({
+                    "allowed": false,
+                    "status": {"code": 403, "message": message},
+                    "warnings": [format!("slow-deny {ms}")],
+                }))
+            }
+            _ => json_reply(
+                404,
+                b"unknown example backend behaviour".to_vec(),
+                "text/plain",
+            ),
+        }
+    })
 }
