@@ -674,15 +674,21 @@ impl Dispatcher {
         if called {
             let if_needed = webhook.spec.reinvocation_policy.as_deref() == Some("IfNeeded");
             run.reinvocation.called(i, if_needed, changed);
-            let value = serde_json::json!({
-                "configuration": webhook.configuration,
-                "webhook": name,
-                "mutated": changed,
-            });
-            run.fold.annotate(
-                format!("mutation_round_{round}_index_{i}"),
-                value.to_string(),
-            );
+            // `MutationAuditAnnotation` (`mutating/dispatcher.go`), its fields in its order.
+            #[derive(serde::Serialize)]
+            struct Mutation<'a> {
+                configuration: &'a str,
+                webhook: &'a str,
+                mutated: bool,
+            }
+            let value = serde_json::to_string(&Mutation {
+                configuration: &webhook.configuration,
+                webhook: name,
+                mutated: changed,
+            })
+            .unwrap_or_default();
+            run.fold
+                .annotate(format!("mutation_round_{round}_index_{i}"), value);
         }
         record.mutated = changed;
         run.steps.push(record);
