@@ -23,7 +23,8 @@ use super::{
     rules_with_defaults, Options,
 };
 use crate::api::{
-    FailurePolicy, LabelSelector, MatchPolicy, RuleWithOperations, SideEffects, WebhookType,
+    FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, RuleWithOperations,
+    SideEffects, WebhookType,
 };
 use crate::config::{Problem, Snapshot, Webhook};
 use crate::names;
@@ -73,10 +74,11 @@ pub fn render_chains(snapshot: &Snapshot, options: &Options) -> Result<String, V
 /// - `matchPolicy`: Equivalent if any legacy webhook is Equivalent, else Exact: kube-apiserver
 ///   then also calls the proxy for what an Equivalent webhook reaches through a version the
 ///   cluster serves, which Exact would miss.
-/// - `namespaceSelector` and `objectSelector`: the legacy selector when every webhook of the
-///   configuration has the same one (an absent selector and `{}` are the same), else `{}`,
-///   which matches everything: any one webhook's selector would leave out what another
-///   webhook is called for. The namespaceSelector also excludes the proxy's own namespace, as
+/// - `namespaceSelector` and `objectSelector`: the requirements every webhook of the
+///   configuration shares (the whole selector when they are all the same; `{}`, which
+///   matches everything, when they share none): any one webhook's whole selector would leave
+///   out what another webhook is called for, while a requirement they all have leaves out
+///   nothing any of them gets (a shared kube-system exclusion stays). The namespaceSelector also excludes the proxy's own namespace, as
 ///   in `registration`, so that a proxy that is down never blocks its own pods.
 /// - `timeoutSeconds`: the largest legacy timeout (defaults of the legacy version, lowered by
 ///   the `maxTimeoutSeconds` option, as the proxy applies it) plus one, at most 30: the proxy
@@ -246,17 +248,52 @@ fn subsumes(a: &RuleWithOperations, b: &RuleWithOperations) -> bool {
         && b.resources.iter().all(|entry| a.names_resource(entry))
 }
 
-/// The selector every one of `selectors` is (absent, `{}` and empty lists being the same),
-/// else `{}`, which matches every object: never narrower than any one of them.
+/// The requirements every one of `selectors` has (a `matchLabels` entry, or a
+/// `matchExpressions` requirement with the same key, operator and values in any order): a
+/// selector is the conjunction of its requirements, so each legacy selector implies every
+/// shared one, and the result is never narrower than any of them. Identical selectors come
+/// out as they are; selectors with nothing in common give `{}`, which matches every object.
 fn shared_selector<'a>(
-    mut selectors: impl Iterator<Item = Option<&'a LabelSelector>>,
+    selectors: impl Iterator<Item = Option<&'a LabelSelector>>,
 ) -> LabelSelector {
-    let first = normalized(selectors.next().flatten());
-    if selectors.all(|s| normalized(s) == first) {
-        first
-    } else {
-        LabelSelector::default()
-    }
+    let all: Vec<LabelSelector> = selectors.map(normalized).collect();
+    let Some((first, rest)) = all.split_first() else {
+        return LabelSelector::default();
+    };
+    let labels: BTreeMap<String, String> = first
+        .match_labels
+        .iter()
+        .flatten()
+        .filter(|(k, v)| {
+            rest.iter()
+                .all(|s| s.match_labels.as_ref().and_then(|l| l.get(*k)) == Some(*v))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let sorted = |r: &LabelSelectorRequirement| {
+        let mut values = r.values.clone().unwrap_or_default();
+        values.sort();
+        (r.key.clone(), r.operator.clone(), values)
+    };
+    let expressions: Vec<LabelSelectorRequirement> = first
+        .match_expressions
+        .iter()
+        .flatten()
+        .filter(|r| {
+            let wanted = sorted(r);
+            rest.iter().all(|s| {
+                s.match_expressions
+                    .iter()
+                    .flatten()
+                    .any(|o| sorted(o) == wanted)
+            })
+        })
+        .cloned()
+        .collect();
+    normalized(Some(&LabelSelector {
+        match_labels: Some(labels),
+        match_expressions: Some(expressions),
+    }))
 }
 
 /// `selector` with absent, `{}` and empty `matchLabels`/`matchExpressions` made the same.
@@ -338,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn selectors_are_shared_only_when_equal() {
+    fn only_requirements_every_selector_has_are_kept() {
         let labels = |k: &str| LabelSelector {
             match_labels: Some([(k.to_string(), "x".to_string())].into()),
             match_expressions: None,
@@ -360,6 +397,38 @@ mod tests {
         assert_eq!(
             shared_selector([None, Some(&empty)].into_iter()),
             LabelSelector::default()
+        );
+        // A shared kube-system exclusion survives what differs beside it.
+        let not_in = |values: &[&str]| LabelSelectorRequirement {
+            key: "kubernetes.io/metadata.name".into(),
+            operator: "NotIn".into(),
+            values: Some(values.iter().map(|v| (*v).to_string()).collect()),
+        };
+        let with = |extra: &str| LabelSelector {
+            match_labels: Some(
+                [
+                    (extra.to_string(), "x".to_string()),
+                    ("tier".into(), "web".into()),
+                ]
+                .into(),
+            ),
+            match_expressions: Some(vec![not_in(&["kube-system", "kube-public"])]),
+        };
+        let mut second = with("b");
+        second.match_expressions = Some(vec![
+            LabelSelectorRequirement {
+                key: "team".into(),
+                operator: "Exists".into(),
+                values: None,
+            },
+            not_in(&["kube-public", "kube-system"]),
+        ]);
+        assert_eq!(
+            shared_selector([Some(&with("a")), Some(&second)].into_iter()),
+            LabelSelector {
+                match_labels: Some([("tier".to_string(), "web".to_string())].into()),
+                match_expressions: Some(vec![not_in(&["kube-system", "kube-public"])]),
+            }
         );
     }
 }
