@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    https_get, review_json, validating, BinaryProxy, Reply, TestBackend, Workspace, ALL,
+    metric_value, review_json, validating, BinaryProxy, Reply, TestBackend, Workspace, ALL,
 };
 
 /// A webhook that denies whatever reaches it: an exempt request answered allowed was not sent.
@@ -40,45 +40,18 @@ fn pod(namespace: &str, labels: serde_json::Value) -> Vec<u8> {
 
 /// Sends `body` to the webhook through `proxy`.
 async fn send(proxy: &BinaryProxy, ws: &Workspace, body: &[u8]) -> Reply {
-    let reply = admission_proxy::dispatch::HttpClient::new()
-        .post(
-            &proxy.target(&ws.pki),
-            "/webhooks/deny.exclusions.test?timeout=10s",
-            body,
-            &[],
-        )
+    proxy
+        .post(&ws.pki, "/webhooks/deny.exclusions.test?timeout=10s", body)
         .await
-        .expect("the proxy answers");
-    let json: serde_json::Value = serde_json::from_slice(&reply.body).unwrap_or_default();
-    Reply {
-        status: reply.status,
-        decision: reply
-            .header(admission_proxy::server::DECISION_HEADER)
-            .unwrap_or_default()
-            .to_string(),
-        body: reply.body.to_vec(),
-        json,
-        headers: reply.headers,
-    }
 }
 
 /// The value of the first series of `family` whose labels include every `labels` pair.
 fn metric(metrics: &str, family: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
-        .find(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+    metric_value(metrics, family, labels)
 }
 
 fn scrape(proxy: &BinaryProxy, ws: &Workspace) -> String {
-    https_get(&proxy.addr, &ws.pki.ca_pem, None, "/metrics").unwrap()
+    proxy.scrape(&ws.pki)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,25 +4,12 @@
 //! counts, connections, build and configuration info; an unknown webhook name in a URL never
 //! becomes a label value.
 
-use crate::common::{fixture, https_get, validating, BinaryProxy, TestBackend, Workspace, ALL};
+use crate::common::{fixture, validating, BinaryProxy, TestBackend, Workspace, ALL};
 
-/// The value of the series of `family` carrying every `labels` pair, if exported.
-fn value(metrics: &str, family: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
-        .find(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
+use crate::common::metric_value as value;
 
 fn scrape(proxy: &BinaryProxy, ws: &Workspace) -> String {
-    https_get(&proxy.addr, &ws.pki.ca_pem, None, "/metrics").unwrap()
+    proxy.scrape(&ws.pki)
 }
 
 const FAMILIES: [&str; 17] = [

@@ -388,6 +388,20 @@ impl BinaryProxy {
     }
 
     /// Whether a log line containing `needle` was written, waiting at most 3 s.
+    /// POSTs `body` to `path_and_query` on this proxy, trusting `pki`'s CA.
+    pub(crate) async fn post(&self, pki: &TestPki, path_and_query: &str, body: &[u8]) -> Reply {
+        let reply = HttpClient::new()
+            .post(&self.target(pki), path_and_query, body, &[])
+            .await
+            .expect("the proxy answers");
+        Reply::from(reply)
+    }
+
+    /// The proxy's `/metrics` text.
+    pub(crate) fn scrape(&self, pki: &TestPki) -> String {
+        https_get(&self.addr, &pki.ca_pem, None, "/metrics").unwrap()
+    }
+
     pub(crate) fn logged(&self, needle: &str) -> bool {
         for _ in 0..60 {
             if self.logs.lock().unwrap().iter().any(|l| l.contains(needle)) {
@@ -597,4 +611,20 @@ pub(crate) async fn read_request_async(
         }
         body.extend_from_slice(&chunk[..size]);
     }
+}
+
+/// The value of the series of `family` in `/metrics` text carrying every `labels` pair, if
+/// exported.
+pub(crate) fn metric_value(metrics: &str, family: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }
