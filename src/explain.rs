@@ -288,7 +288,8 @@ pub fn explain(
         .collect();
     let chains = snapshot
         .chains
-        .values()
+        .iter()
+        .flat_map(std::collections::BTreeMap::values)
         .map(|chain| {
             let steps = chain.webhooks.iter().map(|w| {
                 let verdict = webhooks

@@ -115,7 +115,8 @@ pub struct Snapshot {
     pub(crate) hash: u64,
     /// The chain routes: each configuration's webhooks, by type and `metadata.name`
     /// (`/configurations/{type}/{name}`).
-    pub(crate) chains: BTreeMap<(WebhookType, String), Arc<Chain>>,
+    /// Indexed by `WebhookType as usize`, so that a route's `&str` name looks one up.
+    pub(crate) chains: [BTreeMap<String, Arc<Chain>>; 2],
     /// Every validating, then every mutating webhook, as one chain each
     /// (`/configurations/{type}`).
     pub(crate) whole: [Arc<Chain>; 2],
@@ -167,7 +168,7 @@ impl Default for Snapshot {
             files: Vec::new(),
             warnings: Vec::new(),
             hash: 0,
-            chains: BTreeMap::new(),
+            chains: [BTreeMap::new(), BTreeMap::new()],
             whole: [whole(WebhookType::Validating), whole(WebhookType::Mutating)],
         }
     }
@@ -296,15 +297,9 @@ impl Snapshot {
         let Some(name) = configuration else {
             return Ok(&self.whole[webhook_type as usize]);
         };
-        // An owned key: a BTreeMap of tuples cannot be searched by borrowed parts.
-        self.chains
-            .get(&(webhook_type, name.to_string()))
-            .ok_or_else(|| {
-                RouteError::UnknownConfiguration(
-                    webhook_type.configuration_kind(),
-                    name.to_string(),
-                )
-            })
+        self.chains[webhook_type as usize].get(name).ok_or_else(|| {
+            RouteError::UnknownConfiguration(webhook_type.configuration_kind(), name.to_string())
+        })
     }
 
     /// The webhook served at `/webhooks/{name}`, when the name is unambiguous.
@@ -670,13 +665,10 @@ impl Load {
             let all = snapshot.of_type(t).values().cloned().collect();
             snapshot.whole[t as usize] = Arc::new(Chain::new(t, None, all));
         }
-        snapshot.chains = by_configuration
-            .into_iter()
-            .map(|((t, name), webhooks)| {
-                let chain = Chain::new(t, Some(name.clone()), webhooks);
-                ((t, name), Arc::new(chain))
-            })
-            .collect();
+        for ((t, name), webhooks) in by_configuration {
+            let chain = Chain::new(t, Some(name.clone()), webhooks);
+            snapshot.chains[t as usize].insert(name, Arc::new(chain));
+        }
         if snapshot.len() <= crate::metrics::EAGER_WEBHOOKS {
             for webhook in snapshot.webhooks() {
                 webhook.metrics.register_all();

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use super::pipeline::{Admission, Prepared};
 use super::{Answer, CallFailure, Clock, Decision, Dispatcher, Outcome, Trace, Verdict};
-use crate::api::FailurePolicy;
+use crate::api::{FailurePolicy, WebhookType};
 use crate::config::options::Mode;
 use crate::config::{Chain, Webhook};
 use crate::conversion::{self, Rewritten};
@@ -120,16 +120,6 @@ fn dry_run_unsupported(name: &str) -> Status {
         400,
         "BadRequest",
         format!("admission webhook {name:?} does not support dry run"),
-    )
-}
-
-/// `apierrors.NewTimeoutError("request did not complete within requested timeout", 0)`:
-/// the dispatchers' answer once the request's context is done.
-fn timed_out() -> Status {
-    Status::failure(
-        504,
-        "Timeout",
-        "Timeout: request did not complete within requested timeout",
     )
 }
 
@@ -300,6 +290,19 @@ impl Reinvocation {
     }
 }
 
+/// A webhook a validating chain selected: to be called, or already decided (namespace labels
+/// unavailable under failurePolicy Ignore).
+// The large variant is the common one: boxing it would allocate for every call.
+#[allow(clippy::large_enum_variant)]
+enum Selected<'s> {
+    Call(Prepared<'s>, Trace),
+    Decided(Verdict),
+}
+
+/// A selected webhook of a validating chain: its position in the chain, when its turn
+/// started, and its in-flight gauge, held until its verdict.
+type Relevant<'s, 'm> = (usize, Selected<'s>, Instant, crate::metrics::InFlight<'m>);
+
 /// What happened to one webhook of a mutating chain, for the loop that runs them.
 enum Turn {
     Next,
@@ -308,35 +311,70 @@ enum Turn {
     Stop,
 }
 
+/// One chain admission: the request as kube-apiserver sent it, and what its deadline is
+/// measured against.
+#[derive(Clone, Copy)]
+pub(crate) struct ChainRequest<'a> {
+    pub(crate) review: &'a ParsedReview<'a>,
+    /// Namespace labels for namespaceSelectors (looked up once for the chain).
+    pub(crate) namespaces: Option<&'a Namespaces>,
+    /// kube-apiserver's `?timeout=`: the whole chain's deadline.
+    pub(crate) caller_timeout: Option<Duration>,
+    /// When the request arrived.
+    pub(crate) received: Instant,
+    pub(crate) trace_context: TraceContext<'a>,
+}
+
 impl Dispatcher {
-    /// The validating chain (`Dispatch` in `validating/dispatcher.go`). `grace` resolves when
-    /// the proxy's shutdown grace period ran out: calls still under way are then failures
-    /// ([`CallFailure::ShuttingDown`]) decided by each webhook's failurePolicy.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn validate_chain<G, F>(
+    /// Runs `chain` for `request` as kube-apiserver's dispatcher of its type would. `grace`
+    /// resolves when the proxy's shutdown grace period ran out: calls still under way are then
+    /// failures ([`CallFailure::ShuttingDown`]) decided by each webhook's failurePolicy.
+    pub(crate) async fn chain<G, F>(
         &self,
         chain: &Chain,
-        review: &ParsedReview<'_>,
-        namespaces: Option<&Namespaces>,
-        caller_timeout: Option<Duration>,
-        received: Instant,
-        trace_context: TraceContext<'_>,
+        request: ChainRequest<'_>,
         grace: &G,
     ) -> ChainAnswer
     where
         G: Fn() -> F + Sync,
         F: Future<Output = ()> + Send,
     {
-        let clock = Clock {
-            received,
-            caller_timeout,
-        };
+        match chain.webhook_type {
+            WebhookType::Validating => {
+                let run = pin!(self.validate_chain(chain, request, grace));
+                run.await
+            }
+            WebhookType::Mutating => {
+                let run = pin!(self.mutate_chain(chain, request, grace));
+                run.await
+            }
+        }
+    }
+
+    /// The validating chain (`Dispatch` in `validating/dispatcher.go`).
+    async fn validate_chain<G, F>(
+        &self,
+        chain: &Chain,
+        request: ChainRequest<'_>,
+        grace: &G,
+    ) -> ChainAnswer
+    where
+        G: Fn() -> F + Sync,
+        F: Future<Output = ()> + Send,
+    {
+        let ChainRequest {
+            review,
+            namespaces,
+            trace_context,
+            ..
+        } = request;
+        let clock = request.clock();
         let mut steps = Vec::new();
         let mut shadows = Vec::new();
         let mut fold = Fold::new();
         let mut slots: Vec<Option<Rewritten>> = chain.webhooks.iter().map(|_| None).collect();
         // Selection first, every webhook in order; the ones to call are `relevantHooks`.
-        let mut relevant: Vec<(usize, Prepared<'_>, Trace, Instant)> = Vec::new();
+        let mut relevant: Vec<Relevant<'_, '_>> = Vec::new();
         let mut stopped = false;
         for (i, (webhook, slot)) in chain.webhooks.iter().zip(slots.iter_mut()).enumerate() {
             if self.mode_of(webhook) == Mode::Shadow {
@@ -351,6 +389,7 @@ impl Dispatcher {
                 trace_context,
             };
             let started = Instant::now();
+            let in_flight = webhook.metrics.in_flight();
             let mut trace = Trace::default();
             let flow = {
                 let prepare = pin!(self.prepare(a, namespaces, slot, &mut trace));
@@ -358,12 +397,20 @@ impl Dispatcher {
             };
             let mut verdict = match flow {
                 std::ops::ControlFlow::Continue(prepared) => {
-                    relevant.push((i, prepared, trace, started));
+                    let selected = Selected::Call(prepared, trace);
+                    relevant.push((i, selected, started, in_flight));
                     continue;
                 }
                 std::ops::ControlFlow::Break(verdict) => verdict,
             };
             trace.note(&mut verdict);
+            // Namespace labels unavailable, under Ignore: it fails open like a failed call, at
+            // its place among the selected webhooks (its failed-open index).
+            let ignored = webhook.failure_policy() == FailurePolicy::Ignore;
+            if ignored && matches!(verdict.outcome, Outcome::Failed(_)) {
+                relevant.push((i, Selected::Decided(verdict), started, in_flight));
+                continue;
+            }
             steps.push(step(webhook, 0, &verdict, started.elapsed(), false));
             match verdict.outcome {
                 Outcome::Response(r) if verdict.decision == Decision::Skipped => drop(r),
@@ -374,30 +421,20 @@ impl Dispatcher {
                     stopped = true;
                     break;
                 }
-                // Namespace labels unavailable: failurePolicy, as on the single route.
-                Outcome::Failed(failure) => match webhook.failure_policy() {
-                    FailurePolicy::Fail => {
-                        let status = json_status(&failed_closed(&webhook.name, &failure));
-                        fold.reject(status, Decision::FailedClosed);
-                        stopped = true;
-                        break;
-                    }
-                    FailurePolicy::Ignore => {
-                        let index = relevant.len();
-                        fold.failed_open(0, index, &webhook.name);
-                    }
-                },
+                // Namespace labels unavailable, under Fail.
+                Outcome::Failed(failure) => {
+                    let status = json_status(&failed_closed(&webhook.name, &failure));
+                    fold.reject(status, Decision::FailedClosed);
+                    stopped = true;
+                    break;
+                }
             }
-        }
-        if !stopped && !relevant.is_empty() && clock.expired(self) {
-            fold.reject(json_status(&timed_out()), Decision::FailedClosed);
-            stopped = true;
         }
         if !stopped {
             let mut running: FuturesUnordered<_> = relevant
                 .into_iter()
                 .enumerate()
-                .map(|(index, (i, prepared, mut trace, started))| {
+                .map(|(index, (i, selected, started, in_flight))| {
                     let webhook = &chain.webhooks[i];
                     let a = Admission {
                         webhook,
@@ -406,15 +443,22 @@ impl Dispatcher {
                         trace_context,
                     };
                     async move {
-                        let mut verdict = {
-                            let execute = pin!(self.execute(a, &prepared, &mut trace));
-                            tokio::select! {
-                                biased;
-                                verdict = execute => verdict,
-                                () = grace() => self.shut_down(webhook),
+                        let _in_flight = in_flight;
+                        let verdict = match selected {
+                            Selected::Decided(verdict) => verdict,
+                            Selected::Call(prepared, mut trace) => {
+                                let mut verdict = {
+                                    let execute = pin!(self.execute(a, &prepared, &mut trace));
+                                    tokio::select! {
+                                        biased;
+                                        verdict = execute => verdict,
+                                        () = grace() => self.shut_down(webhook),
+                                    }
+                                };
+                                trace.note(&mut verdict);
+                                verdict
                             }
                         };
-                        trace.note(&mut verdict);
                         (index, i, verdict, started.elapsed())
                     }
                 })
@@ -447,30 +491,22 @@ impl Dispatcher {
 
     /// The mutating chain (`Dispatch` in `mutating/dispatcher.go`, reinvocation as
     /// `reinvocationcontext.go` and `AdmitWithReinvocation` run it: at most one more round).
-    /// The answer's patch turns the object kube-apiserver sent into the final one. `grace` as
-    /// for [`Self::validate_chain`].
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn mutate_chain<G, F>(
+    /// The answer's patch turns the object kube-apiserver sent into the final one.
+    async fn mutate_chain<G, F>(
         &self,
         chain: &Chain,
-        review: &ParsedReview<'_>,
-        namespaces: Option<&Namespaces>,
-        caller_timeout: Option<Duration>,
-        received: Instant,
-        trace_context: TraceContext<'_>,
+        request: ChainRequest<'_>,
         grace: &G,
     ) -> ChainAnswer
     where
         G: Fn() -> F + Sync,
         F: Future<Output = ()> + Send,
     {
+        let review = request.review;
         let mut run = MutatingRun {
-            clock: Clock {
-                received,
-                caller_timeout,
-            },
-            namespaces,
-            trace_context,
+            clock: request.clock(),
+            namespaces: request.namespaces,
+            trace_context: request.trace_context,
             fold: Fold::new(),
             reinvocation: Reinvocation::default(),
             objects: None,
@@ -594,6 +630,7 @@ impl Dispatcher {
             return Turn::Next;
         }
         let started = Instant::now();
+        let _in_flight = webhook.metrics.in_flight();
         let a = Admission {
             webhook,
             review: current,
@@ -659,16 +696,7 @@ impl Dispatcher {
                     run.fold.reject(status, Decision::FailedClosed);
                     turn = Turn::Stop;
                 }
-                FailurePolicy::Ignore => {
-                    run.fold.failed_open(round, i, name);
-                    // Upstream checks the request's context after a failure it ignored:
-                    // once it is done, no later webhook is called.
-                    if run.clock.expired(self) {
-                        run.fold
-                            .reject(json_status(&timed_out()), Decision::FailedClosed);
-                        turn = Turn::Stop;
-                    }
-                }
+                FailurePolicy::Ignore => run.fold.failed_open(round, i, name),
             },
         }
         if called {
@@ -766,10 +794,12 @@ impl Fold {
     }
 }
 
-impl Clock {
-    /// Whether the caller's deadline (less the margin) has passed: upstream's `ctx.Done()`.
-    fn expired(self, dispatcher: &Dispatcher) -> bool {
-        self.caller_timeout.is_some() && dispatcher.budget(Duration::MAX, self).is_zero()
+impl ChainRequest<'_> {
+    fn clock(&self) -> Clock {
+        Clock {
+            received: self.received,
+            caller_timeout: self.caller_timeout,
+        }
     }
 }
 

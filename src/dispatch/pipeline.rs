@@ -371,6 +371,20 @@ impl Dispatcher {
         };
         let limit = self.call_limit(webhook);
         let mut budget = self.budget(limit, clock);
+        // Nothing left of the caller's deadline: client-go fails a request whose context is
+        // done before sending it ("context deadline exceeded"), and failurePolicy decides. A
+        // chain reaches this for the webhooks after the one that used up its time.
+        let out_of_time = |webhook: &Webhook| {
+            let url = format!(
+                "{}?timeout={}s",
+                webhook.backend.url,
+                timeout_param(Duration::ZERO)
+            );
+            self.fail(webhook, CallFailure::Timeout { url })
+        };
+        if budget.is_zero() {
+            return ControlFlow::Break(out_of_time(webhook));
+        }
         let permit = match &self.breakers {
             None => None,
             Some(breakers) => {
@@ -394,6 +408,9 @@ impl Dispatcher {
         if slot.as_ref().is_some_and(|(_, queued)| *queued) {
             // The time spent queueing comes off the call's budget.
             budget = self.budget(limit, clock);
+            if budget.is_zero() {
+                return ControlFlow::Break(out_of_time(webhook));
+            }
         }
         ControlFlow::Continue(Guarded {
             version,

@@ -24,7 +24,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::api::WebhookType;
 use crate::config::{Chain, Snapshot};
-use crate::dispatch::chain::{ChainAnswer, Step};
+use crate::dispatch::chain::{ChainAnswer, ChainRequest, Step};
 use crate::dispatch::{Answer, Decision, Dispatcher};
 use crate::exclusions::{Exclusions, Exemption};
 use crate::matching::Namespaces;
@@ -610,8 +610,16 @@ impl AdmissionApp {
         headers: &http::HeaderMap,
         received: Instant,
     ) -> Answer {
-        if let Some(exemption) = exemption(&self.state, review).await {
-            return exemption.answer(review);
+        let webhooks = std::slice::from_ref(webhook);
+        // With exclusions the labels are needed first (and looked up once); without, a Shadow
+        // webhook answers before any lookup.
+        let mut looked_up = None;
+        if self.state.exclusions.is_some() {
+            let namespaces = namespaces_for(&self.state, webhooks, review).await;
+            if let Some(exemption) = exemption(&self.state, review, namespaces.as_deref()) {
+                return exemption.answer(review);
+            }
+            looked_up = Some(namespaces);
         }
         let caller_timeout = caller_timeout(query);
         let _webhook_in_flight = webhook.metrics.in_flight();
@@ -632,8 +640,10 @@ impl AdmissionApp {
             // Pinned where it is made: moved into `select!`, the admission's (large) future was
             // copied four times per admission (34,000 instructions of memcpy, callgrind).
             let admit = std::pin::pin!(async {
-                let namespaces =
-                    namespaces_for(&self.state, std::slice::from_ref(webhook), review).await;
+                let namespaces = match looked_up {
+                    Some(namespaces) => namespaces,
+                    None => namespaces_for(&self.state, webhooks, review).await,
+                };
                 let dispatcher = &self.state.dispatcher;
                 let namespaces = namespaces.as_deref();
                 dispatcher
@@ -672,7 +682,8 @@ impl AdmissionApp {
         headers: &http::HeaderMap,
         received: Instant,
     ) -> ChainAnswer {
-        if let Some(exemption) = exemption(&self.state, review).await {
+        let namespaces = namespaces_for(&self.state, &chain.webhooks, review).await;
+        if let Some(exemption) = exemption(&self.state, review, namespaces.as_deref()) {
             return ChainAnswer {
                 answer: exemption.answer(review),
                 steps: Vec::new(),
@@ -689,35 +700,17 @@ impl AdmissionApp {
             .as_ref()
             .map(|s| s.chain_admission(&trace_context, received, chain.name(), review));
         let trace_context = trace_context.with_span(span.as_ref());
-        let namespaces = namespaces_for(&self.state, &chain.webhooks, review).await;
-        let namespaces = namespaces.as_deref();
-        let dispatcher = &self.state.dispatcher;
+        let request = ChainRequest {
+            review,
+            namespaces: namespaces.as_deref(),
+            caller_timeout,
+            received,
+            trace_context,
+        };
         let grace = || self.state.grace_expired();
-        let mut answer = match chain.webhook_type {
-            WebhookType::Validating => {
-                let run = std::pin::pin!(dispatcher.validate_chain(
-                    chain,
-                    review,
-                    namespaces,
-                    caller_timeout,
-                    received,
-                    trace_context,
-                    &grace,
-                ));
-                run.await
-            }
-            WebhookType::Mutating => {
-                let run = std::pin::pin!(dispatcher.mutate_chain(
-                    chain,
-                    review,
-                    namespaces,
-                    caller_timeout,
-                    received,
-                    trace_context,
-                    &grace,
-                ));
-                run.await
-            }
+        let mut answer = {
+            let run = std::pin::pin!(self.state.dispatcher.chain(chain, request, &grace));
+            run.await
         };
         if let Some(span) = span {
             span.finish(answer.answer.decision, answer.answer.http_status);
@@ -758,7 +751,10 @@ impl AdmissionApp {
         ) };
         }
         match answer.decision {
-            Decision::Allowed | Decision::Skipped => chain_event!(tracing::Level::DEBUG),
+            // As the single route's line: the everyday decisions at debug.
+            Decision::Allowed | Decision::Skipped | Decision::Exempt => {
+                chain_event!(tracing::Level::DEBUG);
+            }
             _ => chain_event!(tracing::Level::INFO),
         }
         self.observe_body(review, chain.name(), answer, latency);
@@ -1019,8 +1015,9 @@ fn shadow(
 }
 
 /// The namespace labels `review` is matched with: the cache, or, with `--watch-namespaces`,
-/// kube-apiserver's live lookup of a namespace the watch has not seen yet (once, for the first
-/// of `webhooks` whose namespaceSelector needs it).
+/// kube-apiserver's live lookup of a namespace the watch has not seen yet: once per admission,
+/// for the proxy-wide exclusions and `webhooks` alike (bounded by the first of `webhooks`
+/// whose namespaceSelector needs it, else [`NAMESPACE_LOOKUP_TIMEOUT`]).
 async fn namespaces_for(
     state: &State,
     webhooks: &[Arc<crate::config::Webhook>],
@@ -1030,35 +1027,34 @@ async fn namespaces_for(
     let Some(watch) = &state.namespace_watch else {
         return cache;
     };
-    let missing = webhooks
+    let webhook = webhooks
         .iter()
         .find(|w| w.matcher.namespace_missing(review, cache.as_deref()));
-    match missing {
-        Some(webhook) => live_namespace(watch, &review.request.namespace, webhook.timeout)
-            .await
-            .map(Arc::new)
-            .or(cache),
-        None => cache,
-    }
+    let exclusions = state
+        .exclusions
+        .as_ref()
+        .is_some_and(|e| e.namespace_missing(review, cache.as_deref()));
+    let timeout = match webhook {
+        Some(webhook) => webhook.timeout,
+        None if exclusions => NAMESPACE_LOOKUP_TIMEOUT,
+        None => return cache,
+    };
+    live_namespace(watch, &review.request.namespace, timeout)
+        .await
+        .map(Arc::new)
+        .or(cache)
 }
 
 /// Proxy-wide exclusions, before any webhook (`crate::exclusions`): the exemption that applies
-/// to `review`, counted, or `None` (also when none are configured). Namespace labels come from
-/// the cache, or, with `--watch-namespaces`, from a live lookup of a namespace the watch has
-/// not seen yet (bounded by [`NAMESPACE_LOOKUP_TIMEOUT`]), as for namespaceSelector.
-pub(crate) async fn exemption(state: &State, review: &ParsedReview<'_>) -> Option<Exemption> {
-    let exclusions = state.exclusions.as_ref()?;
-    let cache = state.namespaces.load_full();
-    let namespaces = match &state.namespace_watch {
-        Some(watch) if exclusions.namespace_missing(review, cache.as_deref()) => {
-            live_namespace(watch, &review.request.namespace, NAMESPACE_LOOKUP_TIMEOUT)
-                .await
-                .map(Arc::new)
-                .or(cache)
-        }
-        _ => cache,
-    };
-    exclusions.exempt(review, namespaces.as_deref())
+/// to `review`, counted, or `None` (also when none are configured). `namespaces` are the
+/// admission's, from [`namespaces_for`], which looks a namespace the watch has not seen yet
+/// up for the exclusions too.
+pub(crate) fn exemption(
+    state: &State,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+) -> Option<Exemption> {
+    state.exclusions.as_ref()?.exempt(review, namespaces)
 }
 
 /// The longest a live namespace lookup may take (also bounded by the webhook's timeout).

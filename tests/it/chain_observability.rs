@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{metric_value, review_json, BinaryProxy, TestBackend, Workspace};
+use crate::common::{metric_value, pod_create, BinaryProxy, TestBackend, Workspace};
 
 /// A validating configuration `guards`: a webhook that never matches a Pod, one that allows,
 /// one in mode Warn and one in mode Shadow (both would deny), and one that denies; and a
@@ -39,15 +39,7 @@ fn config(backend: &TestBackend) -> String {
 }
 
 fn pod(namespace: &str) -> Vec<u8> {
-    review_json(
-        "v1",
-        "CREATE",
-        "pods",
-        namespace,
-        serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "web"}}}),
-        serde_json::Value::Null,
-        false,
-    )
+    pod_create(namespace, serde_json::json!({"app": "web"}))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -437,17 +437,6 @@ fn dry_run_unsupported(webhook: &str) -> Rejection {
     }
 }
 
-/// `apierrors.NewTimeoutError("request did not complete within requested timeout", 0)`.
-fn timed_out() -> Rejection {
-    Rejection {
-        code: 504,
-        reason: Some("Timeout"),
-        messages: vec![Msg::Exact(
-            "Timeout: request did not complete within requested timeout".into(),
-        )],
-    }
-}
-
 /// One case: a configuration `test-webhooks` of the type under test, a request, and what the
 /// chain must answer.
 #[derive(Clone, Debug)]
@@ -1549,12 +1538,15 @@ async fn webhooks_consume_client_timeout_available_not_webhook_timeout() {
     );
 }
 
-/// `timeout_test.go` "timed out client requests skip later mutating webhooks (regardless of
-/// failure policy) and fail": the first webhook (failurePolicy Ignore) outlives the caller's
-/// 3 s; it fails open, and as the caller's deadline has passed the chain stops with a 504,
-/// the later webhooks uncalled.
+/// `timeout_test.go` "timed out client requests skip later mutating webhooks": the first
+/// webhook (failurePolicy Ignore) outlives the caller's 3 s and fails open; no time is left, so
+/// the later webhooks are not called. kube-apiserver then answers 504 because the *request's*
+/// context is done; a chain's `?timeout=` is the chain registration's budget, not the
+/// request's, so each later webhook is decided as a call that ran out of time, by its own
+/// failurePolicy (issue 29: "each remaining webhook decided by its failurePolicy"): the second
+/// (Ignore) fails open, the third (Fail) fails closed.
 #[tokio::test]
-async fn timed_out_client_requests_skip_later_mutating_webhooks_and_fail() {
+async fn a_mutating_chain_out_of_time_decides_later_webhooks_by_their_failure_policy() {
     let backend = TestBackend::start();
     let config = Config {
         version: "v1",
@@ -1567,24 +1559,26 @@ async fn timed_out_client_requests_skip_later_mutating_webhooks_and_fail() {
                 "Ignore",
                 5,
             ),
-            sleeper("third.timeouts.example.com", "sleep/1000/noop", "Ignore", 5),
+            sleeper("third.timeouts.example.com", "sleep/1000/noop", "Fail", 5),
         ],
     };
     let proxy = proxy(&[(Type::Mutating, &config)], &backend);
     let request = integration_pod();
     let (reply, took) =
         timed_post(&proxy, "/configurations/mutating/timeouts", "3s", &request).await;
-    let annotations = BTreeMap::from([
-        (
-            "failed-open_round_0_index_0".to_string(),
-            "first.timeouts.example.com".to_string(),
-        ),
-        (
-            "mutation_round_0_index_0".to_string(),
-            mutation_value("timeouts", "first.timeouts.example.com", false),
-        ),
-    ]);
-    let rejection = timed_out();
+    let mut annotations = BTreeMap::new();
+    for (i, name) in ["first", "second", "third"].into_iter().enumerate() {
+        let webhook = format!("{name}.timeouts.example.com");
+        let key = format!("mutation_round_0_index_{i}");
+        annotations.insert(key, mutation_value("timeouts", &webhook, false));
+        if i < 2 {
+            annotations.insert(format!("failed-open_round_0_index_{i}"), webhook);
+        }
+    }
+    let rejection = failure(
+        "third.timeouts.example.com",
+        "failed to call webhook: Post \"",
+    );
     let problems = check_answer(
         Type::Mutating,
         &request,
@@ -1596,6 +1590,11 @@ async fn timed_out_client_requests_skip_later_mutating_webhooks_and_fail() {
         },
     );
     assert!(problems.is_empty(), "{problems:?}");
+    assert!(
+        reply.message().ends_with("context deadline exceeded"),
+        "{}",
+        reply.message()
+    );
     assert_eq!(
         received_timeouts(Type::Mutating, &config, &backend),
         strings(&[&["3s"], &[], &[]])
@@ -1675,22 +1674,48 @@ async fn validating_chain_reports_the_first_denial_to_finish() {
     );
 }
 
-/// A caller's `?timeout=` shorter than the 250 ms margin leaves nothing for any call: the
-/// validating chain answers 504 (`case <-ctx.Done()` before the calls) and calls nothing.
+/// A caller's `?timeout=` shorter than the 250 ms margin leaves nothing for any call: no
+/// webhook is called, and each selected one is decided as a call out of time by its own
+/// failurePolicy (client-go fails a request whose context is done before sending it): Ignore
+/// fails open, Fail fails closed; with only Ignore webhooks the chain admits.
 #[tokio::test]
-async fn a_timeout_below_the_margin_answers_504_without_calls() {
-    let case = Case::new("?timeout= below the margin")
-        .hook(Hook::new("allow.example.com", "allow"), skipped())
-        .hook(
-            Hook::new("disallow.example.com", "disallow").policy("Ignore"),
-            skipped(),
-        )
-        .rejected("failed-closed", timed_out());
-    let case = Case {
-        timeout: "200ms",
-        ..case
+async fn a_chain_out_of_time_calls_nothing_and_decides_by_failure_policy() {
+    let out_of_time = |name: &'static str, ignore_policy_only: bool| {
+        let case = Case::new(name)
+            .hook(
+                Hook::new("disallow.example.com", "disallow").policy("Ignore"),
+                refused(),
+            )
+            .failed_open(0, "disallow.example.com");
+        let case = if ignore_policy_only {
+            case.hook(
+                Hook::new("allow.example.com", "allow").policy("Ignore"),
+                refused(),
+            )
+            .failed_open(1, "allow.example.com")
+            .allowed("failed-open")
+        } else {
+            case.hook(Hook::new("allow.example.com", "allow"), refused())
+                .rejected(
+                    "failed-closed",
+                    failure("allow.example.com", "failed to call webhook: Post \""),
+                )
+        };
+        Case {
+            timeout: "200ms",
+            ..case
+        }
     };
-    run_table(Type::Validating, &[case]).await;
+    for ty in [Type::Validating, Type::Mutating] {
+        run_table(
+            ty,
+            &[
+                out_of_time("?timeout= below the margin, Ignore then Fail", false),
+                out_of_time("?timeout= below the margin, Ignore only", true),
+            ],
+        )
+        .await;
+    }
 }
 
 /// An unknown configuration is a 404 Status with reason NotFound; a body that is not an

@@ -9,7 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    metric_value, review_json, validating, BinaryProxy, Reply, TestBackend, Workspace, ALL,
+    metric_value, pod_create, review_json, validating, BinaryProxy, Reply, TestBackend, Workspace,
+    ALL,
 };
 
 /// A webhook that denies whatever reaches it: an exempt request answered allowed was not sent.
@@ -27,15 +28,7 @@ const NAMESPACES: &str = "kind: List\nitems:\n- kind: Namespace\n  metadata: {na
 
 /// A Pod CREATE in `namespace` with `labels`.
 fn pod(namespace: &str, labels: serde_json::Value) -> Vec<u8> {
-    review_json(
-        "v1",
-        "CREATE",
-        "pods",
-        namespace,
-        serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels}}),
-        serde_json::Value::Null,
-        false,
-    )
+    pod_create(namespace, labels)
 }
 
 /// Sends `body` to the webhook through `proxy`.

@@ -305,6 +305,19 @@ pub(crate) fn review_json(
     .unwrap()
 }
 
+/// A v1 AdmissionReview of a Pod `p` CREATE in `namespace`, with `labels`.
+pub(crate) fn pod_create(namespace: &str, labels: serde_json::Value) -> Vec<u8> {
+    review_json(
+        "v1",
+        "CREATE",
+        "pods",
+        namespace,
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels}}),
+        serde_json::Value::Null,
+        false,
+    )
+}
+
 /// The real `admission-proxy serve` binary, its JSON log lines collected.
 pub(crate) struct BinaryProxy {
     pub child: std::process::Child,
