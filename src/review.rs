@@ -367,6 +367,34 @@ impl<'a> ParsedReview<'a> {
         Cow::Owned(out)
     }
 
+    /// The body as `version` would carry it with `request.uid` replaced by `uid` when given:
+    /// kube-apiserver sends each webhook call a uid of its own (`CreateAdmissionObjects` in
+    /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`
+    /// makes a new one per call), which a chain of webhooks behind one admission needs too.
+    /// `uid` is put in as it is (a UUID needs no JSON escaping); a received uid with escapes
+    /// (not borrowed from the body) is left as it is.
+    pub(crate) fn body_for_call(&self, version: ReviewVersion, uid: Option<&str>) -> Cow<'a, [u8]> {
+        let (Some(uid), Cow::Borrowed(received)) = (uid, &self.request.uid) else {
+            return self.body_as(version);
+        };
+        let uid_span = span_in(self.body, received);
+        let quoted_version = format!("\"{}\"", version.api_version());
+        let mut edits = vec![(uid_span, uid)];
+        if version != self.version {
+            edits.push((self.api_version_span.clone(), quoted_version.as_str()));
+        }
+        edits.sort_by_key(|(span, _)| span.start);
+        let mut out = Vec::with_capacity(self.body.len() + 64);
+        let mut at = 0;
+        for (span, text) in edits {
+            out.extend_from_slice(&self.body[at..span.start]);
+            out.extend_from_slice(text.as_bytes());
+            at = span.end;
+        }
+        out.extend_from_slice(&self.body[at..]);
+        Cow::Owned(out)
+    }
+
     /// The body exactly as received.
     pub(crate) fn body(&self) -> &'a [u8] {
         self.body
@@ -546,6 +574,21 @@ mod tests {
         let parsed = ParsedReview::parse(V1.as_bytes()).unwrap();
         assert_eq!(parsed.version, ReviewVersion::V1);
         assert_eq!(parsed.request.uid, "u-1");
+        // A uid of the call's own, in either version; the rest byte for byte.
+        let same = parsed.body_for_call(ReviewVersion::V1, Some("u-22"));
+        assert_eq!(
+            same.as_ref(),
+            V1.replace(r#""uid":"u-1""#, r#""uid":"u-22""#).as_bytes()
+        );
+        let other = parsed.body_for_call(ReviewVersion::V1beta1, Some("u-22"));
+        let expected = V1
+            .replace(r#""uid":"u-1""#, r#""uid":"u-22""#)
+            .replace("admission.k8s.io/v1", "admission.k8s.io/v1beta1");
+        assert_eq!(other.as_ref(), expected.as_bytes());
+        assert_eq!(
+            parsed.body_for_call(ReviewVersion::V1, None).as_ref(),
+            V1.as_bytes()
+        );
         assert_eq!(parsed.operation, Operation::Create);
         assert_eq!(parsed.request.object.unwrap().get(), r#"{"kind":"Pod"}"#);
         assert!(parsed.request.old_object.is_none());

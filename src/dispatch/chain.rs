@@ -387,6 +387,7 @@ impl Dispatcher {
                 review,
                 clock,
                 trace_context,
+                call_uid: None,
             };
             let started = Instant::now();
             let in_flight = webhook.metrics.in_flight();
@@ -436,17 +437,19 @@ impl Dispatcher {
                 .enumerate()
                 .map(|(index, (i, selected, started, in_flight))| {
                     let webhook = &chain.webhooks[i];
-                    let a = Admission {
-                        webhook,
-                        review,
-                        clock,
-                        trace_context,
-                    };
                     async move {
                         let _in_flight = in_flight;
                         let verdict = match selected {
                             Selected::Decided(verdict) => verdict,
                             Selected::Call(prepared, mut trace) => {
+                                let call_uid = uuid::Uuid::new_v4().to_string();
+                                let a = Admission {
+                                    webhook,
+                                    review,
+                                    clock,
+                                    trace_context,
+                                    call_uid: Some(&call_uid),
+                                };
                                 let mut verdict = {
                                     let execute = pin!(self.execute(a, &prepared, &mut trace));
                                     tokio::select! {
@@ -636,6 +639,7 @@ impl Dispatcher {
             review: current,
             clock: run.clock,
             trace_context: run.trace_context,
+            call_uid: None,
         };
         let mut trace = Trace::default();
         let mut slot = None;
@@ -646,6 +650,12 @@ impl Dispatcher {
         let (mut verdict, called) = match flow {
             std::ops::ControlFlow::Break(verdict) => (verdict, false),
             std::ops::ControlFlow::Continue(prepared) => {
+                // Each call a uid of its own, as kube-apiserver gives each webhook call.
+                let call_uid = uuid::Uuid::new_v4().to_string();
+                let a = Admission {
+                    call_uid: Some(&call_uid),
+                    ..a
+                };
                 let execute = pin!(self.execute(a, &prepared, &mut trace));
                 let verdict = tokio::select! {
                     biased;

@@ -58,6 +58,10 @@ pub(super) struct Admission<'a> {
     pub(super) review: &'a ParsedReview<'a>,
     pub(super) clock: Clock,
     pub(super) trace_context: TraceContext<'a>,
+    /// The uid the call carries instead of kube-apiserver's, and that the answer must echo:
+    /// a chain gives each of its calls its own, as kube-apiserver does; `None` on a single
+    /// route, where kube-apiserver already made one for this call.
+    pub(super) call_uid: Option<&'a str>,
 }
 
 /// What [`Dispatcher::prepare`] hands [`Dispatcher::execute`]: the request as the webhook
@@ -112,6 +116,7 @@ impl Dispatcher {
             review,
             clock,
             trace_context,
+            call_uid: None,
         };
         let mut rewritten = None;
         let prepared = {
@@ -456,6 +461,7 @@ impl Dispatcher {
         Admission {
             webhook,
             trace_context,
+            call_uid,
             ..
         }: Admission<'_>,
         sent: &ParsedReview<'_>,
@@ -475,7 +481,7 @@ impl Dispatcher {
         path.push_str("?timeout=");
         path.push_str(itoa::Buffer::new().format(timeout));
         path.push('s');
-        let body = sent.body_as(version);
+        let body = sent.body_for_call(version, call_uid);
         let target = Target::shared(webhook.backend.clone());
         let (span, call_headers) = trace_context.call(webhook);
         let trace_headers = call_headers.headers();
@@ -517,13 +523,15 @@ impl Dispatcher {
             review,
             clock,
             trace_context,
+            call_uid,
         }: Admission<'_>,
         rewritten: Option<&Rewritten>,
         reply: &HttpReply,
         version: ReviewVersion,
     ) -> Verdict {
         let uid = &review.request.uid;
-        let verified = match verify::verify(reply, version, uid, webhook.webhook_type) {
+        let sent_uid = call_uid.unwrap_or(uid);
+        let verified = match verify::verify(reply, version, sent_uid, webhook.webhook_type) {
             Ok(verified) => verified,
             Err(failure) => return self.fail(webhook, failure),
         };

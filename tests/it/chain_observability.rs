@@ -139,6 +139,20 @@ async fn a_chain_is_counted_logged_and_exempted_as_its_webhooks_are() {
         "{}",
         mutated.json
     );
+    // The call carried a uid of its own (kube-apiserver makes one per webhook call); the
+    // answer carries kube-apiserver's.
+    let (_, sent) = backend
+        .recorder
+        .last()
+        .expect("the patch webhook was called");
+    let sent: serde_json::Value = serde_json::from_slice(&sent).unwrap();
+    let call_uid = sent["request"]["uid"].as_str().unwrap_or_default();
+    assert_eq!(call_uid.len(), 36, "a UUID: {call_uid}");
+    assert_ne!(call_uid, "11111111-2222-3333-4444-555555555555");
+    assert_eq!(
+        mutated.json["response"]["uid"],
+        "11111111-2222-3333-4444-555555555555"
+    );
 
     // A proxy-wide exclusion answers the chain route before any webhook.
     let before = backend.recorder.calls();
