@@ -25,13 +25,7 @@ fn legacy_mutating(
     patch: Value,
     extra: &str,
 ) -> String {
-    let answer = json!({"apiVersion": "$API", "kind": "AdmissionReview", "response": {
-        "uid": "$UID", "allowed": true, "patchType": "JSONPatch",
-        "patch": B64.encode(patch.to_string())}});
-    let path = format!(
-        "/raw/200/{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(answer.to_string())
-    );
+    let path = patching_path(&patch);
     webhook_config(
         "admissionregistration.k8s.io/v1",
         "MutatingWebhookConfiguration",
@@ -39,6 +33,17 @@ fn legacy_mutating(
         &backend.client_config(&path),
         &format!("[{{operations: [\"*\"], apiGroups: [\"{group}\"], apiVersions: [\"{version}\"], resources: [\"{resource}\"]}}]"),
         &format!("sideEffects: None\n  admissionReviewVersions: [v1]\n  {extra}"),
+    )
+}
+
+/// The example backend's path that allows with `patch` (JSON Patch) through `/raw`.
+fn patching_path(patch: &Value) -> String {
+    let answer = json!({"apiVersion": "$API", "kind": "AdmissionReview", "response": {
+        "uid": "$UID", "allowed": true, "patchType": "JSONPatch",
+        "patch": B64.encode(patch.to_string())}});
+    format!(
+        "/raw/200/{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(answer.to_string())
     )
 }
 
@@ -156,6 +161,65 @@ async fn extensions_v1beta1_deployment_webhook_gets_v1beta1_and_patches_apps_v1(
     let reply = exact.review("exact.legacy.example.com", &review).await;
     assert_eq!(reply.decision, "skipped");
     assert_eq!(backend2.recorder.calls(), 0);
+}
+
+/// An Equivalent webhook inside a mutating chain (issue 29): it receives the Deployment as
+/// extensions/v1beta1, its patch comes back in the caller's apps/v1, and the next webhook of the
+/// chain is selected and called on that patched apps/v1 object (its objectSelector matches
+/// only the label the first one added); the chain's one patch turns the caller's object into
+/// the final one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_equivalent_webhook_in_a_mutating_chain_hands_on_the_callers_version() {
+    let first = TestBackend::start();
+    let second = TestBackend::start();
+    let patch = json!([
+        {"op": "add", "path": "/metadata/labels", "value": {"legacy": "seen"}},
+        {"op": "add", "path": "/spec/rollbackTo", "value": {"revision": 4}}
+    ]);
+    let hook = |name: &str, client_config: String, rules: &str, extra: &str| {
+        format!(
+            "- name: {name}\n  clientConfig: {client_config}\n  rules: {rules}\n  sideEffects: None\n  admissionReviewVersions: [v1]\n{extra}"
+        )
+    };
+    let config = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {{name: deploys}}\nwebhooks:\n{}{}",
+        hook(
+            "rollout.legacy.example.com",
+            first.client_config(&patching_path(&patch)),
+            r#"[{operations: ["*"], apiGroups: ["extensions"], apiVersions: ["v1beta1"], resources: ["deployments"]}]"#,
+            "",
+        ),
+        hook(
+            "labelled.legacy.example.com",
+            second.client_config("/upstream/noop"),
+            r#"[{operations: ["*"], apiGroups: ["apps"], apiVersions: ["v1"], resources: ["deployments"]}]"#,
+            "  objectSelector: {matchLabels: {legacy: seen}}\n",
+        ),
+    );
+    let proxy = TestProxy::start(&config);
+    let review = fixture("0064-create-apps-v1-deployments-v1.json");
+    let reply = proxy
+        .post("/configurations/mutating/deploys?timeout=10s", &review)
+        .await;
+    assert_eq!(reply.decision, "allowed", "{}", reply.json);
+    assert_eq!(
+        received(&first)["request"]["object"]["apiVersion"],
+        "extensions/v1beta1"
+    );
+    assert_eq!(second.recorder.calls(), 1, "selected on the patched object");
+    let seen = &received(&second)["request"]["object"];
+    assert_eq!(seen["apiVersion"], "apps/v1");
+    assert_eq!(seen["metadata"]["labels"]["legacy"], "seen");
+    assert_eq!(
+        seen["metadata"]["annotations"]["deprecated.deployment.rollback.to"], "4",
+        "rollbackTo came back as apps/v1 keeps it"
+    );
+    assert!(seen["spec"].get("rollbackTo").is_none());
+    let after = patched(&review, &reply);
+    assert_eq!(
+        &after, seen,
+        "the chain's patch gives the object the last webhook saw"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
