@@ -450,14 +450,9 @@ impl Dispatcher {
                                     trace_context,
                                     call_uid: Some(&call_uid),
                                 };
-                                let mut verdict = {
-                                    let execute = pin!(self.execute(a, &prepared, &mut trace));
-                                    tokio::select! {
-                                        biased;
-                                        verdict = execute => verdict,
-                                        () = grace() => self.shut_down(webhook),
-                                    }
-                                };
+                                let mut verdict = self
+                                    .execute_within_grace(a, &prepared, &mut trace, grace)
+                                    .await;
                                 trace.note(&mut verdict);
                                 verdict
                             }
@@ -567,6 +562,32 @@ impl Dispatcher {
         }
     }
 
+    /// [`Self::execute`] unless the shutdown grace period ran out: a call under way when it
+    /// does, or one not started yet, is a [`CallFailure::ShuttingDown`] failure (no call is
+    /// started after the grace period).
+    async fn execute_within_grace<G, F>(
+        &self,
+        a: Admission<'_>,
+        prepared: &Prepared<'_>,
+        trace: &mut Trace,
+        grace: &G,
+    ) -> Verdict
+    where
+        G: Fn() -> F + Sync,
+        F: Future<Output = ()> + Send,
+    {
+        use futures::FutureExt;
+        if grace().now_or_never().is_some() {
+            return self.shut_down(a.webhook);
+        }
+        let execute = pin!(self.execute(a, prepared, trace));
+        tokio::select! {
+            biased;
+            verdict = execute => verdict,
+            () = grace() => self.shut_down(a.webhook),
+        }
+    }
+
     /// Runs the mutating chain on `current` from `run.position` until a webhook changes the
     /// object (its new review returned; `run.position` is then the next webhook) or the chain
     /// ends or stops (`None`).
@@ -656,13 +677,8 @@ impl Dispatcher {
                     call_uid: Some(&call_uid),
                     ..a
                 };
-                let execute = pin!(self.execute(a, &prepared, &mut trace));
-                let verdict = tokio::select! {
-                    biased;
-                    verdict = execute => verdict,
-                    () = grace() => self.shut_down(webhook),
-                };
-                (verdict, true)
+                let execute = pin!(self.execute_within_grace(a, &prepared, &mut trace, grace));
+                (execute.await, true)
             }
         };
         trace.note(&mut verdict);

@@ -466,3 +466,111 @@ async fn admissions_cut_by_the_grace_period_are_answered_by_failure_policy() {
     assert_eq!(exit.code(), Some(1), "a cut drain is not a clean exit");
     assert!(proxy.logged("answered by its webhook's failurePolicy"));
 }
+
+/// Issue 29: the grace period's end in a chain. Each webhook whose call is under way, or not
+/// started yet, is a failure decided by its own failurePolicy, and no call starts after it. The
+/// validating chain's Ignore webhook fails open and its Fail webhook fails closed. In the
+/// mutating chain, the first webhook (Ignore) is cut and fails open; the second (Fail) is not
+/// called and fails closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chains_cut_by_the_grace_period_decide_each_webhook_by_its_failure_policy() {
+    let ws = Workspace::new("grace-chains");
+    let backend = TestBackend::start();
+    let hook = |name: &str, path: &str, policy: &str| {
+        format!(
+            "- name: {name}\n  clientConfig: {}\n  rules: {ALL}\n  sideEffects: None\n  admissionReviewVersions: [v1]\n  timeoutSeconds: 10\n  failurePolicy: {policy}\n",
+            backend.client_config(path)
+        )
+    };
+    let config = |kind: &str, hooks: [String; 2]| {
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: {kind}\nmetadata: {{name: cut}}\nwebhooks:\n{}{}",
+            hooks[0], hooks[1]
+        )
+    };
+    write_config(
+        &ws,
+        &[
+            config(
+                "ValidatingWebhookConfiguration",
+                [
+                    hook("ignore.grace.test", "/slow/8000", "Ignore"),
+                    hook("fail.grace.test", "/slow/8000", "Fail"),
+                ],
+            ),
+            config(
+                "MutatingWebhookConfiguration",
+                [
+                    hook("ignore.grace.test", "/slow/8000", "Ignore"),
+                    hook("after.grace.test", "/upstream/allow/after", "Fail"),
+                ],
+            ),
+        ]
+        .join("---\n"),
+    );
+    let mut proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--shutdown-delay-seconds",
+            "0",
+            "--shutdown-grace-seconds",
+            "1",
+        ],
+    );
+    let target = proxy.target(&ws.pki);
+    let client = Arc::new(HttpClient::new());
+    let send = |route: &'static str| {
+        let (client, target) = (client.clone(), target.clone());
+        tokio::spawn(async move {
+            client
+                .post(
+                    &target,
+                    &format!("/configurations/{route}/cut?timeout=10s"),
+                    &fixture("0096-create-core-v1-pods-v1.json"),
+                    &[],
+                )
+                .await
+        })
+    };
+    let (validating, mutating) = (send("validating"), send("mutating"));
+    wait_for_calls(&backend, 3).await;
+    let signalled = Instant::now();
+    sigterm(&proxy);
+    for (route, reply) in [("validating", validating), ("mutating", mutating)] {
+        let reply = reply.await.unwrap().expect("answered, not cut");
+        assert_eq!(reply.status, 200, "{route}");
+        let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        let response = &answer["response"];
+        assert_eq!(response["allowed"], false, "{route}: {answer}");
+        assert_eq!(response["status"]["code"], 500, "{route}: {answer}");
+        let failed = if route == "validating" {
+            "fail.grace.test"
+        } else {
+            "after.grace.test"
+        };
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!(
+                "Internal error occurred: failed calling webhook \"{failed}\": failed to call webhook: Post"
+            )) && message.ends_with("the proxy is shutting down and its grace period ran out"),
+            "{route}: {message}"
+        );
+        assert_eq!(
+            response["auditAnnotations"]["failed-open_round_0_index_0"], "ignore.grace.test",
+            "{route}: {answer}"
+        );
+    }
+    assert_eq!(
+        backend.recorder.calls_to("/upstream/allow/after"),
+        0,
+        "no call starts after the grace period"
+    );
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "answered at the grace period's end"
+    );
+    let exit = wait_exit(&mut proxy, Duration::from_secs(10)).expect("the proxy exits");
+    assert_eq!(exit.code(), Some(1), "a cut drain is not a clean exit");
+}
