@@ -3,7 +3,9 @@
 //! failurePolicy, as `callHook` and `Dispatch` in `validating/dispatcher.go` and
 //! `callAttrMutatingHook` in `mutating/dispatcher.go` do (both under
 //! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/`). Every failure is classified
-//! once as a `CallFailure`, which drives the answer, the log line and the metrics.
+//! once as a `CallFailure`, which drives the answer, the log line and the metrics. One
+//! webhook's decision is a `Verdict`; a single route renders it (`Verdict::into_answer`), a
+//! chain route (`chain`) folds the verdicts of a whole configuration's webhooks.
 //! Depends on `config`, `conversion`, `matching`, `review`, `metrics`, `authorizer` (checks of
 //! matchConditions' `authorizer`) and `telemetry` (its phases and backend calls become spans
 //! when the proxy exports them).

@@ -21,9 +21,13 @@
 //! 5. [`respond`](Dispatcher::respond): verify the answer (`VerifyAdmissionResponse`), carry a
 //!    patch back to the caller's version, apply mode Warn.
 //!
-//! Any failure on the way is one [`CallFailure`], answered by failurePolicy
-//! ([`Dispatcher::fail`]). Uses what `dispatch` uses: `config`, `matching`, `conversion`,
-//! `resources`, `review` and `telemetry`.
+//! Phases 1 and 2 are [`prepare`](Dispatcher::prepare), 3 to 5
+//! [`execute`](Dispatcher::execute): a single route runs one after the other
+//! ([`decide_and_call`](Dispatcher::decide_and_call)); a chain ([`super::chain`]) selects a
+//! validating chain's webhooks before calling any. Each ends in a [`Verdict`]; any failure on
+//! the way is one [`CallFailure`] ([`Dispatcher::fail`]), which the route answers by
+//! failurePolicy. Uses what `dispatch` uses: `config`, `matching`, `conversion`, `resources`,
+//! `review` and `telemetry`.
 
 use std::ops::ControlFlow;
 use std::pin::pin;
