@@ -2,7 +2,9 @@
 //! port answered 400 as Go servers do, bounded TLS handshakes, handshake failures counted, not
 //! logged as errors) feeding pingora's HTTP/1 server layer, which routes
 //! `POST /webhooks/{validating|mutating}/{name}` (and `/webhooks/{name}`) to
-//! [`Dispatcher::admit`] on a lock-free config snapshot. Also `/livez`, `/healthz`, `/readyz`
+//! [`Dispatcher::admit`], and the chain routes `POST /configurations/{validating|mutating}[/{name}]`
+//! to the dispatcher's chains, on a lock-free config snapshot; proxy-wide exclusions answer
+//! first on both. Also `/livez`, `/healthz`, `/readyz`
 //! and `/metrics`, and the drain on shutdown. Depends on `config`, `matching`, `dispatch`,
 //! `review`, `metrics`, `tls`.
 
