@@ -312,6 +312,24 @@ impl Dispatcher {
         self
     }
 
+    /// What remains of kube-apiserver's `?timeout=` (less the margin) for a request received
+    /// at `received`; `None` when the caller gave none. For what the proxy does before any
+    /// webhook (a live namespace lookup), so that failurePolicy still answers in time.
+    pub(crate) fn time_left(
+        &self,
+        caller_timeout: Option<Duration>,
+        received: Instant,
+    ) -> Option<Duration> {
+        caller_timeout.map(|t| {
+            backend_budget(
+                Duration::MAX,
+                Some(t),
+                self.timeout_margin,
+                received.elapsed(),
+            )
+        })
+    }
+
     /// What one webhook's call may take: its `timeoutSeconds`, below `--max-timeout-seconds`
     /// when set.
     fn call_limit(&self, webhook: &Webhook) -> Duration {

@@ -615,15 +615,16 @@ impl AdmissionApp {
         let webhooks = std::slice::from_ref(webhook);
         // With exclusions the labels are needed first (and looked up once); without, a Shadow
         // webhook answers before any lookup.
+        let caller_timeout = caller_timeout(query);
+        let time_left = || self.state.dispatcher.time_left(caller_timeout, received);
         let mut looked_up = None;
         if self.state.exclusions.is_some() {
-            let namespaces = namespaces_for(&self.state, webhooks, review).await;
+            let namespaces = namespaces_for(&self.state, webhooks, review, time_left()).await;
             if let Some(exemption) = exemption(&self.state, review, namespaces.as_deref()) {
                 return exemption.answer(review);
             }
             looked_up = Some(namespaces);
         }
-        let caller_timeout = caller_timeout(query);
         let _webhook_in_flight = webhook.metrics.in_flight();
         if let ControlFlow::Break(shadowed) = self.state.dispatcher.mode(webhook, review) {
             shadow(&self.state, webhook, body, caller_timeout, received);
@@ -644,7 +645,7 @@ impl AdmissionApp {
             let admit = std::pin::pin!(async {
                 let namespaces = match looked_up {
                     Some(namespaces) => namespaces,
-                    None => namespaces_for(&self.state, webhooks, review).await,
+                    None => namespaces_for(&self.state, webhooks, review, time_left()).await,
                 };
                 let dispatcher = &self.state.dispatcher;
                 let namespaces = namespaces.as_deref();
@@ -684,7 +685,9 @@ impl AdmissionApp {
         headers: &http::HeaderMap,
         received: Instant,
     ) -> ChainAnswer {
-        let namespaces = namespaces_for(&self.state, &chain.webhooks, review).await;
+        let caller_timeout = caller_timeout(query);
+        let time_left = self.state.dispatcher.time_left(caller_timeout, received);
+        let namespaces = namespaces_for(&self.state, &chain.webhooks, review, time_left).await;
         if let Some(exemption) = exemption(&self.state, review, namespaces.as_deref()) {
             return ChainAnswer {
                 answer: exemption.answer(review),
@@ -693,7 +696,6 @@ impl AdmissionApp {
                 shadows: Vec::new(),
             };
         }
-        let caller_timeout = caller_timeout(query);
         let trace_context = trace_context(headers);
         // `--otlp-endpoint`: one span for the chain; each webhook's phases are its children.
         let span = self
@@ -988,7 +990,9 @@ fn shadow(
         let Ok(review) = ParsedReview::parse(&body) else {
             return;
         };
-        let namespaces = namespaces_for(&state, std::slice::from_ref(&webhook), &review).await;
+        let time_left = state.dispatcher.time_left(caller_timeout, received);
+        let webhooks = std::slice::from_ref(&webhook);
+        let namespaces = namespaces_for(&state, webhooks, &review, time_left).await;
         let answer = state
             .dispatcher
             .admit(
@@ -1018,12 +1022,14 @@ fn shadow(
 
 /// The namespace labels `review` is matched with: the cache, or, with `--watch-namespaces`,
 /// kube-apiserver's live lookup of a namespace the watch has not seen yet: once per admission,
-/// for the proxy-wide exclusions and `webhooks` alike (bounded by the first of `webhooks`
-/// whose namespaceSelector needs it, else [`NAMESPACE_LOOKUP_TIMEOUT`]).
+/// for the proxy-wide exclusions and `webhooks` alike, bounded by the timeout of the first of
+/// `webhooks` whose namespaceSelector needs it (else [`NAMESPACE_LOOKUP_TIMEOUT`]) and by
+/// `time_left` of the caller's deadline, so that failurePolicy still answers in time.
 async fn namespaces_for(
     state: &State,
     webhooks: &[Arc<crate::config::Webhook>],
     review: &ParsedReview<'_>,
+    time_left: Option<Duration>,
 ) -> Option<Arc<Namespaces>> {
     let cache = state.namespaces.load_full();
     let Some(watch) = &state.namespace_watch else {
@@ -1041,6 +1047,7 @@ async fn namespaces_for(
         None if exclusions => NAMESPACE_LOOKUP_TIMEOUT,
         None => return cache,
     };
+    let timeout = time_left.map_or(timeout, |left| timeout.min(left));
     live_namespace(watch, &review.request.namespace, timeout)
         .await
         .map(Arc::new)

@@ -30,6 +30,8 @@ struct Api {
     hold_lists: bool,
     /// GETs of single namespaces answer 500 while true.
     fail_gets: bool,
+    /// GETs of single namespaces wait this long before answering.
+    slow_gets: Duration,
     /// The next watch answers 410 Gone (resourceVersion too old).
     gone_next_watch: bool,
     /// Requests seen, as `METHOD path?query`.
@@ -141,6 +143,8 @@ async fn connection(tcp: TcpStream, api: Shared) {
                 &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": a.resource_version.to_string()}, "items": items}),
             )
         } else if let Some(name) = path.strip_prefix("/api/v1/namespaces/") {
+            let slow = api.lock().unwrap().slow_gets;
+            tokio::time::sleep(slow).await;
             let a = api.lock().unwrap();
             match a.storage.get(name) {
                 _ if a.fail_gets => response(
@@ -485,4 +489,62 @@ fn an_unreachable_api_is_the_proxy_s_warning_alone() {
         .filter(|l| l.contains("\"level\":\"ERROR\""))
         .collect();
     assert!(errors.is_empty(), "{errors:?}");
+}
+
+/// Issue 29 (review): a live lookup of a namespace the watch has not seen yet is bounded by
+/// what remains of kube-apiserver's `?timeout=`, not only by its own 2 s: with `?timeout=1s`
+/// and a GET that does not answer, failurePolicy answers within the caller's second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_namespace_lookup_ends_within_the_callers_deadline() {
+    let api: Shared = Arc::default();
+    {
+        let mut a = api.lock().unwrap();
+        a.resource_version = 10;
+        a.slow_gets = Duration::from_secs(5);
+    }
+    let url = serve_api(api.clone()).await;
+    let backend = TestBackend::start();
+    let ws = Workspace::new("nswatch-slow");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        common::validating(
+            "slow.nswatch.test",
+            &backend.client_config("/deny"),
+            common::ALL,
+            "namespaceSelector: {matchLabels: {env: prod}}\n  timeoutSeconds: 10\n  failurePolicy: Ignore",
+        ),
+    )
+    .unwrap();
+    let kubeconfig = kubeconfig(&ws, &url);
+    let proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--watch-namespaces",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready(&proxy, &ws).await && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ready(&proxy, &ws).await, "the watch listed");
+    let started = Instant::now();
+    let reply = proxy
+        .post(
+            &ws.pki,
+            "/webhooks/slow.nswatch.test?timeout=1s",
+            &pod_in("fresh", 1),
+        )
+        .await;
+    let took = started.elapsed();
+    assert_eq!(reply.decision, "failed-open", "{}", reply.json);
+    assert!(
+        took < Duration::from_millis(1500),
+        "answered within the caller's deadline: {took:?}"
+    );
+    assert_eq!(api.lock().unwrap().count("GET /api/v1/namespaces/fresh"), 1);
+    assert_eq!(backend.recorder.calls(), 0);
 }
