@@ -274,3 +274,55 @@ fn explain_lists_each_chain_in_order() {
         .unwrap()
         .contains("called concurrently"));
 }
+
+/// A chained webhook's call under way shows in its `admission_proxy_webhook_in_flight`, as on
+/// its single route, and leaves it when answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chained_call_under_way_is_in_flight() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("chain-in-flight");
+    let config = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
+         metadata: {{name: slow}}\nwebhooks:\n- name: slow.in-flight.test\n  clientConfig: {}\n  \
+         rules: [{{operations: [\"*\"], apiGroups: [\"*\"], apiVersions: [\"*\"], resources: [\"*/*\"]}}]\n  \
+         sideEffects: None\n  admissionReviewVersions: [v1]\n",
+        backend.client_config("/upstream/sleep/1500/allow")
+    );
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    let in_flight = |proxy: &BinaryProxy| {
+        let metrics = proxy.scrape(&ws.pki);
+        metric_value(
+            &metrics,
+            "admission_proxy_webhook_in_flight",
+            &[("name", "slow.in-flight.test")],
+        )
+    };
+    let target = proxy.target(&ws.pki);
+    let sending = tokio::spawn(async move {
+        admission_proxy::dispatch::HttpClient::new()
+            .post(
+                &target,
+                "/configurations/validating/slow?timeout=10s",
+                &pod("app"),
+                &[],
+            )
+            .await
+    });
+    let deadline = Instant::now() + Duration::from_millis(1200);
+    let mut seen = None;
+    while Instant::now() < deadline {
+        seen = tokio::task::block_in_place(|| in_flight(&proxy));
+        if seen == Some(1.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, Some(1.0), "in flight while the call is under way");
+    let reply = sending.await.unwrap().expect("answered");
+    assert_eq!(
+        reply.header(admission_proxy::server::DECISION_HEADER),
+        Some("allowed")
+    );
+    assert_eq!(tokio::task::block_in_place(|| in_flight(&proxy)), Some(0.0));
+}
