@@ -548,3 +548,76 @@ async fn a_slow_namespace_lookup_ends_within_the_callers_deadline() {
     assert_eq!(api.lock().unwrap().count("GET /api/v1/namespaces/fresh"), 1);
     assert_eq!(backend.recorder.calls(), 0);
 }
+
+/// Issue 29 (review): in a validating chain, a webhook whose namespace labels cannot be read
+/// fails open at selection (failurePolicy Ignore) at its own place among the selected
+/// webhooks, so a later webhook failing open too keeps its own `failed-open` annotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_open_annotations_in_a_chain_keep_their_own_indices() {
+    let api: Shared = Arc::default();
+    {
+        let mut a = api.lock().unwrap();
+        a.resource_version = 10;
+        a.fail_gets = true;
+    }
+    let url = serve_api(api.clone()).await;
+    let backend = TestBackend::start();
+    let ws = Workspace::new("nswatch-chain");
+    let hook = |name: &str, path: &str, extra: &str| {
+        format!(
+            "- name: {name}\n  clientConfig: {}\n  rules: {}\n  sideEffects: None\n  admissionReviewVersions: [v1]\n  failurePolicy: Ignore\n{extra}",
+            backend.client_config(path),
+            common::ALL
+        )
+    };
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: both}}\nwebhooks:\n{}{}",
+            hook(
+                "labels.nswatch.test",
+                "/deny",
+                "  namespaceSelector: {matchLabels: {env: prod}}\n"
+            ),
+            hook("broken.nswatch.test", "/status/500", ""),
+        ),
+    )
+    .unwrap();
+    let kubeconfig = kubeconfig(&ws, &url);
+    let proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--watch-namespaces",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready(&proxy, &ws).await && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reply = proxy
+        .post(
+            &ws.pki,
+            "/configurations/validating/both?timeout=10s",
+            &pod_in("fresh", 1),
+        )
+        .await;
+    assert_eq!(reply.decision, "failed-open", "{}", reply.json);
+    let annotations = &reply.json["response"]["auditAnnotations"];
+    assert_eq!(
+        annotations["failed-open_round_0_index_0"], "labels.nswatch.test",
+        "{annotations}"
+    );
+    assert_eq!(
+        annotations["failed-open_round_0_index_1"], "broken.nswatch.test",
+        "{annotations}"
+    );
+    assert_eq!(
+        backend.recorder.calls(),
+        1,
+        "only the second webhook is called"
+    );
+}
