@@ -34,7 +34,6 @@ use crate::matching::selector::parse_selector;
 use crate::matching::{
     namespace_labels, LabelSelector, MatchConditions, NamespaceLabels, Namespaces,
 };
-use crate::metrics::Conditions;
 use crate::names;
 use crate::review::{AdmissionResponse, ParsedReview};
 
@@ -152,14 +151,8 @@ impl Exemption {
     /// The answer: `allowed`, in the caller's AdmissionReview version, decision
     /// [`Decision::Exempt`]; no webhook was looked at and nothing was called.
     pub(crate) fn answer(&self, review: &ParsedReview<'_>) -> Answer {
-        Answer {
-            http_status: 200,
-            body: AdmissionResponse::allow(&review.request.uid).encode(review.version),
-            decision: Decision::Exempt,
-            detail: self.detail.clone(),
-            backend: None,
-            conditions: Conditions::NotEvaluated,
-        }
+        let allow = AdmissionResponse::allow(&review.request.uid);
+        Answer::respond(review, allow, Decision::Exempt, self.detail.clone())
     }
 }
 

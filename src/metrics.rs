@@ -245,16 +245,7 @@ impl WebhookMetrics {
         let counter = |family: &'static str| metrics::counter!(family, labels.to_vec());
         WebhookMetrics {
             webhook_type,
-            admissions: Decision::ALL.map(|d| {
-                let l = with_labels(
-                    &labels,
-                    &[
-                        ("decision", d.as_str()),
-                        ("rejected", if d.rejects() { "true" } else { "false" }),
-                    ],
-                );
-                metrics::counter!("admission_proxy_webhook_admissions_total", l)
-            }),
+            admissions: by_decision("admission_proxy_webhook_admissions_total", &labels),
             durations: OnceLock::new(),
             call_failures: [const { OnceLock::new() }; FAILURE_CLASSES.len()],
             retries: counter("admission_proxy_webhook_retries_total"),
@@ -365,6 +356,16 @@ fn webhook_labels(name: &std::sync::Arc<str>, webhook_type: &'static str) -> [La
     ]
 }
 
+/// One counter of `family` per decision, with `labels` plus `decision` and `rejected`
+/// (indexed by [`Decision::index`]).
+fn by_decision(family: &'static str, labels: &[Label; 2]) -> [Counter; Decision::ALL.len()] {
+    Decision::ALL.map(|d| {
+        let rejected = if d.rejects() { "true" } else { "false" };
+        let l = with_labels(labels, &[("decision", d.as_str()), ("rejected", rejected)]);
+        metrics::counter!(family, l)
+    })
+}
+
 /// `labels` plus `extra` (static values: decisions, classes, booleans).
 fn with_labels(labels: &[Label; 2], extra: &[(&'static str, &'static str)]) -> Vec<Label> {
     let mut l = Vec::with_capacity(labels.len() + extra.len());
@@ -391,16 +392,7 @@ impl ChainMetrics {
             Label::from_static_parts("type", webhook_type),
         ];
         ChainMetrics {
-            admissions: Decision::ALL.map(|d| {
-                let l = with_labels(
-                    &labels,
-                    &[
-                        ("decision", d.as_str()),
-                        ("rejected", if d.rejects() { "true" } else { "false" }),
-                    ],
-                );
-                metrics::counter!("admission_proxy_chain_admissions_total", l)
-            }),
+            admissions: by_decision("admission_proxy_chain_admissions_total", &labels),
             duration: metrics::histogram!(
                 "admission_proxy_chain_duration_seconds",
                 labels.to_vec()

@@ -355,16 +355,7 @@ impl<'a> ParsedReview<'a> {
     /// The body as `version` would carry it. For the caller's own version that is the body
     /// as received (borrowed, byte for byte); otherwise only the `apiVersion` value is spliced.
     pub fn body_as(&self, version: ReviewVersion) -> Cow<'a, [u8]> {
-        if version == self.version {
-            return Cow::Borrowed(self.body);
-        }
-        let mut out = Vec::with_capacity(self.body.len() + 8);
-        out.extend_from_slice(&self.body[..self.api_version_span.start]);
-        out.push(b'"');
-        out.extend_from_slice(version.api_version().as_bytes());
-        out.push(b'"');
-        out.extend_from_slice(&self.body[self.api_version_span.end..]);
-        Cow::Owned(out)
+        self.body_for_call(version, None)
     }
 
     /// The body as `version` would carry it with `request.uid` replaced by `uid` when given:
@@ -372,23 +363,30 @@ impl<'a> ParsedReview<'a> {
     /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`
     /// makes a new one per call), which a chain of webhooks behind one admission needs too.
     /// `uid` is put in as it is (a UUID needs no JSON escaping); a received uid with escapes
-    /// (not borrowed from the body) is left as it is.
+    /// (not borrowed from the body) is left as it is. Without an edit, the body as received
+    /// (borrowed, byte for byte).
     pub(crate) fn body_for_call(&self, version: ReviewVersion, uid: Option<&str>) -> Cow<'a, [u8]> {
-        let (Some(uid), Cow::Borrowed(received)) = (uid, &self.request.uid) else {
-            return self.body_as(version);
-        };
-        let uid_span = span_in(self.body, received);
-        let quoted_version = format!("\"{}\"", version.api_version());
-        let mut edits = vec![(uid_span, uid)];
+        let mut edits: [Option<(Range<usize>, [&str; 3])>; 2] = [None, None];
         if version != self.version {
-            edits.push((self.api_version_span.clone(), quoted_version.as_str()));
+            edits[0] = Some((
+                self.api_version_span.clone(),
+                ["\"", version.api_version(), "\""],
+            ));
         }
-        edits.sort_by_key(|(span, _)| span.start);
+        if let (Some(uid), Cow::Borrowed(received)) = (uid, &self.request.uid) {
+            edits[1] = Some((span_in(self.body, received), ["", uid, ""]));
+        }
+        if edits.iter().all(Option::is_none) {
+            return Cow::Borrowed(self.body);
+        }
+        edits.sort_by_key(|e| e.as_ref().map_or(usize::MAX, |(span, _)| span.start));
         let mut out = Vec::with_capacity(self.body.len() + 64);
         let mut at = 0;
-        for (span, text) in edits {
+        for (span, pieces) in edits.into_iter().flatten() {
             out.extend_from_slice(&self.body[at..span.start]);
-            out.extend_from_slice(text.as_bytes());
+            for piece in pieces {
+                out.extend_from_slice(piece.as_bytes());
+            }
             at = span.end;
         }
         out.extend_from_slice(&self.body[at..]);

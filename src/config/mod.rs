@@ -302,6 +302,17 @@ impl Snapshot {
         })
     }
 
+    /// The configurations of `webhook_type` by `metadata.name`, in kube-apiserver's order
+    /// (names in byte order), each with its webhooks in list order: the chains'.
+    pub(crate) fn configurations(
+        &self,
+        webhook_type: WebhookType,
+    ) -> impl Iterator<Item = (&str, &[Arc<Webhook>])> {
+        self.chains[webhook_type as usize]
+            .iter()
+            .map(|(name, chain)| (name.as_str(), chain.webhooks.as_slice()))
+    }
+
     /// The webhook served at `/webhooks/{name}`, when the name is unambiguous.
     pub fn webhook(&self, name: &str) -> Option<&Arc<Webhook>> {
         self.route(None, name).ok()

@@ -224,6 +224,60 @@ impl Fold {
         self.rejection.get_or_insert((status, decision));
     }
 
+    /// A call failure, decided by `webhook`'s failurePolicy: Fail is a rejection,
+    /// `apierrors.NewInternalError(ErrCallingWebhook)`; Ignore admits with kube-apiserver's
+    /// `failed-open.{validating|mutation}.webhook.admission.k8s.io/round_R_index_I` annotation
+    /// (value: the webhook's name) as one name part, `failed-open_round_R_index_I`. `index` is
+    /// the position among the webhooks selected (validating) or in the chain (mutating), as
+    /// upstream counts. Whether it rejected.
+    fn call_failure(
+        &mut self,
+        webhook: &Webhook,
+        failure: &CallFailure,
+        round: u8,
+        index: usize,
+    ) -> bool {
+        match webhook.failure_policy() {
+            FailurePolicy::Fail => {
+                let status = json_status(&failed_closed(&webhook.name, failure));
+                self.reject(status, Decision::FailedClosed);
+                true
+            }
+            FailurePolicy::Ignore => {
+                self.failed_open(round, index, &webhook.name);
+                false
+            }
+        }
+    }
+
+    fn failed_open(&mut self, round: u8, index: usize, name: &str) {
+        self.failed_open = true;
+        self.called = true;
+        self.annotate(
+            format!("failed-open_round_{round}_index_{index}"),
+            name.to_string(),
+        );
+    }
+
+    /// Every mutating call's `mutation.webhook.admission.k8s.io/round_R_index_I` annotation
+    /// (`MutationAuditAnnotation` in `mutating/dispatcher.go`, its fields in its order), as
+    /// `mutation_round_R_index_I`.
+    fn mutation(&mut self, round: u8, i: usize, webhook: &Webhook, mutated: bool) {
+        #[derive(serde::Serialize)]
+        struct Mutation<'a> {
+            configuration: &'a str,
+            webhook: &'a str,
+            mutated: bool,
+        }
+        let value = serde_json::to_string(&Mutation {
+            configuration: &webhook.configuration,
+            webhook: &webhook.name,
+            mutated,
+        })
+        .unwrap_or_default();
+        self.annotate(format!("mutation_round_{round}_index_{i}"), value);
+    }
+
     /// The answer: the first rejection, else allowed; `decision` says which, and `skipped`
     /// when no webhook was called.
     fn finish(
@@ -351,7 +405,8 @@ impl Dispatcher {
         }
     }
 
-    /// The validating chain (`Dispatch` in `validating/dispatcher.go`).
+    /// The validating chain (`Dispatch` in `validating/dispatcher.go`): every webhook
+    /// selected first, then the selected ones called concurrently.
     async fn validate_chain<G, F>(
         &self,
         chain: &Chain,
@@ -362,38 +417,55 @@ impl Dispatcher {
         G: Fn() -> F + Sync,
         F: Future<Output = ()> + Send,
     {
-        let ChainRequest {
-            review,
-            namespaces,
-            trace_context,
-            ..
-        } = request;
-        let clock = request.clock();
-        let mut steps = Vec::new();
-        let mut shadows = Vec::new();
-        let mut fold = Fold::new();
+        let review = request.review;
+        let mut run = ValidatingRun {
+            fold: Fold::new(),
+            steps: Vec::new(),
+            shadows: Vec::new(),
+        };
         let mut slots: Vec<Option<Rewritten>> = chain.webhooks.iter().map(|_| None).collect();
-        // Selection first, every webhook in order; the ones to call are `relevantHooks`.
-        let mut relevant: Vec<Relevant<'_, '_>> = Vec::new();
-        let mut stopped = false;
+        let relevant = {
+            let selected = pin!(self.select_all(chain, request, &mut slots, &mut run));
+            selected.await
+        };
+        if let Some(relevant) = relevant {
+            let calls = pin!(self.call_selected(chain, request, relevant, &mut run, grace));
+            calls.await;
+        }
+        let (response, decision, detail) = run.fold.finish(review, None);
+        ChainAnswer {
+            answer: Answer::respond(review, response, decision, detail),
+            steps: run.steps,
+            rounds: 1,
+            shadows: run.shadows,
+        }
+    }
+
+    /// A validating chain's selection: every webhook in order, each through
+    /// [`Self::prepare`] (upstream's loop over `ShouldCallHook` that builds `relevantHooks`).
+    /// The webhooks to call, or `None` when a rejection while selecting (upstream:
+    /// `ShouldCallHook`'s status error) already answered, before any call.
+    async fn select_all<'s, 'c>(
+        &self,
+        chain: &'c Chain,
+        request: ChainRequest<'_>,
+        slots: &'s mut [Option<Rewritten>],
+        run: &mut ValidatingRun,
+    ) -> Option<Vec<Relevant<'s, 'c>>> {
+        let mut relevant = Vec::new();
         for (i, (webhook, slot)) in chain.webhooks.iter().zip(slots.iter_mut()).enumerate() {
             if self.mode_of(webhook) == Mode::Shadow {
-                shadows.push((webhook.clone(), review.body().to_vec()));
-                steps.push(step(webhook, 0, &shadowed_verdict(), Duration::ZERO, false));
+                run.shadows
+                    .push((webhook.clone(), request.review.body().to_vec()));
+                run.steps.push(Step::shadowed(webhook));
                 continue;
             }
-            let a = Admission {
-                webhook,
-                review,
-                clock,
-                trace_context,
-                call_uid: None,
-            };
+            let a = request.admission(webhook);
             let started = Instant::now();
             let in_flight = webhook.metrics.in_flight();
             let mut trace = Trace::default();
             let flow = {
-                let prepare = pin!(self.prepare(a, namespaces, slot, &mut trace));
+                let prepare = pin!(self.prepare(a, request.namespaces, slot, &mut trace));
                 prepare.await
             };
             let mut verdict = match flow {
@@ -412,78 +484,74 @@ impl Dispatcher {
                 relevant.push((i, Selected::Decided(verdict), started, in_flight));
                 continue;
             }
-            steps.push(step(webhook, 0, &verdict, started.elapsed(), false));
+            run.steps
+                .push(Step::of(webhook, 0, &verdict, started.elapsed()));
             match verdict.outcome {
-                Outcome::Response(r) if verdict.decision == Decision::Skipped => drop(r),
-                // A rejection while selecting (upstream: `ShouldCallHook`'s status error)
-                // ends the admission before any call.
+                Outcome::Response(_) if verdict.decision == Decision::Skipped => {}
                 Outcome::Response(r) => {
-                    fold.response(i, &webhook.name, verdict.decision, r);
-                    stopped = true;
-                    break;
+                    run.fold.response(i, &webhook.name, verdict.decision, r);
+                    return None;
                 }
                 // Namespace labels unavailable, under Fail.
                 Outcome::Failed(failure) => {
-                    let status = json_status(&failed_closed(&webhook.name, &failure));
-                    fold.reject(status, Decision::FailedClosed);
-                    stopped = true;
-                    break;
+                    run.fold.call_failure(webhook, &failure, 0, i);
+                    return None;
                 }
             }
         }
-        if !stopped {
-            let mut running: FuturesUnordered<_> = relevant
-                .into_iter()
-                .enumerate()
-                .map(|(index, (i, selected, started, in_flight))| {
-                    let webhook = &chain.webhooks[i];
-                    async move {
-                        let _in_flight = in_flight;
-                        let verdict = match selected {
-                            Selected::Decided(verdict) => verdict,
-                            Selected::Call(prepared, mut trace) => {
-                                let call_uid = uuid::Uuid::new_v4().to_string();
-                                let a = Admission {
-                                    webhook,
-                                    review,
-                                    clock,
-                                    trace_context,
-                                    call_uid: Some(&call_uid),
-                                };
-                                let mut verdict = self
-                                    .execute_within_grace(a, &prepared, &mut trace, grace)
-                                    .await;
-                                trace.note(&mut verdict);
-                                verdict
-                            }
-                        };
-                        (index, i, verdict, started.elapsed())
-                    }
-                })
-                .collect();
-            // In completion order: the first rejection to arrive is the answer.
-            while let Some((index, i, verdict, took)) = running.next().await {
+        Some(relevant)
+    }
+
+    /// A validating chain's calls: every selected webhook at once, folded in completion order,
+    /// so the first rejection to arrive is the answer (upstream's `errs[0]`); all of them
+    /// finish (`wg.Wait()`).
+    async fn call_selected<G, F>(
+        &self,
+        chain: &Chain,
+        request: ChainRequest<'_>,
+        relevant: Vec<Relevant<'_, '_>>,
+        run: &mut ValidatingRun,
+        grace: &G,
+    ) where
+        G: Fn() -> F + Sync,
+        F: Future<Output = ()> + Send,
+    {
+        let mut running: FuturesUnordered<_> = relevant
+            .into_iter()
+            .enumerate()
+            .map(|(index, (i, selected, started, in_flight))| {
                 let webhook = &chain.webhooks[i];
-                steps.push(step(webhook, 0, &verdict, took, false));
-                fold.called = true;
-                match verdict.outcome {
-                    Outcome::Response(r) => fold.response(i, &webhook.name, verdict.decision, r),
-                    Outcome::Failed(failure) => match webhook.failure_policy() {
-                        FailurePolicy::Fail => {
-                            let status = json_status(&failed_closed(&webhook.name, &failure));
-                            fold.reject(status, Decision::FailedClosed);
+                async move {
+                    let _in_flight = in_flight;
+                    let verdict = match selected {
+                        Selected::Decided(verdict) => verdict,
+                        Selected::Call(prepared, mut trace) => {
+                            let call_uid = uuid::Uuid::new_v4().to_string();
+                            let a = Admission {
+                                call_uid: Some(&call_uid),
+                                ..request.admission(webhook)
+                            };
+                            let mut verdict = self
+                                .execute_within_grace(a, &prepared, &mut trace, grace)
+                                .await;
+                            trace.note(&mut verdict);
+                            verdict
                         }
-                        FailurePolicy::Ignore => fold.failed_open(0, index, &webhook.name),
-                    },
+                    };
+                    (index, i, verdict, started.elapsed())
+                }
+            })
+            .collect();
+        while let Some((index, i, verdict, took)) = running.next().await {
+            let webhook = &chain.webhooks[i];
+            run.steps.push(Step::of(webhook, 0, &verdict, took));
+            run.fold.called = true;
+            match verdict.outcome {
+                Outcome::Response(r) => run.fold.response(i, &webhook.name, verdict.decision, r),
+                Outcome::Failed(failure) => {
+                    run.fold.call_failure(webhook, &failure, 0, index);
                 }
             }
-        }
-        let (response, decision, detail) = fold.finish(review, None);
-        ChainAnswer {
-            answer: chain_answer(review, response, decision, detail),
-            steps,
-            rounds: 1,
-            shadows,
         }
     }
 
@@ -502,9 +570,7 @@ impl Dispatcher {
     {
         let review = request.review;
         let mut run = MutatingRun {
-            clock: request.clock(),
-            namespaces: request.namespaces,
-            trace_context: request.trace_context,
+            request,
             fold: Fold::new(),
             reinvocation: Reinvocation::default(),
             objects: None,
@@ -555,7 +621,7 @@ impl Dispatcher {
         let rounds = run.position.0 + 1;
         let (response, decision, detail) = run.fold.finish(review, patch);
         ChainAnswer {
-            answer: chain_answer(review, response, decision, detail),
+            answer: Answer::respond(review, response, decision, detail),
             steps: run.steps,
             rounds,
             shadows: run.shadows,
@@ -647,25 +713,20 @@ impl Dispatcher {
         if self.mode_of(webhook) == Mode::Shadow {
             if round == 0 {
                 run.shadows.push((webhook.clone(), current.body().to_vec()));
-                let shadowed = shadowed_verdict();
-                run.steps
-                    .push(step(webhook, round, &shadowed, Duration::ZERO, false));
+                run.steps.push(Step::shadowed(webhook));
             }
             return Turn::Next;
         }
         let started = Instant::now();
         let _in_flight = webhook.metrics.in_flight();
         let a = Admission {
-            webhook,
             review: current,
-            clock: run.clock,
-            trace_context: run.trace_context,
-            call_uid: None,
+            ..run.request.admission(webhook)
         };
         let mut trace = Trace::default();
         let mut slot = None;
         let flow = {
-            let prepare = pin!(self.prepare(a, run.namespaces, &mut slot, &mut trace));
+            let prepare = pin!(self.prepare(a, run.request.namespaces, &mut slot, &mut trace));
             prepare.await
         };
         let (mut verdict, called) = match flow {
@@ -683,15 +744,14 @@ impl Dispatcher {
         };
         trace.note(&mut verdict);
         let name = &webhook.name;
+        let mut record = Step::of(webhook, round, &verdict, started.elapsed());
         if verdict.decision == Decision::Skipped {
-            run.steps
-                .push(step(webhook, round, &verdict, started.elapsed(), false));
+            run.steps.push(record);
             return Turn::Next;
         }
         if called {
             run.fold.called = true;
         }
-        let mut record = step(webhook, round, &verdict, started.elapsed(), false);
         let mut turn = Turn::Next;
         let mut changed = false;
         let decision = verdict.decision;
@@ -716,33 +776,16 @@ impl Dispatcher {
                     }
                 }
             }
-            Outcome::Failed(failure) => match webhook.failure_policy() {
-                FailurePolicy::Fail => {
-                    let status = json_status(&failed_closed(name, &failure));
-                    run.fold.reject(status, Decision::FailedClosed);
+            Outcome::Failed(failure) => {
+                if run.fold.call_failure(webhook, &failure, round, i) {
                     turn = Turn::Stop;
                 }
-                FailurePolicy::Ignore => run.fold.failed_open(round, i, name),
-            },
+            }
         }
         if called {
             let if_needed = webhook.spec.reinvocation_policy.as_deref() == Some("IfNeeded");
             run.reinvocation.called(i, if_needed, changed);
-            // `MutationAuditAnnotation` (`mutating/dispatcher.go`), its fields in its order.
-            #[derive(serde::Serialize)]
-            struct Mutation<'a> {
-                configuration: &'a str,
-                webhook: &'a str,
-                mutated: bool,
-            }
-            let value = serde_json::to_string(&Mutation {
-                configuration: &webhook.configuration,
-                webhook: name,
-                mutated: changed,
-            })
-            .unwrap_or_default();
-            run.fold
-                .annotate(format!("mutation_round_{round}_index_{i}"), value);
+            run.fold.mutation(round, i, webhook, changed);
         }
         record.mutated = changed;
         run.steps.push(record);
@@ -752,9 +795,7 @@ impl Dispatcher {
 
 /// A mutating chain under way.
 struct MutatingRun<'a> {
-    clock: Clock,
-    namespaces: Option<&'a Namespaces>,
-    trace_context: TraceContext<'a>,
+    request: ChainRequest<'a>,
     fold: Fold,
     reinvocation: Reinvocation,
     /// The object kube-apiserver sent and the object as patched so far, both in the caller's
@@ -804,72 +845,55 @@ impl MutatingRun<'_> {
     }
 }
 
-impl Fold {
-    /// A failure that failurePolicy Ignore admitted: kube-apiserver's
-    /// `failed-open.{validating|mutation}.webhook.admission.k8s.io/round_R_index_I` annotation
-    /// (value: the webhook's name) as one name part, `failed-open_round_R_index_I`. `index` is
-    /// the position among the webhooks selected (validating) or in the chain (mutating), as
-    /// upstream counts.
-    fn failed_open(&mut self, round: u8, index: usize, name: &str) {
-        self.failed_open = true;
-        self.called = true;
-        self.annotate(
-            format!("failed-open_round_{round}_index_{index}"),
-            name.to_string(),
-        );
-    }
-}
-
-impl ChainRequest<'_> {
-    fn clock(&self) -> Clock {
-        Clock {
-            received: self.received,
-            caller_timeout: self.caller_timeout,
+impl<'a> ChainRequest<'a> {
+    /// `webhook`'s admission of this request (before its call gets a uid of its own).
+    fn admission(&self, webhook: &'a Webhook) -> Admission<'a> {
+        Admission {
+            webhook,
+            review: self.review,
+            clock: Clock {
+                received: self.received,
+                caller_timeout: self.caller_timeout,
+            },
+            trace_context: self.trace_context,
+            call_uid: None,
         }
     }
 }
 
-/// The chain's answer, always HTTP 200.
-fn chain_answer(
-    review: &ParsedReview<'_>,
-    response: AdmissionResponse,
-    decision: Decision,
-    detail: String,
-) -> Answer {
-    Answer {
-        http_status: 200,
-        body: response.encode(review.version),
-        decision,
-        detail,
-        backend: None,
-        conditions: Conditions::NotEvaluated,
+/// A validating chain under way.
+struct ValidatingRun {
+    fold: Fold,
+    steps: Vec<Step>,
+    shadows: Vec<(Arc<Webhook>, Vec<u8>)>,
+}
+
+impl Step {
+    fn of(webhook: &Arc<Webhook>, round: u8, verdict: &Verdict, took: Duration) -> Self {
+        Step {
+            webhook: webhook.clone(),
+            round,
+            decision: verdict.decision,
+            detail: verdict.detail.clone(),
+            took,
+            backend: verdict.backend,
+            conditions: verdict.conditions,
+            mutated: false,
+        }
     }
-}
 
-fn shadowed_verdict() -> Verdict {
-    Verdict::new(
-        AdmissionResponse::default(),
-        Decision::Shadowed,
-        "called in the background".to_string(),
-    )
-}
-
-fn step(
-    webhook: &Arc<Webhook>,
-    round: u8,
-    verdict: &Verdict,
-    took: Duration,
-    mutated: bool,
-) -> Step {
-    Step {
-        webhook: webhook.clone(),
-        round,
-        decision: verdict.decision,
-        detail: verdict.detail.clone(),
-        took,
-        backend: verdict.backend,
-        conditions: verdict.conditions,
-        mutated,
+    /// A webhook in mode Shadow: called in the background, no part of the answer.
+    fn shadowed(webhook: &Arc<Webhook>) -> Self {
+        Step {
+            webhook: webhook.clone(),
+            round: 0,
+            decision: Decision::Shadowed,
+            detail: "called in the background".to_string(),
+            took: Duration::ZERO,
+            backend: None,
+            conditions: Conditions::NotEvaluated,
+            mutated: false,
+        }
     }
 }
 

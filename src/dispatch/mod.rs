@@ -202,6 +202,25 @@ pub struct Answer {
     pub(crate) conditions: Conditions,
 }
 
+impl Answer {
+    /// HTTP 200 with `response` in the caller's AdmissionReview version.
+    pub(crate) fn respond(
+        review: &ParsedReview<'_>,
+        response: AdmissionResponse,
+        decision: Decision,
+        detail: String,
+    ) -> Self {
+        Answer {
+            http_status: 200,
+            body: response.encode(review.version),
+            decision,
+            detail,
+            backend: None,
+            conditions: Conditions::NotEvaluated,
+        }
+    }
+}
+
 /// Calls backends. One per process; holds the connection pool.
 pub struct Dispatcher {
     client: HttpClient,
@@ -542,30 +561,33 @@ impl Verdict {
     /// Fail answers HTTP 500 with a Status, which kube-apiserver reports as its own call
     /// failure, and no Retry-After, which would make client-go re-send (`checkWait`).
     pub(crate) fn into_answer(self, webhook: &Webhook, review: &ParsedReview<'_>) -> Answer {
-        let (http_status, body) = match self.outcome {
-            Outcome::Response(response) => (200, response.encode(review.version)),
+        let (decision, detail) = (self.decision, self.detail);
+        let mut answer = match self.outcome {
+            Outcome::Response(response) => Answer::respond(review, response, decision, detail),
             Outcome::Failed(failure) => match webhook.failure_policy() {
                 FailurePolicy::Ignore => {
                     let mut response = AdmissionResponse::allow(&review.request.uid);
                     response.warnings.push(format!("failed calling webhook {:?}: {failure}; failurePolicy is Ignore, request admitted", webhook.name));
                     response.audit_annotations =
                         BTreeMap::from([("failed-open".to_string(), webhook.name.clone())]);
-                    (200, response.encode(review.version))
+                    Answer::respond(review, response, decision, detail)
                 }
                 FailurePolicy::Fail => {
                     let status = Status::failure(500, "InternalError", failure.status_message());
-                    (500, encode_status(&status))
+                    Answer {
+                        http_status: 500,
+                        body: encode_status(&status),
+                        decision,
+                        detail,
+                        backend: None,
+                        conditions: Conditions::NotEvaluated,
+                    }
                 }
             },
         };
-        Answer {
-            http_status,
-            body,
-            decision: self.decision,
-            detail: self.detail,
-            backend: self.backend,
-            conditions: self.conditions,
-        }
+        answer.backend = self.backend;
+        answer.conditions = self.conditions;
+        answer
     }
 }
 

@@ -15,12 +15,13 @@
 //! registration sent it. Every field follows from that (see [`chain_objects`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use super::{
-    client_config, configuration_object, configurations, excluding_namespace, rules_for,
-    rules_with_defaults, Options,
+    client_config, configuration_object, excluding_namespace, rules_for, rules_with_defaults,
+    Options,
 };
 use crate::api::{
     FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, RuleWithOperations,
@@ -113,12 +114,12 @@ pub fn chain_objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value
     let mut out = Vec::new();
     let mut problems = Vec::new();
     for webhook_type in [WebhookType::Validating, WebhookType::Mutating] {
-        for (configuration, webhooks) in configurations(snapshot, webhook_type) {
-            if let Some(problem) = invalid_name(webhook_type, configuration, &webhooks) {
+        for (configuration, webhooks) in snapshot.configurations(webhook_type) {
+            if let Some(problem) = invalid_name(webhook_type, configuration, webhooks) {
                 problems.push(problem);
                 continue;
             }
-            let hook = chain_webhook(webhook_type, configuration, &webhooks, snapshot, options);
+            let hook = chain_webhook(webhook_type, configuration, webhooks, snapshot, options);
             out.push(configuration_object(
                 webhook_type,
                 configuration,
@@ -143,7 +144,7 @@ pub fn chain_objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value
 fn invalid_name(
     webhook_type: WebhookType,
     configuration: &str,
-    webhooks: &[&Webhook],
+    webhooks: &[Arc<Webhook>],
 ) -> Option<Problem> {
     let name = chain_webhook_name(configuration);
     (!names::is_fully_qualified_name(&name)).then(|| Problem {
@@ -165,7 +166,7 @@ fn invalid_name(
 fn chain_webhook(
     webhook_type: WebhookType,
     configuration: &str,
-    webhooks: &[&Webhook],
+    webhooks: &[Arc<Webhook>],
     snapshot: &Snapshot,
     options: &Options,
 ) -> Value {
@@ -215,7 +216,7 @@ fn chain_webhook(
 /// included). Each rule is kept whole, so each is as valid as in `registration`'s output; the
 /// union matches every request any webhook's registration matches, and nothing else.
 pub(crate) fn chain_rules(
-    webhooks: &[&Webhook],
+    webhooks: &[Arc<Webhook>],
     snapshot: &Snapshot,
     served: Option<&ServedResources>,
 ) -> Vec<RuleWithOperations> {

@@ -30,8 +30,6 @@
 //! `registration --chain` ([`chain`]) registers each configuration once instead, as one
 //! webhook calling the proxy's chain route, which runs the configuration's webhooks itself.
 
-use std::collections::BTreeMap;
-
 use serde_json::{json, Value};
 
 use crate::api::WebhookType;
@@ -118,7 +116,7 @@ pub fn render(snapshot: &Snapshot, options: &Options) -> String {
 pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
     let mut out = Vec::new();
     for webhook_type in [WebhookType::Validating, WebhookType::Mutating] {
-        for (configuration, webhooks) in configurations(snapshot, webhook_type) {
+        for (configuration, webhooks) in snapshot.configurations(webhook_type) {
             out.push(configuration_object(
                 webhook_type,
                 configuration,
@@ -131,25 +129,6 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
         }
     }
     out
-}
-
-/// The loaded webhooks of `webhook_type` by configuration name (sorted by name, as
-/// kube-apiserver orders configurations), each configuration's in list order.
-pub(crate) fn configurations(
-    snapshot: &Snapshot,
-    webhook_type: WebhookType,
-) -> BTreeMap<&str, Vec<&Webhook>> {
-    let mut by_configuration: BTreeMap<&str, Vec<&Webhook>> = BTreeMap::new();
-    for w in snapshot.of_type(webhook_type).values() {
-        by_configuration
-            .entry(w.configuration.as_str())
-            .or_default()
-            .push(w);
-    }
-    for webhooks in by_configuration.values_mut() {
-        webhooks.sort_by_key(|w| w.index);
-    }
-    by_configuration
 }
 
 /// One registration object: the legacy configuration's name plus `name_suffix`, labelled as

@@ -754,12 +754,10 @@ impl AdmissionApp {
             "chain admission"
         ) };
         }
-        match answer.decision {
-            // As the single route's line: the everyday decisions at debug.
-            Decision::Allowed | Decision::Skipped | Decision::Exempt => {
-                chain_event!(tracing::Level::DEBUG);
-            }
-            _ => chain_event!(tracing::Level::INFO),
+        if everyday(answer.decision) {
+            chain_event!(tracing::Level::DEBUG);
+        } else {
+            chain_event!(tracing::Level::INFO);
         }
         self.observe_body(review, chain.name(), answer, latency);
         let operation = review.operation as usize;
@@ -788,8 +786,7 @@ impl AdmissionApp {
         latency: Duration,
     ) {
         let request = &review.request;
-        // One line per admission: denials, failures and rejections at info; the everyday
-        // allowed/skipped at debug (at 2000 req/s, info lines for those cost ~8% of the CPU).
+        // One line per admission: the everyday decisions at debug, the rest at info.
         macro_rules! admission_event {
             ($level:expr) => { tracing::event!($level,
             uid = %request.uid,
@@ -803,11 +800,10 @@ impl AdmissionApp {
             "admission"
         ) };
         }
-        match answer.decision {
-            Decision::Allowed | Decision::Skipped | Decision::Shadowed | Decision::Exempt => {
-                admission_event!(tracing::Level::DEBUG);
-            }
-            _ => admission_event!(tracing::Level::INFO),
+        if everyday(answer.decision) {
+            admission_event!(tracing::Level::DEBUG);
+        } else {
+            admission_event!(tracing::Level::INFO);
         }
         self.observe_body(review, &webhook.name, answer, latency);
         webhook.metrics.admission(
@@ -818,9 +814,7 @@ impl AdmissionApp {
             answer.conditions,
         );
     }
-}
 
-impl AdmissionApp {
     /// The body's part of observation: the redacted body at trace level and a sampled
     /// capture, under `route` (a webhook's or a chain's name).
     fn observe_body(
@@ -849,6 +843,16 @@ impl AdmissionApp {
             }
         }
     }
+}
+
+/// Whether an admission's (or a chain's) log line is written at debug rather than info: the
+/// everyday decisions (allowed, skipped, shadowed, exempt); denials, failures and rejections
+/// are info. At 2000 req/s, info lines for the everyday ones cost ~8% of the CPU.
+fn everyday(decision: Decision) -> bool {
+    matches!(
+        decision,
+        Decision::Allowed | Decision::Skipped | Decision::Shadowed | Decision::Exempt
+    )
 }
 
 /// The caller's W3C trace context (`traceparent`, `tracestate`), borrowed from `headers`.

@@ -205,6 +205,33 @@ fn kubeconfig(ws: &Workspace, url: &str) -> std::path::PathBuf {
     path
 }
 
+/// `serve --watch-namespaces` on `ws`'s configuration, watching the stand-in API at `url`.
+fn watching(ws: &Workspace, url: &str) -> BinaryProxy {
+    let kubeconfig = kubeconfig(ws, url);
+    BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--watch-namespaces",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    )
+}
+
+/// Whether the proxy became ready (its first list done) within 20 s.
+async fn synced(proxy: &BinaryProxy, ws: &Workspace) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready(proxy, ws).await {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
+
 /// A pod CREATE in `namespace`, with a fresh uid.
 fn pod_in(namespace: &str, n: usize) -> Vec<u8> {
     let mut review: Value =
@@ -245,17 +272,7 @@ async fn namespace_labels_follow_the_cluster() {
         ),
     )
     .unwrap();
-    let kubeconfig = kubeconfig(&ws, &url);
-    let proxy = BinaryProxy::start(
-        &ws.conf,
-        &ws.cert,
-        &ws.key,
-        &[
-            "--watch-namespaces",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ],
-    );
+    let proxy = watching(&ws, &url);
     let client = HttpClient::new();
     let target = proxy.target(&ws.pki);
     let mut n = 0;
@@ -515,22 +532,8 @@ async fn a_slow_namespace_lookup_ends_within_the_callers_deadline() {
         ),
     )
     .unwrap();
-    let kubeconfig = kubeconfig(&ws, &url);
-    let proxy = BinaryProxy::start(
-        &ws.conf,
-        &ws.cert,
-        &ws.key,
-        &[
-            "--watch-namespaces",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ],
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ready(&proxy, &ws).await && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ready(&proxy, &ws).await, "the watch listed");
+    let proxy = watching(&ws, &url);
+    assert!(synced(&proxy, &ws).await, "the watch listed");
     let started = Instant::now();
     let reply = proxy
         .post(
@@ -583,21 +586,8 @@ async fn failed_open_annotations_in_a_chain_keep_their_own_indices() {
         ),
     )
     .unwrap();
-    let kubeconfig = kubeconfig(&ws, &url);
-    let proxy = BinaryProxy::start(
-        &ws.conf,
-        &ws.cert,
-        &ws.key,
-        &[
-            "--watch-namespaces",
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ],
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ready(&proxy, &ws).await && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let proxy = watching(&ws, &url);
+    assert!(synced(&proxy, &ws).await, "the watch listed");
     let reply = proxy
         .post(
             &ws.pki,
