@@ -362,9 +362,9 @@ impl<'a> ParsedReview<'a> {
     /// kube-apiserver sends each webhook call a uid of its own (`CreateAdmissionObjects` in
     /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admissionreview.go`
     /// makes a new one per call), which a chain of webhooks behind one admission needs too.
-    /// `uid` is put in as it is (a UUID needs no JSON escaping); a received uid with escapes
-    /// (not borrowed from the body) is left as it is. Without an edit, the body as received
-    /// (borrowed, byte for byte).
+    /// `uid` is put in as it is (a UUID needs no JSON escaping), in place of the received
+    /// uid's JSON string whether or not it was written with escapes. Without an edit, the body
+    /// as received (borrowed, byte for byte).
     pub(crate) fn body_for_call(&self, version: ReviewVersion, uid: Option<&str>) -> Cow<'a, [u8]> {
         let mut edits: [Option<(Range<usize>, [&str; 3])>; 2] = [None, None];
         if version != self.version {
@@ -373,8 +373,13 @@ impl<'a> ParsedReview<'a> {
                 ["\"", version.api_version(), "\""],
             ));
         }
-        if let (Some(uid), Cow::Borrowed(received)) = (uid, &self.request.uid) {
-            edits[1] = Some((span_in(self.body, received), ["", uid, ""]));
+        if let Some(uid) = uid {
+            edits[1] = match &self.request.uid {
+                Cow::Borrowed(received) => Some((span_in(self.body, received), ["", uid, ""])),
+                // Decoded from escapes: its string's span (quotes included) is found again,
+                // a rare second read of the envelope; the body parsed once already.
+                Cow::Owned(_) => self.raw_uid_span().map(|span| (span, ["\"", uid, "\""])),
+            };
         }
         if edits.iter().all(Option::is_none) {
             return Cow::Borrowed(self.body);
@@ -391,6 +396,20 @@ impl<'a> ParsedReview<'a> {
         }
         out.extend_from_slice(&self.body[at..]);
         Cow::Owned(out)
+    }
+
+    /// Where `request.uid`'s JSON string, quotes included, lies in the body; `None` when the
+    /// body does not read again (it did once, so only for a uid that is not a string).
+    fn raw_uid_span(&self) -> Option<Range<usize>> {
+        #[derive(Deserialize)]
+        struct Uid<'a> {
+            #[serde(borrow)]
+            uid: &'a RawValue,
+        }
+        let envelope: Envelope<'a> = serde_json::from_slice(self.body).ok()?;
+        let request: Uid<'a> = serde_json::from_str(envelope.request?.get()).ok()?;
+        let raw = request.uid.get();
+        raw.starts_with('"').then(|| span_in(self.body, raw))
     }
 
     /// The body exactly as received.
@@ -591,6 +610,22 @@ mod tests {
         assert_eq!(parsed.request.object.unwrap().get(), r#"{"kind":"Pod"}"#);
         assert!(parsed.request.old_object.is_none());
         assert_eq!(parsed.request.effective_sub_resource(), "");
+    }
+
+    /// A uid written with escapes is still replaced by the call's own (its whole JSON string).
+    #[test]
+    fn a_call_uid_replaces_a_received_uid_written_with_escapes() {
+        let escaped = V1.replace(r#""uid":"u-1""#, r#""uid":"\u0075-1""#);
+        let parsed = ParsedReview::parse(escaped.as_bytes()).unwrap();
+        assert_eq!(parsed.request.uid, "u-1");
+        assert_eq!(
+            parsed
+                .body_for_call(ReviewVersion::V1beta1, Some("u-22"))
+                .as_ref(),
+            V1.replace(r#""uid":"u-1""#, r#""uid":"u-22""#)
+                .replace("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+                .as_bytes()
+        );
     }
 
     #[test]

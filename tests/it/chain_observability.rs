@@ -326,3 +326,45 @@ async fn a_chained_call_under_way_is_in_flight() {
     );
     assert_eq!(tokio::task::block_in_place(|| in_flight(&proxy)), Some(0.0));
 }
+
+/// A `request.uid` written with a JSON escape (`\u0031` for `1`) is the same uid to
+/// kube-apiserver's decoder; each chained call must still carry a uid of its own, so that the
+/// webhook's answer (echoing it) verifies. Before, such a uid was left in the call as sent while
+/// the answer was checked against the new one: every call failed verification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_gives_each_call_its_own_uid_when_the_received_uid_has_escapes() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("chain-escaped-uid");
+    std::fs::write(ws.conf.join("webhooks.yaml"), config(&backend)).unwrap();
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    let received = "11111111-2222-3333-4444-555555555555";
+    let body = String::from_utf8(pod("app")).unwrap();
+    assert!(body.contains(&format!("\"uid\":\"{received}\"")), "{body}");
+    let escaped = body.replacen(
+        &format!("\"uid\":\"{received}\""),
+        &format!("\"uid\":\"\\u0031{}\"", &received[1..]),
+        1,
+    );
+    let mutated = proxy
+        .post(
+            &ws.pki,
+            "/configurations/mutating/labels?timeout=10s",
+            escaped.as_bytes(),
+        )
+        .await;
+    assert_eq!(mutated.decision, "allowed", "{}", mutated.json);
+    assert!(
+        mutated.json["response"]["patch"].is_string(),
+        "the webhook's patch is kept: {}",
+        mutated.json
+    );
+    assert_eq!(mutated.json["response"]["uid"], received);
+    let (_, sent) = backend
+        .recorder
+        .last()
+        .expect("the patch webhook was called");
+    let sent: serde_json::Value = serde_json::from_slice(&sent).unwrap();
+    let call_uid = sent["request"]["uid"].as_str().unwrap_or_default();
+    assert_eq!(call_uid.len(), 36, "a UUID: {call_uid}");
+    assert_ne!(call_uid, received);
+}
