@@ -3,7 +3,8 @@
 //! Module dependencies point one way, down this list (each uses only modules above it):
 //!
 //! - leaves: `field_error` (apimachinery's field errors), `names` (Kubernetes name formats),
-//!   `memory`, `redact`, `tls`, `served` (what kube-apiserver serves), `decision`; `metrics`
+//!   `memory`, `redact`, `tls`, `served` (what kube-apiserver serves), `decision`, `deep_json`
+//!   (JSON as deep as kube-apiserver reads it); `metrics`
 //!   uses `decision` and `memory`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
@@ -29,6 +30,7 @@ pub mod capture;
 pub mod config;
 pub mod conversion;
 pub mod decision;
+pub mod deep_json;
 pub mod dispatch;
 pub mod exclusions;
 pub mod explain;

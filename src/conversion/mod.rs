@@ -109,7 +109,8 @@ pub(crate) fn convert_locally(
 }
 
 /// The caller's `object` and `oldObject` as JSON trees (`None` when null or absent), to be
-/// converted: the only parts of the review a rewrite parses.
+/// converted: the only parts of the review a rewrite parses. Read as deep as kube-apiserver
+/// reads them ([`crate::deep_json::parse_value`]).
 ///
 /// # Errors
 /// [`EquivalentError::Review`] when an object is not valid JSON.
@@ -120,7 +121,7 @@ pub(crate) fn take_objects(
     let parse = |raw: Option<&RawValue>| -> Result<Option<Value>, EquivalentError> {
         match raw {
             None => Ok(None),
-            Some(raw) => serde_json::from_str::<Value>(raw.get())
+            Some(raw) => crate::deep_json::parse_value(raw.get())
                 .map(|v| (!v.is_null()).then_some(v))
                 .map_err(|e| EquivalentError::Review(e.to_string())),
         }

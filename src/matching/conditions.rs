@@ -14,6 +14,7 @@ use super::authz::{self, CheckKey, Decisions};
 use super::cel_env::{self, env};
 use super::cost::{self, Cancelled};
 
+use crate::deep_json;
 use crate::review::ParsedReview;
 
 /// Variables of the webhook CEL environment (`apiserver/pkg/admission/plugin/cel/compile.go`;
@@ -292,10 +293,20 @@ pub(crate) enum EvaluationError {
     /// It ran the webhook's [`cost::WEBHOOK_BUDGET`] out.
     #[error("{}", cost::OUT_OF_BUDGET_ERROR)]
     OutOfBudget,
+    /// It did not run: the variables could not be bound, `object` or `oldObject` nested
+    /// deeper than kube-apiserver reads ([`ReadError`]).
+    #[error("{0}")]
+    Unreadable(String),
     /// It did not run: an earlier condition ran the budget out.
     #[error("not evaluated: the webhook's cost budget ran out")]
     NotEvaluated,
 }
+
+/// The request's `object`, `oldObject` or `options` could not be read for the conditions:
+/// decided as a condition's error is, by failurePolicy (never taken for `null`).
+#[derive(Debug, thiserror::Error)]
+#[error("the request's object could not be read for matchConditions: {0}")]
+pub(crate) struct ReadError(deep_json::DeepError);
 
 impl From<cel::ExecutionError> for EvaluationError {
     fn from(e: cel::ExecutionError) -> Self {
@@ -479,10 +490,34 @@ impl MatchConditions {
         let track = self
             .untracked_max_body
             .is_none_or(|max| review.body_len() as u64 > max);
-        cel_env::with_root_context(|mut context| {
-            self.bind(&mut context, review);
-            self.result(self.run(&context, track))
+        self.with_bound(review, |context| self.result(self.run(context, track)))
+            .unwrap_or_else(|e| ConditionsResult::Error(e.to_string()))
+    }
+
+    /// Runs `f` in a context with the variables the conditions reference bound to `review`'s
+    /// values (see [`MatchConditions::bind`]); an `object` or `oldObject` nested past
+    /// serde_json's limit is read as deep as kube-apiserver reads it ([`deep_json::read_deep`]),
+    /// `f` then running on the stack grown for it.
+    ///
+    /// # Errors
+    /// A value that cannot be read (nested past kube-apiserver's own limit): never bound as
+    /// `null`, which would make the conditions decide on an object that is not absent. The
+    /// caller decides as for a condition's error, by failurePolicy.
+    fn with_bound<R>(
+        &self,
+        review: &ParsedReview<'_>,
+        f: impl Fn(&cel::Context<'_, 'static>) -> R,
+    ) -> Result<R, ReadError> {
+        let request = &review.request;
+        let raw = [request.object, request.old_object, request.options]
+            .map(|v| v.map(serde_json::value::RawValue::get));
+        deep_json::read_deep(&raw, |unbounded| {
+            cel_env::with_root_context(|mut context| {
+                self.bind(&mut context, review, unbounded)?;
+                Ok(f(&context))
+            })
         })
+        .map_err(ReadError)
     }
 
     /// [`MatchConditions::evaluate`] with `authorizer`'s checks answered from `decisions`.
@@ -553,9 +588,8 @@ impl MatchConditions {
         let track = self
             .untracked_max_body
             .is_none_or(|max| review.body_len() as u64 > max);
-        cel_env::with_root_context(|mut context| {
-            self.bind(&mut context, review);
-            let (mut ran, out_of_budget) = match self.run(&context, track) {
+        let any = self.with_bound(review, |context| {
+            let (mut ran, out_of_budget) = match self.run(context, track) {
                 Ok(ran) => (ran, false),
                 Err(ran) => (ran, true),
             };
@@ -591,6 +625,10 @@ impl MatchConditions {
                 first_true,
                 error: aggregate(errors),
             }
+        });
+        any.unwrap_or_else(|e| AnyTrue {
+            first_true: None,
+            error: Some(e.to_string()),
         })
     }
 
@@ -643,25 +681,40 @@ impl MatchConditions {
         Ok(ran)
     }
 
-    /// Adds the variables the conditions reference (see [`VARIABLES`]) to `context`.
-    fn bind(&self, context: &mut cel::Context<'_, 'static>, review: &ParsedReview<'_>) {
+    /// Adds the variables the conditions reference (see [`VARIABLES`]) to `context`; JSON
+    /// values are read with serde_json's recursion limit unless `unbounded`.
+    ///
+    /// # Errors
+    /// A raw value that does not read (serde_json's recursion limit, when bounded).
+    fn bind(
+        &self,
+        context: &mut cel::Context<'_, 'static>,
+        review: &ParsedReview<'_>,
+        unbounded: bool,
+    ) -> Result<(), serde_json::Error> {
         let request = &review.request;
         if self.uses.object {
             context.add_variable_from_value(
                 "object",
-                raw_to_cel(request.object.map(serde_json::value::RawValue::get)),
+                raw_to_cel(
+                    request.object.map(serde_json::value::RawValue::get),
+                    unbounded,
+                )?,
             );
         }
         if self.uses.old_object {
             context.add_variable_from_value(
                 "oldObject",
-                raw_to_cel(request.old_object.map(serde_json::value::RawValue::get)),
+                raw_to_cel(
+                    request.old_object.map(serde_json::value::RawValue::get),
+                    unbounded,
+                )?,
             );
         }
         if self.uses.request {
             context.add_variable_from_value(
                 "request",
-                request_to_cel(review, self.uses.request_fields.as_deref()),
+                request_to_cel(review, self.uses.request_fields.as_deref(), unbounded)?,
             );
         }
         context.add_variable_from_value("namespaceObject", Value::Null);
@@ -673,15 +726,15 @@ impl MatchConditions {
             );
             context.add_variable_from_value("authorizer", authz::authorizer(user));
         }
+        Ok(())
     }
 
     /// Every condition's own result and cost, in list order, for `explain` (KEP-3716
     /// "Debuggability"): the value as CEL prints it, or the error message. Cost is always
     /// tracked here. The decision itself is [`MatchConditions::evaluate`]'s.
     pub(crate) fn evaluate_each(&self, review: &ParsedReview<'_>) -> Vec<ConditionEvaluation> {
-        cel_env::with_root_context(|mut context| {
-            self.bind(&mut context, review);
-            let (ran, out_of_budget) = match self.run(&context, true) {
+        let each = self.with_bound(review, |context| {
+            let (ran, out_of_budget) = match self.run(context, true) {
                 Ok(ran) => (ran, false),
                 Err(ran) => (ran, true),
             };
@@ -712,15 +765,31 @@ impl MatchConditions {
                 },
             );
             each
+        });
+        each.unwrap_or_else(|e| {
+            vec![
+                ConditionEvaluation {
+                    value: Err(EvaluationError::Unreadable(e.to_string())),
+                    cost: None,
+                };
+                self.conditions.len()
+            ]
         })
     }
 }
 
-/// Converts a raw JSON value (absent = null) into a CEL value.
-fn raw_to_cel(raw: Option<&str>) -> Value {
-    match raw.map(serde_json::from_str::<serde_json::Value>) {
-        Some(Ok(v)) => json_to_cel(&v),
-        _ => Value::Null,
+/// Converts a raw JSON value (absent = null) into a CEL value, read without serde_json's
+/// recursion limit when `unbounded` (on a stack grown for it, [`deep_json::read_deep`]).
+///
+/// # Errors
+/// serde_json's: its recursion limit when bounded (the raw value was read once, so nothing
+/// else in practice). Never `null` for a value that is there.
+fn raw_to_cel(raw: Option<&str>, unbounded: bool) -> Result<Value, serde_json::Error> {
+    match raw {
+        None => Ok(Value::Null),
+        Some(raw) => Ok(json_to_cel(&deep_json::from_str::<serde_json::Value>(
+            raw, unbounded,
+        )?)),
     }
 }
 
@@ -797,7 +866,11 @@ fn user_info_to_cel(raw: Option<&serde_json::value::RawValue>) -> Value {
 ///
 /// With `only`, just those top-level fields are built: handing `cel` a larger map costs
 /// about 10 µs per evaluation whatever is read from it (benches/README.md).
-fn request_to_cel(review: &ParsedReview<'_>, only: Option<&[String]>) -> Value {
+fn request_to_cel(
+    review: &ParsedReview<'_>,
+    only: Option<&[String]>,
+    unbounded: bool,
+) -> Result<Value, serde_json::Error> {
     let gvk = |g: &crate::review::GroupVersionKind| {
         map([
             ("group", string(&g.group)),
@@ -837,12 +910,13 @@ fn request_to_cel(review: &ParsedReview<'_>, only: Option<&[String]>) -> Value {
     put("operation", &|| string(&r.operation));
     put("userInfo", &|| user_info_to_cel(r.user_info));
     put("dryRun", &|| Value::Bool(r.is_dry_run()));
-    put("options", &|| {
-        raw_to_cel(r.options.map(serde_json::value::RawValue::get))
-    });
-    Value::Map(Map {
+    if want("options") {
+        let options = raw_to_cel(r.options.map(serde_json::value::RawValue::get), unbounded)?;
+        entries.insert(Key::String(Arc::new("options".to_string())), options);
+    }
+    Ok(Value::Map(Map {
         map: Arc::new(entries),
-    })
+    }))
 }
 
 #[cfg(test)]

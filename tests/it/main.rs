@@ -16,6 +16,7 @@ mod chain_observability;
 mod chains;
 mod check;
 mod conformance;
+mod deep_objects;
 mod demo;
 mod end_to_end;
 mod equivalent;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use admission_proxy::dispatch::HttpClient;
 
 use crate::common::*;
+use crate::tools::pki::TestPki;
 
 const POD: &str = "0096-create-core-v1-pods-v1.json";
 
@@ -663,4 +664,171 @@ async fn an_applied_secret_leaves_no_value_in_captures_logs_or_explain() {
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&written), 0o600, "capture file mode");
     assert_eq!(mode(&captures), 0o700, "capture directory mode");
+}
+
+/// A TLS backend on 127.0.0.1 that answers every AdmissionReview allowed, with `patch_base64`
+/// as its patch, in a chunked body (as a Go webhook writing with `http.ResponseWriter` does
+/// for large answers). Bounded: 16 connections.
+fn chunked_patching_backend(patch_base64: &'static str) -> (String, TestPki) {
+    use std::io::Write as _;
+    let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
+    let config = std::sync::Arc::new(
+        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            rustls_pemfile::certs(&mut pki.cert_pem.as_bytes())
+                .map(Result::unwrap)
+                .collect(),
+            rustls_pemfile::private_key(&mut pki.key_pem.as_bytes())
+                .unwrap()
+                .unwrap(),
+        )
+        .unwrap(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}/hook", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for tcp in listener.incoming().take(16).flatten() {
+            let config = config.clone();
+            std::thread::spawn(move || {
+                tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, tcp);
+                while let Some((_, body)) = read_request(&mut tls) {
+                    let review: serde_json::Value =
+                        serde_json::from_slice(&body).unwrap_or_default();
+                    let answer = serde_json::json!({
+                        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                        "response": {"uid": review["request"]["uid"], "allowed": true,
+                            "patchType": "JSONPatch", "patch": patch_base64}});
+                    let answer = answer.to_string();
+                    let (a, b) = answer.split_at(answer.len() / 2);
+                    let wire = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+                        a.len(),
+                        b.len()
+                    );
+                    if tls.write_all(wire.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, pki)
+}
+
+/// Writes `body` to the proxy at `addr` as a chunked POST (two chunks; with `broken`, the
+/// second chunk's size line is not a size, so the body is invalid chunked encoding) and reads
+/// until the proxy answers or closes.
+fn post_chunked(addr: &str, ca_pem: &str, path: &str, body: &[u8], broken: bool) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut tls = tls_connect(addr.parse().unwrap(), ca_pem, Duration::from_secs(10)).unwrap();
+    let (a, b) = body.split_at(body.len() / 2);
+    let mut wire = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n",
+        a.len()
+    )
+    .into_bytes();
+    wire.extend_from_slice(a);
+    if broken {
+        // Not a chunk size: the body is invalid at once.
+        wire.extend_from_slice(b"\r\nzz\r\n");
+    } else {
+        wire.extend_from_slice(format!("\r\n{:x}\r\n", b.len()).as_bytes());
+    }
+    wire.extend_from_slice(b);
+    wire.extend_from_slice(b"\r\n0\r\n\r\n");
+    let _ = tls.write_all(&wire);
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// No Secret byte reaches a log line at any log level, whatever the dependency: pingora's
+/// HTTP/1 code logs each chunk of a chunked body it reads at TRACE (requests from
+/// kube-apiserver and answers from the backend alike) and the bytes of an invalid chunked body
+/// at DEBUG. Every level, and a filter that names pingora itself, with a chunked Secret in, a
+/// chunked patch carrying a Secret value out, and a broken chunked body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_log_level_writes_secret_bytes_from_chunked_bodies() {
+    use base64::Engine as _;
+    let patch = serde_json::json!([{"op": "add", "path": "/data/backend-token",
+        "value": base64::engine::general_purpose::STANDARD.encode("backend-s3cret-value")}]);
+    let patch_base64: &'static str = Box::leak(
+        base64::engine::general_purpose::STANDARD
+            .encode(patch.to_string())
+            .into_boxed_str(),
+    );
+    let (url, pki) = chunked_patching_backend(patch_base64);
+    let ws = Workspace::new("log-levels-secrets");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        webhook_config(
+            "admissionregistration.k8s.io/v1",
+            "MutatingWebhookConfiguration",
+            "secrets.example.com",
+            &format!("{{url: \"{url}\", caBundle: \"{}\"}}", pki.ca_bundle()),
+            ALL,
+            "sideEffects: None\n  admissionReviewVersions: [v1]",
+        ),
+    )
+    .unwrap();
+    let body = fixture("0205-create-core-v1-secrets-v1.json");
+    let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mut secrets: Vec<String> = review["request"]["object"]["data"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    secrets.push(patch_base64.to_string());
+    assert!(!secrets.is_empty());
+    // The proxy's own INFO line tells the harness its address, so the quieter levels keep it.
+    for level in [
+        "error,admission_proxy=info",
+        "warn,admission_proxy=info",
+        "info",
+        "debug",
+        "trace",
+        "pingora_core=trace,pingora=trace,trace",
+    ] {
+        let proxy = tokio::task::block_in_place(|| {
+            BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--log-level", level])
+        });
+        let path = "/webhooks/secrets.example.com?timeout=10s";
+        let answered = tokio::task::block_in_place(|| {
+            post_chunked(&proxy.addr, &ws.pki.ca_pem, path, &body, false)
+        });
+        assert!(answered.starts_with("HTTP/1.1 200"), "{level}: {answered}");
+        assert!(
+            answered.contains(patch_base64),
+            "{level}: the patch is answered: {answered}"
+        );
+        let broken = tokio::task::block_in_place(|| {
+            post_chunked(&proxy.addr, &ws.pki.ca_pem, path, &body, true)
+        });
+        assert!(!broken.starts_with("HTTP/1.1 200"), "{level}: {broken}");
+        if level.ends_with("trace") {
+            // Proof that this level logs the request's path: the proxy's own redacted line.
+            assert!(
+                tokio::task::block_in_place(|| proxy.logged("admission request body (redacted)")),
+                "{level}"
+            );
+        }
+        let logs = tokio::task::block_in_place(|| proxy.stop()).join("\n");
+        // pingora prints bytes as Rust's Debug of their chars (`['s', 'e', ...]`): read that
+        // form too.
+        let joined = logs.replace("', '", "");
+        for secret in &secrets {
+            assert!(
+                !logs.contains(secret.as_str()) && !joined.contains(secret.as_str()),
+                "--log-level {level} wrote a Secret value ({secret}): {logs}"
+            );
+        }
+    }
 }

@@ -255,7 +255,7 @@ impl Respond for ExampleBackend {
         if let Ok(mut last) = self.recorder.last.lock() {
             *last = Some((path_and_query.clone(), body.clone()));
         }
-        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let request: Value = serde_json::from_slice(&body).unwrap_or_else(|_| envelope(&body));
         let api_version = request.get("apiVersion").cloned().unwrap_or(Value::Null);
         let uid = request
             .pointer("/request/uid")
@@ -510,4 +510,33 @@ fn upstream<'a>(
             ),
         }
     })
+}
+
+/// What the example webhook answers from, for a body serde_json will not build a tree of (an
+/// object nested past its 128 levels, which kube-apiserver sends up to 10,000): `apiVersion`,
+/// `request.uid` and `request.object.metadata`, the rest skipped without recursion (as a Go
+/// webhook decoding into typed structs reads it). `null` when even that does not read.
+fn envelope(body: &[u8]) -> Value {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        #[serde(rename = "apiVersion")]
+        api_version: Option<Value>,
+        request: Option<Request>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request {
+        uid: Option<Value>,
+        object: Option<Object>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Object {
+        metadata: Option<Value>,
+    }
+    let Ok(envelope) = serde_json::from_slice::<Envelope>(body) else {
+        return Value::Null;
+    };
+    let request = envelope.request.map(
+        |r| json!({"uid": r.uid, "object": r.object.map(|o| json!({"metadata": o.metadata}))}),
+    );
+    json!({"apiVersion": envelope.api_version, "request": request})
 }

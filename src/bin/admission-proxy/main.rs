@@ -3,6 +3,7 @@
 //! `commands`. The tools that are not library API live beside it: `demo`, `bench`,
 //! `example_backend`, `pki` (rcgen). Errors surface here as `anyhow`.
 
+use admission_proxy::deep_json;
 use anyhow::{bail, Context};
 use clap::Parser;
 
@@ -56,29 +57,72 @@ fn log_filter(spec: &str, what: &str) -> anyhow::Result<tracing_subscriber::EnvF
     ))
 }
 
+/// Whether a dependency's event may be logged at all, whatever the filter asks for. Some quote
+/// the bytes of requests and answers, which carry Secrets: pingora's HTTP/1 code logs every
+/// chunk of a chunked body it reads at TRACE (`pingora-core` `protocols/http/v1/body.rs`,
+/// "Got size N ... chunk: ...", on the listener's requests and the backends' answers alike)
+/// and an invalid chunked body's bytes at DEBUG; rustls and hyper log frames at TRACE. So no
+/// dependency logs at TRACE, and pingora not at DEBUG either; the proxy's own lines, which
+/// redact (`redact`), follow the filter alone.
+fn dependency_may_log(metadata: &tracing::Metadata<'_>) -> bool {
+    let target = metadata.target();
+    if target.starts_with("admission_proxy") {
+        return true;
+    }
+    match *metadata.level() {
+        tracing::Level::TRACE => false,
+        tracing::Level::DEBUG => !target.starts_with("pingora"),
+        _ => true,
+    }
+}
+
 /// Logging to stderr. `RUST_LOG` wins over `level`; either, when set and invalid, is an error
-/// (a typo must not silently turn logging off).
+/// (a typo must not silently turn logging off). Dependencies are held to
+/// [`dependency_may_log`] whatever either says.
 fn init_logging(level: &str, json: bool) -> anyhow::Result<()> {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let filter = match std::env::var("RUST_LOG") {
         Ok(env) if !env.is_empty() => log_filter(&env, "RUST_LOG")?,
         _ => log_filter(level, "--log-level")?,
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
+    let layer = if json {
+        layer.json().boxed()
     } else {
-        builder.init();
-    }
+        layer.boxed()
+    };
+    tracing_subscriber::registry()
+        .with(
+            layer
+                .with_filter(filter)
+                .with_filter(tracing_subscriber::filter::filter_fn(dependency_may_log)),
+        )
+        .init();
     Ok(())
 }
 
 /// Runs the command; an error is printed once, its causes joined (without repeating a cause
 /// its context already quotes), and the exit code is 1.
+///
+/// The command runs on a thread of [`deep_json::THREAD_STACK_BYTES`], as do the runtime's
+/// threads: an object as deep as kube-apiserver sends (10,000 levels) is recursed into by
+/// conversion, JSON Patch and drop wherever it is held.
 fn main() -> std::process::ExitCode {
-    match run() {
+    let command = std::thread::Builder::new()
+        .name("main-command".into())
+        .stack_size(deep_json::THREAD_STACK_BYTES)
+        .spawn(run)
+        .map_err(anyhow::Error::from)
+        .and_then(|thread| {
+            thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+    match command {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             let mut message = String::new();
@@ -121,6 +165,7 @@ fn run() -> anyhow::Result<()> {
         return commands::registration(args);
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.thread_stack_size(deep_json::THREAD_STACK_BYTES);
     if let Command::Serve(args) = &cli.command {
         builder.worker_threads(usize::from(args.worker_threads));
     }

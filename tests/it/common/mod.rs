@@ -323,6 +323,8 @@ pub(crate) struct BinaryProxy {
     pub child: std::process::Child,
     pub logs: Arc<std::sync::Mutex<Vec<String>>>,
     pub addr: String,
+    /// The thread reading stderr into `logs`; it ends when the process has.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for BinaryProxy {
@@ -374,7 +376,7 @@ impl BinaryProxy {
         let (tx, rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         let sink = logs.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if line.contains("admission-proxy listening") {
                     let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
@@ -386,7 +388,23 @@ impl BinaryProxy {
         let addr = rx
             .recv_timeout(Duration::from_secs(20))
             .unwrap_or_else(|_| panic!("the proxy logs its address: {:?}", logs.lock().unwrap()));
-        BinaryProxy { child, logs, addr }
+        BinaryProxy {
+            child,
+            logs,
+            addr,
+            reader: Some(reader),
+        }
+    }
+
+    /// Kills the process and returns every line it wrote to stderr (all of them: the reader
+    /// has seen the end of the stream).
+    pub(crate) fn stop(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        std::mem::take(&mut *self.logs.lock().unwrap())
     }
 
     /// Where to send requests to this proxy, trusting `pki`.
