@@ -73,6 +73,8 @@ impl Capture {
         let threshold = (settings.sample.clamp(0.0, 1.0) * f64::from(u32::MAX)) as u64;
         std::thread::Builder::new()
             .name("capture".into())
+            // Captures read reviews as deep as kube-apiserver sends them (deep_json).
+            .stack_size(crate::deep_json::THREAD_STACK_BYTES)
             .spawn(move || {
                 for entry in rx {
                     if let Err(e) = write_capture(&settings, &mut kept, entry) {
@@ -149,7 +151,10 @@ fn write_capture(
     kept: &mut VecDeque<(PathBuf, u64)>,
     entry: Entry,
 ) -> std::io::Result<()> {
-    let Ok(mut review) = serde_json::from_slice::<Value>(&entry.body) else {
+    let Some(mut review) = std::str::from_utf8(&entry.body)
+        .ok()
+        .and_then(|text| crate::deep_json::parse_value(text).ok())
+    else {
         return Ok(());
     };
     redact(&mut review, &settings.redact_paths);

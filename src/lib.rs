@@ -2,9 +2,9 @@
 //!
 //! Module dependencies point one way, down this list (each uses only modules above it):
 //!
-//! - leaves: `field_error` (apimachinery's field errors), `names` (Kubernetes name formats),
-//!   `memory`, `redact`, `tls`, `served` (what kube-apiserver serves), `decision`, `deep_json`
-//!   (JSON as deep as kube-apiserver reads it); `metrics`
+//! - leaves: `deep_json` (JSON as deep as kube-apiserver reads it), `field_error`
+//!   (apimachinery's field errors), `names` (Kubernetes name formats), `memory`, `tls`,
+//!   `served` (what kube-apiserver serves), `decision`; `redact` uses `deep_json`; `metrics`
 //!   uses `decision` and `memory`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);

@@ -1,6 +1,6 @@
 //! What never leaves the process: Secret values in AdmissionReviews, wherever a body is
 //! written (captures, trace logs, `explain` output), and the fields `--redact-path` names.
-//! Plain JSON work; depends on nothing else of the crate.
+//! Plain JSON work; depends only on `deep_json`.
 //!
 //! A Secret's values are in `data` and `stringData`, and a copy of them in the
 //! `kubectl.kubernetes.io/last-applied-configuration` annotation whenever the Secret was
@@ -120,12 +120,13 @@ pub(crate) fn redact(review: &mut Value, paths: &[RedactPath]) -> bool {
 
 /// `body` (an AdmissionReview) with [`redact`] applied, as JSON text for a log line or
 /// `explain`: byte for byte when nothing is redacted, re-serialized otherwise; a body that is
-/// not JSON is described by its size only.
+/// not JSON, or nested deeper than kube-apiserver reads ([`crate::deep_json`]), is described
+/// by its size only. Run on a thread of [`crate::deep_json::THREAD_STACK_BYTES`].
 pub(crate) fn redacted_text(body: &[u8], paths: &[RedactPath]) -> String {
-    let (Ok(text), Ok(mut review)) = (
-        std::str::from_utf8(body),
-        serde_json::from_slice::<Value>(body),
-    ) else {
+    let Some((text, mut review)) = std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| Some((text, crate::deep_json::parse_value(text).ok()?)))
+    else {
         return format!("<{} bytes, not JSON>", body.len());
     };
     if redact(&mut review, paths) {

@@ -139,6 +139,7 @@ async fn a_deeply_nested_object_is_called_or_decided_by_failure_policy_never_ski
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
+    assert!(!text.contains("not JSON"), "the body is shown: {text}");
     for name in ["deny.deep.test", "ignore.deep.test", "patch.deep.test"] {
         let line = text
             .lines()
