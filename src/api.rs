@@ -234,6 +234,37 @@ impl FailurePolicy {
     }
 }
 
+/// `reinvocationPolicy` of a mutating webhook (`Never` when absent, v1 and v1beta1 alike:
+/// `SetDefaults_MutatingWebhook` in `pkg/apis/admissionregistration/v1/defaults.go`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum ReinvocationPolicy {
+    /// Called once per admission.
+    #[default]
+    Never,
+    /// Called again when a later webhook changed the object after its call
+    /// (`reinvocationcontext.go`).
+    IfNeeded,
+}
+
+impl ReinvocationPolicy {
+    /// The configuration spelling.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ReinvocationPolicy::Never => "Never",
+            ReinvocationPolicy::IfNeeded => "IfNeeded",
+        }
+    }
+
+    /// The policy a configuration spells `s`, if any.
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "Never" => Some(ReinvocationPolicy::Never),
+            "IfNeeded" => Some(ReinvocationPolicy::IfNeeded),
+            _ => None,
+        }
+    }
+}
+
 /// `matchPolicy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MatchPolicy {

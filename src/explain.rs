@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::api::{FailurePolicy, MatchPolicy};
+use crate::api::{FailurePolicy, MatchPolicy, ReinvocationPolicy};
 use crate::config::{Snapshot, Webhook};
 use crate::conversion::{self, Rewritten};
 use crate::exclusions::Exclusions;
@@ -299,7 +299,7 @@ pub fn explain(
                 ChainStep {
                     name: w.name.clone(),
                     verdict,
-                    reinvoked_if_needed: w.spec.reinvocation_policy.as_deref() == Some("IfNeeded"),
+                    reinvoked_if_needed: w.reinvocation_policy == ReinvocationPolicy::IfNeeded,
                 }
             });
             let t = chain.webhook_type.as_str();

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::api::{self, FailurePolicy, MatchPolicy, SideEffects, WebhookType};
+use crate::api::{self, FailurePolicy, MatchPolicy, ReinvocationPolicy, SideEffects, WebhookType};
 pub use crate::backend::Backend;
 use crate::field_error::{BadValue, Error as FieldError, ErrorType, Path as FieldPath};
 use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
@@ -48,6 +48,8 @@ pub struct Webhook {
     /// Selection, including the webhook's `failurePolicy` (see `Webhook::failure_policy`).
     pub matcher: Matcher,
     pub(crate) side_effects: SideEffects,
+    /// `reinvocationPolicy`, defaulted (validating webhooks: `Never`, they have none).
+    pub(crate) reinvocation_policy: ReinvocationPolicy,
     /// `timeoutSeconds` (1-30 s), or the webhook's `maxTimeoutSeconds` option when lower.
     pub(crate) timeout: Duration,
     /// How its answers are applied (`mode` option); `None` when not set: `serve
@@ -1112,7 +1114,8 @@ fn compile_webhook(
     warnings.extend(side_effects_warning(side_effects));
     let timeout_seconds = default_timeout_seconds(hook.timeout_seconds, v1beta1, &mut bad);
     let review_version = validate_review_versions(hook, v1beta1, &mut bad);
-    validate_reinvocation_policy(hook.reinvocation_policy.as_deref(), &mut bad);
+    let reinvocation_policy =
+        default_reinvocation_policy(hook.reinvocation_policy.as_deref(), &mut bad);
     for (i, rule) in hook.rules.iter().enumerate() {
         validate_rule(rule, &format!("rules[{i}]"), &mut bad);
     }
@@ -1136,7 +1139,7 @@ fn compile_webhook(
                 hook,
                 webhook_type,
                 matcher,
-                side_effects,
+                (side_effects, reinvocation_policy),
                 timeout,
                 review_version,
                 backend,
@@ -1320,18 +1323,23 @@ fn validate_review_versions(
     review_version
 }
 
-/// `reinvocationPolicy`, when given, is Never or IfNeeded (`validateMutatingWebhook`:
-/// `supportedReinvocationPolicies`).
-fn validate_reinvocation_policy(value: Option<&str>, bad: &mut impl FnMut(FieldError)) {
-    if let Some(p) = value {
-        if !matches!(p, "Never" | "IfNeeded") {
-            bad(FieldError::not_supported(
-                "reinvocationPolicy",
-                p,
-                &["IfNeeded", "Never"],
-            ));
-        }
-    }
+/// `reinvocationPolicy`, defaulted to Never; when given, Never or IfNeeded
+/// (`validateMutatingWebhook`: `supportedReinvocationPolicies`).
+fn default_reinvocation_policy(
+    value: Option<&str>,
+    bad: &mut impl FnMut(FieldError),
+) -> ReinvocationPolicy {
+    let Some(p) = value else {
+        return ReinvocationPolicy::Never;
+    };
+    ReinvocationPolicy::parse(p).unwrap_or_else(|| {
+        bad(FieldError::not_supported(
+            "reinvocationPolicy",
+            p,
+            &["IfNeeded", "Never"],
+        ));
+        ReinvocationPolicy::Never
+    })
 }
 
 /// namespaceSelector then objectSelector: label names checked
@@ -1430,7 +1438,7 @@ fn build_webhook(
     hook: &api::Webhook,
     webhook_type: WebhookType,
     matcher: Matcher,
-    side_effects: SideEffects,
+    (side_effects, reinvocation_policy): (SideEffects, ReinvocationPolicy),
     timeout: Duration,
     review_version: Option<ReviewVersion>,
     backend: Arc<Backend>,
@@ -1448,6 +1456,7 @@ fn build_webhook(
         source: PathBuf::new(),
         matcher,
         side_effects,
+        reinvocation_policy,
         timeout,
         mode: None,
         call_slots: None,

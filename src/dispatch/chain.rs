@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use super::pipeline::{Admission, Prepared};
 use super::{Answer, CallFailure, Clock, Decision, Dispatcher, Outcome, Trace, Verdict};
-use crate::api::{FailurePolicy, WebhookType};
+use crate::api::{FailurePolicy, ReinvocationPolicy, WebhookType};
 use crate::config::options::Mode;
 use crate::config::{Chain, Webhook};
 use crate::conversion::{self, Rewritten};
@@ -783,7 +783,7 @@ impl Dispatcher {
             }
         }
         if called {
-            let if_needed = webhook.spec.reinvocation_policy.as_deref() == Some("IfNeeded");
+            let if_needed = webhook.reinvocation_policy == ReinvocationPolicy::IfNeeded;
             run.reinvocation.called(i, if_needed, changed);
             run.fold.mutation(round, i, webhook, changed);
         }

@@ -800,7 +800,7 @@ pub(crate) fn static_type(
         Expr::Call(call) => {
             let receiver = match &call.target {
                 Some(t) => match &t.expr {
-                    Expr::Ident(ns) if super::cel_env::is_namespace(ns) => None,
+                    Expr::Ident(ns) if super::cel_names::is_namespace(ns) => None,
                     other => Some(static_type(other, bound)?),
                 },
                 None => None,

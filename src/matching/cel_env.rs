@@ -1,7 +1,7 @@
 //! The Kubernetes CEL environment for matchConditions (`MustBaseEnvSet` in
 //! `staging/src/k8s.io/apiserver/pkg/cel/environment/base.go`): the `cel` crate's standard
 //! library, the Kubernetes libraries from `kube-cel`, and regular expressions compiled once.
-//! Depends only on `cel`, `kube-cel` and `regex`.
+//! Registers `authz`'s `authorizer` library beside them.
 //!
 //! Which crate provides what was measured (README, "CEL compatibility"): `cel` 0.15 alone lacks
 //! every Kubernetes library; `kube-cel` 0.8 on its own `cel` 0.13 lacks optional types. `kube-cel`
@@ -16,14 +16,6 @@ use cel::objects::Value;
 use cel::{Context, Env, ExecutionError, ResolveResult};
 use kube_cel::KubeCelExt;
 use regex::Regex;
-
-/// Function namespaces a call may name (`optional.of(...)`, `sets.contains(...)`).
-const NAMESPACES: [&str; 5] = ["optional", "sets", "strings", "ip", "format"];
-
-/// True for a function namespace (`sets` in `sets.contains(...)`) rather than a receiver.
-pub(crate) fn is_namespace(name: &str) -> bool {
-    NAMESPACES.contains(&name)
-}
 
 /// The parse/compile environment: the standard library and the macros. Kubernetes library
 /// functions are resolved at run time through [`with_root_context`].

@@ -78,7 +78,9 @@ fn free_variables(
         }
         Expr::Call(call) => {
             let namespace = match call.target.as_ref().map(|t| &t.expr) {
-                Some(Expr::Ident(ns)) if cel_env::is_namespace(ns) && !bound.contains(ns) => {
+                Some(Expr::Ident(ns))
+                    if super::cel_names::is_namespace(ns) && !bound.contains(ns) =>
+                {
                     Some(ns)
                 }
                 _ => None,

@@ -258,7 +258,7 @@ fn call_cost(function: &str, operands: &[Operand], traversal: u64, result: u64) 
 /// target is a namespace rather than a receiver value.
 fn function_name(call: &cel::common::ast::CallExpr) -> (Cow<'_, str>, bool) {
     match call.target.as_deref().map(|t| &t.expr) {
-        Some(Expr::Ident(ns)) if super::cel_env::is_namespace(ns) => {
+        Some(Expr::Ident(ns)) if super::cel_names::is_namespace(ns) => {
             (Cow::Owned(format!("{ns}.{}", call.func_name)), true)
         }
         _ => (Cow::Borrowed(call.func_name.as_str()), false),

@@ -104,6 +104,12 @@ impl std::fmt::Display for LabelSelector {
 #[error("{0}")]
 pub struct SelectorSyntaxError(String);
 
+impl From<String> for SelectorSyntaxError {
+    fn from(message: String) -> Self {
+        SelectorSyntaxError(message)
+    }
+}
+
 /// A token of the selector syntax (`labels.Token`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Token {
@@ -211,19 +217,19 @@ impl Parser {
 
     /// `[!] KEY [ <set-based-restriction> | <exact-match-restriction> ]`, as one
     /// `metav1.LabelSelectorRequirement`-like `(key, operator, values)`.
-    fn requirement(&mut self) -> Result<(String, &'static str, Vec<String>), String> {
+    fn requirement(&mut self) -> Result<(String, &'static str, Vec<String>), SelectorSyntaxError> {
         let mut token = self.next();
         let not = token == Token::Not;
         if not {
             token = self.next();
         }
         let Some(key) = token.as_value().map(str::to_string) else {
-            return Err(format!("found '{}', expected: identifier", token.literal()));
+            return Err(format!("found '{}', expected: identifier", token.literal()).into());
         };
         if !names::is_qualified_name(&key) {
             return Err(format!(
                 "invalid label key {key:?}: must be a qualified name (an optional DNS subdomain prefix and '/', then at most 63 alphanumeric characters, '-', '_' or '.')"
-            ));
+            ).into());
         }
         if not {
             return Ok((key, "DoesNotExist", Vec::new()));
@@ -237,13 +243,22 @@ impl Parser {
             Token::Equals | Token::DoubleEquals => "Equals",
             Token::NotEquals => "NotEquals",
             // `ParseToLabelSelector` refuses these: a LabelSelector cannot hold them.
-            Token::GreaterThan => return Err("\"gt\" isn't supported in label selectors".into()),
-            Token::LessThan => return Err("\"lt\" isn't supported in label selectors".into()),
+            Token::GreaterThan => {
+                return Err(SelectorSyntaxError::from(
+                    "\"gt\" isn't supported in label selectors".to_string(),
+                ))
+            }
+            Token::LessThan => {
+                return Err(SelectorSyntaxError::from(
+                    "\"lt\" isn't supported in label selectors".to_string(),
+                ))
+            }
             other => {
                 return Err(format!(
                     "found '{}', expected: in, notin, =, ==, !=, gt, lt",
                     other.literal()
-                ))
+                )
+                .into())
             }
         };
         let values = if matches!(operator, "In" | "NotIn") {
@@ -254,17 +269,17 @@ impl Parser {
         if let Some(bad) = values.iter().find(|v| !names::is_label_value(v)) {
             return Err(format!(
                 "invalid label value {bad:?} for key {key:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', at most 63 characters"
-            ));
+            ).into());
         }
         Ok((key, operator, values))
     }
 
     /// `"(" VALUE ["," VALUE]... ")"`; empty values allowed (`parseValues`,
     /// `parseIdentifiersList`).
-    fn value_set(&mut self) -> Result<Vec<String>, String> {
+    fn value_set(&mut self) -> Result<Vec<String>, SelectorSyntaxError> {
         let open = self.next();
         if open != Token::Open {
-            return Err(format!("found '{}' expected: '('", open.literal()));
+            return Err(format!("found '{}' expected: '('", open.literal()).into());
         }
         let mut values = std::collections::BTreeSet::new();
         let mut expect_value = true;
@@ -291,14 +306,15 @@ impl Parser {
                     return Err(format!(
                         "found '{}', expected: ',', ')' or identifier",
                         token.literal()
-                    ))
+                    )
+                    .into())
                 }
             }
         }
     }
 
     /// The one value after `=`, `==` or `!=`; empty at a `,` or the end (`parseExactValue`).
-    fn exact_value(&mut self) -> Result<String, String> {
+    fn exact_value(&mut self) -> Result<String, SelectorSyntaxError> {
         if matches!(self.peek(), Token::End | Token::Comma) {
             return Ok(String::new());
         }
@@ -306,7 +322,7 @@ impl Parser {
         token
             .as_value()
             .map(str::to_string)
-            .ok_or_else(|| format!("found '{}', expected: identifier", token.literal()))
+            .ok_or_else(|| format!("found '{}', expected: identifier", token.literal()).into())
     }
 }
 
@@ -344,7 +360,7 @@ pub fn parse_selector(text: &str) -> Result<api::LabelSelector, SelectorSyntaxEr
         }
         let (key, operator, values) = parser
             .requirement()
-            .map_err(|e| SelectorSyntaxError(format!("unable to parse requirement: {e}")))?;
+            .map_err(|e| SelectorSyntaxError(format!("unable to parse requirement: {}", e.0)))?;
         match operator {
             "Equals" if !match_labels.contains_key(&key) => {
                 match_labels.insert(key, values.into_iter().next().unwrap_or_default());

@@ -24,8 +24,8 @@ use super::{
     Options,
 };
 use crate::api::{
-    FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, RuleWithOperations,
-    SideEffects, WebhookType,
+    FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, ReinvocationPolicy,
+    RuleWithOperations, SideEffects, WebhookType,
 };
 use crate::config::{Problem, Snapshot, Webhook};
 use crate::names;
@@ -202,10 +202,12 @@ fn chain_webhook(
         "admissionReviewVersions": ["v1", "v1beta1"],
     });
     if webhook_type == WebhookType::Mutating {
-        let if_needed = webhooks
+        let policy = webhooks
             .iter()
-            .any(|w| w.spec.reinvocation_policy.as_deref() == Some("IfNeeded"));
-        hook["reinvocationPolicy"] = json!(if if_needed { "IfNeeded" } else { "Never" });
+            .map(|w| w.reinvocation_policy)
+            .find(|p| *p == ReinvocationPolicy::IfNeeded)
+            .unwrap_or_default();
+        hook["reinvocationPolicy"] = json!(policy.as_str());
     }
     hook
 }

@@ -228,8 +228,7 @@ fn webhook(w: &Webhook, snapshot: &Snapshot, options: &Options) -> Value {
     });
     if w.webhook_type == WebhookType::Mutating {
         // v1's default, as the legacy configuration would have been read.
-        let policy = w.spec.reinvocation_policy.as_deref().unwrap_or("Never");
-        hook["reinvocationPolicy"] = json!(policy);
+        hook["reinvocationPolicy"] = json!(w.reinvocation_policy.as_str());
     }
     hook
 }
