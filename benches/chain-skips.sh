@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 29's bar: a chain of five webhooks that all skip the request costs about what one
+# The bar: a chain of five webhooks that all skip the request costs about what one
 # skipping webhook costs. One binary serves a configuration `five-skips` (five webhooks whose
 # rules name another resource) and `one-skip` (one such webhook); the Pod review goes to
 # /configurations/validating/five-skips (A) and /configurations/validating/one-skip (B):

@@ -775,7 +775,7 @@ fn call_plan(
         tls_server_name: webhook.backend.server_name.clone(),
         timeout_seconds,
         // The converted body is unknown until the conversion webhook answers.
-        // Secret values redacted (issue 26 §1): explain output is pasted into tickets.
+        // Secret values redacted: explain output is pasted into tickets.
         body: version.filter(|_| !pending_conversion).and_then(|v| {
             let body = crate::redact::redacted_text(&seen.body_as(v), redact_paths);
             RawValue::from_string(body).ok()

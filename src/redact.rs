@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(cm["request"]["object"]["data"]["a"], "b");
     }
 
-    /// Issue 26 §1: a Secret written with `kubectl apply` carries its values again in the
+    /// A Secret written with `kubectl apply` carries its values again in the
     /// last-applied-configuration annotation, which captures kept.
     #[test]
     fn the_last_applied_copy_of_a_secret_is_redacted() {
@@ -185,7 +185,7 @@ mod tests {
         );
     }
 
-    /// Issue 26 §1: annotation keys have dots and slashes, which a dotted path cannot name.
+    /// Annotation keys have dots and slashes, which a dotted path cannot name.
     #[test]
     fn json_pointers_name_keys_with_dots_and_slashes() {
         let path: RedactPath = "/request/object/metadata/annotations/example.com~1token"

@@ -1,6 +1,6 @@
 //! CustomResourceDefinition objects in the configuration (apiextensions.k8s.io v1 and v1beta1,
 //! with each version's defaults): a custom resource's versions and conversion strategy, for
-//! matchPolicy Equivalent (issue 5). Validated as `apiextensions-apiserver`'s
+//! matchPolicy Equivalent. Validated as `apiextensions-apiserver`'s
 //! `validation.go` does for the fields used here. Depends on `api`, `backend`, `conversion`,
 //! `field_error`.
 

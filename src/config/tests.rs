@@ -237,7 +237,7 @@ fn configuration_names_are_unique_per_kind() {
     .unwrap();
 }
 
-/// Issue 26 §5: an empty file among others used to load as "no webhooks here", silently
+/// An empty file among others used to load as "no webhooks here", silently
 /// removing its webhooks; it is refused, so the last good configuration keeps serving.
 #[test]
 fn an_empty_or_comment_only_file_is_refused() {

@@ -413,7 +413,7 @@ fn resolve_negative(doc: &Value, path: &str) -> String {
 mod tests {
     use super::*;
 
-    /// What dispatch does with a mutating webhook's patch (issue 5), composed here without any
+    /// What dispatch does with a mutating webhook's patch, composed here without any
     /// webhook: [`apply_patch`] to
     /// `converted`, [`convert_locally`] back from `invocation` to the caller's version, then
     /// [`patch_between`] the caller's `original` and the result.

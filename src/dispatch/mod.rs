@@ -791,7 +791,7 @@ mod tests {
 mod denial_tests {
     use super::*;
 
-    /// Issue 26 §10: a denial whose text is only in `status.reason` logged an empty detail.
+    /// A denial whose text is only in `status.reason` logged an empty detail.
     #[test]
     fn the_denial_text_is_the_message_else_the_reason() {
         let denial = |status: Value| AdmissionResponse {

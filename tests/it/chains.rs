@@ -1,4 +1,4 @@
-//! Webhook chains (issue 29): `POST /configurations/{validating|mutating}/{configurationName}`
+//! Webhook chains: `POST /configurations/{validating|mutating}/{configurationName}`
 //! runs every webhook of one loaded configuration, and `POST /configurations/{validating|mutating}`
 //! every loaded configuration of that type (by `metadata.name`, byte order, then list order), as
 //! kube-apiserver's dispatchers do (`validating/dispatcher.go`, `mutating/dispatcher.go`,
@@ -1543,7 +1543,7 @@ async fn webhooks_consume_client_timeout_available_not_webhook_timeout() {
 /// the later webhooks are not called. kube-apiserver then answers 504 because the *request's*
 /// context is done; a chain's `?timeout=` is the chain registration's budget, not the
 /// request's, so each later webhook is decided as a call that ran out of time, by its own
-/// failurePolicy (issue 29: "each remaining webhook decided by its failurePolicy"): the second
+/// failurePolicy (README, Chains: the deadline): the second
 /// (Ignore) fails open, the third (Fail) fails closed.
 #[tokio::test]
 async fn a_mutating_chain_out_of_time_decides_later_webhooks_by_their_failure_policy() {

@@ -368,7 +368,7 @@ async fn dry_run_and_side_effects() {
     assert_eq!(reply.outcome(), ("rejected-dry-run", Some(400)));
     // What the user reads once kube-apiserver prefixes the denial (`ToStatusErr`): the
     // sentence once, not `… denied the request: admission webhook "legacy.dry.test" does not
-    // support dry run` (issue 26 §10).
+    // support dry run`.
     assert_eq!(
         format!(
             "admission webhook {:?} denied the request: {}",

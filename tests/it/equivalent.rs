@@ -1,4 +1,4 @@
-//! matchPolicy Equivalent end to end (issue 5; KEP-492 "Convert to webhook-requested version"):
+//! matchPolicy Equivalent end to end (KEP-492 "Convert to webhook-requested version"):
 //! a legacy webhook registered for an old version receives the request converted to that
 //! version, and its patch comes back as a patch of the caller's object. Real proxy, real TLS,
 //! real example backend.
@@ -163,7 +163,7 @@ async fn extensions_v1beta1_deployment_webhook_gets_v1beta1_and_patches_apps_v1(
     assert_eq!(backend2.recorder.calls(), 0);
 }
 
-/// An Equivalent webhook inside a mutating chain (issue 29): it receives the Deployment as
+/// An Equivalent webhook inside a mutating chain: it receives the Deployment as
 /// extensions/v1beta1, its patch comes back in the caller's apps/v1, and the next webhook of the
 /// chain is selected and called on that patched apps/v1 object (its objectSelector matches
 /// only the label the first one added); the chain's one patch turns the caller's object into

@@ -1,4 +1,4 @@
-//! Operating legacy webhooks safely (issue 16): `mode: Warn` and the deadline caps
+//! Operating legacy webhooks safely: `mode: Warn` and the deadline caps
 //! (`maxTimeoutSeconds`, `--max-timeout-seconds`), end to end with real backends over TLS.
 //! With nothing configured the proxy behaves as kube-apiserver does (the other suites).
 
@@ -561,7 +561,7 @@ async fn default_mode_applies_where_no_mode_is_set() {
     assert!(!allowed(&enforced.body), "an explicit Enforce still denies");
 }
 
-/// Issue 26 §1 and §3: a Secret written with `kubectl apply` carries its values again in the
+/// A Secret written with `kubectl apply` carries its values again in the
 /// last-applied-configuration annotation. None of them, nor a `--redact-path` field named by
 /// JSON Pointer (an annotation key with dots and a slash), reaches a capture file, a trace log
 /// line or `explain`'s output; capture files are the proxy user's alone (0600 in a 0700

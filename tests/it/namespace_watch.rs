@@ -467,7 +467,7 @@ async fn ready(proxy: &BinaryProxy, ws: &Workspace) -> bool {
     get(proxy, ws, "/readyz").await.starts_with("HTTP/1.1 200")
 }
 
-/// Issue 26 §10: while the Kubernetes API cannot be reached, kube-rs' HTTP layer logged
+/// While the Kubernetes API cannot be reached, kube-rs' HTTP layer logged
 /// `ERROR … failed with error client error (Connect)` on every retry, beside the proxy's own
 /// WARN saying the same calmly. Only the proxy's line remains.
 #[test]
@@ -508,7 +508,7 @@ fn an_unreachable_api_is_the_proxy_s_warning_alone() {
     assert!(errors.is_empty(), "{errors:?}");
 }
 
-/// Issue 29 (review): a live lookup of a namespace the watch has not seen yet is bounded by
+/// A live lookup of a namespace the watch has not seen yet is bounded by
 /// what remains of kube-apiserver's `?timeout=`, not only by its own 2 s: with `?timeout=1s`
 /// and a GET that does not answer, failurePolicy answers within the caller's second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -552,7 +552,7 @@ async fn a_slow_namespace_lookup_ends_within_the_callers_deadline() {
     assert_eq!(backend.recorder.calls(), 0);
 }
 
-/// Issue 29 (review): in a validating chain, a webhook whose namespace labels cannot be read
+/// In a validating chain, a webhook whose namespace labels cannot be read
 /// fails open at selection (failurePolicy Ignore) at its own place among the selected
 /// webhooks, so a later webhook failing open too keeps its own `failed-open` annotation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

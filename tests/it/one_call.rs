@@ -4,7 +4,7 @@
 //! connections), replaces a pooled connection the backend closed while idle without a failure,
 //! and re-sends after a 429/5xx with an integer `Retry-After` within the deadline. Each test
 //! counts what the backend received, with a raw TLS backend on 127.0.0.1 whose every answer
-//! the test scripts. Trace context (issue 26 §11) rides on the same call: forwarded as
+//! the test scripts. Trace context rides on the same call: forwarded as
 //! received, or, with `--otlp-endpoint`, the proxy's own spans exported to a stand-in OTLP
 //! collector.
 
@@ -253,7 +253,7 @@ async fn a_connection_closed_after_the_request_is_one_call() {
     );
 }
 
-/// Issue 26 §10: a backend that dies mid-answer (TCP closed without TLS close_notify) gave the
+/// A backend that dies mid-answer (TCP closed without TLS close_notify) gave the
 /// caller rustls' own text, with its documentation URL. kube-apiserver's client-go says
 /// `unexpected error when reading response body. Please retry. Original error: unexpected EOF`
 /// (`transformResponse` in `staging/src/k8s.io/client-go/rest/request.go`), and so does the
@@ -357,7 +357,7 @@ async fn sequential_admissions_reuse_one_connection() {
     );
 }
 
-/// Issue 26 §10: kube-apiserver calls conversion webhooks with the same client-go client as
+/// kube-apiserver calls conversion webhooks with the same client-go client as
 /// admission webhooks, so a 503 with `Retry-After` is re-sent there too; the proxy failed the
 /// conversion (500) at once.
 #[tokio::test]
@@ -397,7 +397,7 @@ async fn a_conversion_webhook_s_retry_after_is_honoured_too() {
     assert_eq!(legacy.recorder.calls(), 1);
 }
 
-/// Issue 26 §11: kube-apiserver with `APIServerTracing` sends W3C `traceparent` and
+/// kube-apiserver with `APIServerTracing` sends W3C `traceparent` and
 /// `tracestate`; the proxy dropped them, so the legacy webhook's spans lost their parent. They
 /// reach the backend as sent; an invalid `traceparent` is dropped with its `tracestate`.
 #[tokio::test]
@@ -471,7 +471,7 @@ async fn the_callers_trace_context_reaches_the_backend() {
     }
 }
 
-/// Issue 26 §11: with `--otlp-endpoint` the proxy exports its own spans to the collector,
+/// With `--otlp-endpoint` the proxy exports its own spans to the collector,
 /// sampled as the caller's `traceparent` says: a sampled request gives `admission` (server,
 /// child of the caller's span), `matching` and `Call validating webhook` (client) under it,
 /// and the backend receives the call span as its parent with the caller's `tracestate`; a

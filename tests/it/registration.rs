@@ -97,7 +97,7 @@ fn every_legacy_webhook_is_registered_once_with_its_own_selection() {
             let (_, original) = &legacy[&(kind.to_string(), name.to_string())];
             // Exact webhooks keep their rules; Equivalent ones (only rollout here, whose
             // extensions/v1beta1 no cluster serves since 1.16) are widened below. Every rule
-            // states kube-apiserver's default scope, so an apply shows no drift (issue 26 §10).
+            // states kube-apiserver's default scope, so an apply shows no drift.
             let mut expected_rules = original["rules"].clone();
             for rule in expected_rules.as_array_mut().unwrap() {
                 if rule.get("scope").is_none() {
