@@ -420,6 +420,16 @@ pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
 
 /// Reads every file of `path` and builds a snapshot.
 ///
+/// ```
+/// // The example configuration the README runs: two files, five webhooks.
+/// let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config"));
+/// let snapshot = admission_proxy::config::load(dir)?;
+/// assert_eq!(snapshot.len(), 5);
+/// let webhook = snapshot.webhook("require-labels.policy.example.com").unwrap();
+/// assert_eq!(webhook.name, "require-labels.policy.example.com");
+/// # Ok::<(), admission_proxy::config::ConfigError>(())
+/// ```
+///
 /// # Errors
 /// [`ConfigError::Io`] for unreadable paths; [`ConfigError::Invalid`] with every problem found
 /// (not only the first) when anything does not parse or validate.

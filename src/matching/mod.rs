@@ -169,6 +169,52 @@ impl Matcher {
     /// errors. matchPolicy Equivalent matches through equivalent resources (its second rule
     /// pass). Pure matching: the conversion an equivalent match needs, and matchConditions
     /// ([`Matcher::decide_conditions`]), are the caller's next steps.
+    ///
+    /// ```
+    /// use admission_proxy::matching::{ConditionsVerdict, MatchDecision, SkipReason};
+    /// use admission_proxy::review::ParsedReview;
+    ///
+    /// let config = r#"
+    /// apiVersion: admissionregistration.k8s.io/v1
+    /// kind: ValidatingWebhookConfiguration
+    /// metadata: {name: configmaps}
+    /// webhooks:
+    /// - name: configmaps.example.com
+    ///   clientConfig: {url: "https://127.0.0.1:18443/allow"}
+    ///   rules: [{operations: ["CREATE"], apiGroups: [""], apiVersions: ["v1"], resources: ["configmaps"]}]
+    ///   matchConditions: [{name: not-kube-system, expression: "request.namespace != 'kube-system'"}]
+    ///   sideEffects: None
+    ///   admissionReviewVersions: [v1]
+    /// "#;
+    /// let snapshot = admission_proxy::config::load_contents(&[("w.yaml".into(), config.into())])?;
+    /// let matcher = &snapshot.webhook("configmaps.example.com").unwrap().matcher;
+    /// let review = |namespace: &str, operation: &str| {
+    ///     format!(r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{
+    ///         "uid":"u","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},
+    ///         "resource":{{"group":"","version":"v1","resource":"configmaps"}},
+    ///         "namespace":"{namespace}","operation":"{operation}","object":{{"metadata":{{}}}}}}}}"#)
+    /// };
+    ///
+    /// let create = review("default", "CREATE");
+    /// let create = ParsedReview::parse(create.as_bytes())?;
+    /// assert!(matches!(matcher.decide(&create, None), MatchDecision::Call));
+    /// assert!(matches!(matcher.decide_conditions(&create), ConditionsVerdict::Match));
+    ///
+    /// let delete = review("default", "DELETE");
+    /// let delete = ParsedReview::parse(delete.as_bytes())?;
+    /// assert!(matches!(
+    ///     matcher.decide(&delete, None),
+    ///     MatchDecision::Skip(SkipReason::NoRuleMatched)
+    /// ));
+    ///
+    /// let system = review("kube-system", "CREATE");
+    /// let system = ParsedReview::parse(system.as_bytes())?;
+    /// assert!(matches!(
+    ///     matcher.decide_conditions(&system),
+    ///     ConditionsVerdict::Excluded(SkipReason::MatchCondition(name)) if name == "not-kube-system"
+    /// ));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn decide(
         &self,
         review: &ParsedReview<'_>,
