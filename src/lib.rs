@@ -2,7 +2,8 @@
 //!
 //! Module dependencies point one way, down this list (each uses only modules above it):
 //!
-//! - leaves: `field_error` (apimachinery's field errors), `names` (Kubernetes name formats),
+//! - leaves: `field_error` (apimachinery's field errors), `files` (bounded reads of regular
+//!   files, the nesting check), `names` (Kubernetes name formats),
 //!   `memory`, `redact`, `tls`, `served` (what kube-apiserver serves), `decision`; `metrics`
 //!   uses `decision` and `memory`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
@@ -33,6 +34,7 @@ pub mod dispatch;
 pub mod exclusions;
 pub mod explain;
 pub mod field_error;
+pub mod files;
 pub mod matching;
 pub mod memory;
 pub mod metrics;
