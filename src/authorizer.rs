@@ -799,10 +799,10 @@ mod tests {
         Arc::new(User {
             username: username.into(),
             uid: String::new(),
-            groups: groups.iter().map(|g| g.to_string()).collect(),
+            groups: groups.iter().map(ToString::to_string).collect(),
             extra: extra
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+                .map(|(k, v)| (k.to_string(), v.iter().map(ToString::to_string).collect()))
                 .collect(),
         })
     }

@@ -147,7 +147,7 @@ pub fn read_to_string(path: &Path, limit: u64) -> io::Result<String> {
 /// [`TooDeep`] with the line of the first bracket past the limit.
 pub fn check_nesting(text: &str) -> Result<(), TooDeep> {
     let bytes = text.as_bytes();
-    let blank = |i: usize| bytes.get(i).is_none_or(|b| b.is_ascii_whitespace());
+    let blank = |i: usize| bytes.get(i).is_none_or(u8::is_ascii_whitespace);
     let mut depth = 0usize;
     let mut line = 1usize;
     // A node may start here (quotes and brackets open scalars and collections only there).
@@ -215,7 +215,7 @@ pub fn check_nesting(text: &str) -> Result<(), TooDeep> {
             }
             b'!' | b'&' if node_start => {
                 // A tag or an anchor: a node still starts after it.
-                while !blank(i + 1) && !(depth > 0 && b",[]{}".contains(&bytes[i + 1])) {
+                while !(blank(i + 1) || depth > 0 && b",[]{}".contains(&bytes[i + 1])) {
                     i += 1;
                 }
             }
