@@ -6,12 +6,20 @@
 //!
 //! The cache follows kube-apiserver's webhook authorizer
 //! (`staging/src/k8s.io/apiserver/plugin/pkg/authorizer/webhook/webhook.go`): `responseCache`
-//! is an LRU expire cache of 8192 entries keyed by the SubjectAccessReview spec (here the
-//! [`CheckKey`], which holds exactly the spec's fields); allowed answers live for the
-//! authorized TTL, denied ones for the unauthorized TTL, errors are never cached, and
-//! `shouldCache` skips attributes whose combined length is 10000 bytes or more. The TTL
-//! defaults are kube-apiserver's flags `--authorization-webhook-cache-authorized-ttl` (5m) and
+//! is an LRU expire cache of 8192 entries keyed by the SubjectAccessReview spec (`Authorize`
+//! keys it by `json.Marshal(r.Spec)`); allowed answers live for the authorized TTL, denied ones
+//! for the unauthorized TTL, errors are never cached, and `shouldCache` skips attributes whose
+//! combined length is 10000 bytes or more. The TTL defaults are kube-apiserver's flags
+//! `--authorization-webhook-cache-authorized-ttl` (5m) and
 //! `--authorization-webhook-cache-unauthorized-ttl` (30s) (`pkg/kubeapiserver/options/authorization.go`).
+//!
+//! Two bounds upstream does not need: its user comes from its own authenticator, ours from the
+//! AdmissionReview's `userInfo`, which whoever reaches the port writes (20,000 groups are about
+//! 1 MB). So the cache key is the SHA-256 of the spec ([`SpecDigest`], 32 bytes whatever the
+//! user), never the spec itself, and the entries together hold at most [`CACHE_BYTES`]: past
+//! it the least recently used go first, as past the 8192 entries. An expired entry leaves when
+//! it is looked up, when it reaches the least recently used end while an answer is added, or
+//! when it is pushed out; until then it counts against the same budget.
 //!
 //! Two things kube-apiserver does not need and a proxy does: identical checks already in
 //! flight are coalesced (one API call, every waiter gets its answer), and each waiter waits only
@@ -46,6 +54,18 @@ use crate::namespace_watch::WatchError;
 
 /// Entries of the decision cache (webhook.go: `cache.NewLRUExpireCache(8192)`).
 pub const CACHE_SIZE: usize = 8192;
+
+/// Bytes the decision cache's entries may hold together, keys included (each entry counts
+/// [`ENTRY_OVERHEAD`] plus its reason and error text): 4 MiB, room for [`CACHE_SIZE`] answers
+/// with reasons of about 350 bytes (RBAC's are about 100). Past it the least recently used
+/// entries are dropped; an answer larger than the whole budget is not cached.
+pub const CACHE_BYTES: usize = 4 << 20;
+
+/// What one cached entry costs besides its text, bytes: the key, the entry, and the LRU's node
+/// links and hash-table slot (an estimate of the allocator's share included).
+const ENTRY_OVERHEAD: usize = std::mem::size_of::<SpecDigest>()
+    + std::mem::size_of::<Entry>()
+    + 6 * std::mem::size_of::<usize>();
 
 /// Attributes this long or longer (bytes: namespace, verb, group, version, resource,
 /// subresource, name, path together) are not cached (webhook.go `maxControlledAttrCacheSize`).
@@ -141,32 +161,158 @@ impl Outcome {
 /// What a SubjectAccessReview call gave: a decision, or why there is none.
 type Answer = Result<Decision, String>;
 
-/// A cached answer and when it stops being fresh.
+/// The SHA-256 of a check's SubjectAccessReview spec: the cache key, in place of upstream's
+/// `json.Marshal(r.Spec)` (webhook.go `Authorize`), so that an entry holds 32 bytes of it
+/// whatever the user's size. Equal specs, equal digests; the encoding is unambiguous (every
+/// string and list is length-prefixed, resource and non-resource checks are tagged), so
+/// distinct specs differ in what is hashed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct SpecDigest([u8; 32]);
+
+impl SpecDigest {
+    /// Hashes every field the spec sends: user, uid, groups in order, extra (sorted by key),
+    /// verb, and the resource attributes or the path.
+    fn of(key: &CheckKey) -> Self {
+        let mut h = Hasher(ring::digest::Context::new(&ring::digest::SHA256));
+        let user = &key.user;
+        h.text(&user.username);
+        h.text(&user.uid);
+        h.list(&user.groups);
+        h.len(user.extra.len());
+        for (name, values) in &user.extra {
+            h.text(name);
+            h.list(values);
+        }
+        h.text(&key.verb);
+        match &key.attributes {
+            Attributes::Resource(r) => {
+                h.0.update(b"R");
+                for field in [
+                    &r.group,
+                    &r.resource,
+                    &r.subresource,
+                    &r.namespace,
+                    &r.name,
+                    &r.field_selector,
+                    &r.label_selector,
+                ] {
+                    h.text(field);
+                }
+            }
+            Attributes::NonResource(path) => {
+                h.0.update(b"N");
+                h.text(path);
+            }
+        }
+        let mut out = [0; 32];
+        out.copy_from_slice(h.0.finish().as_ref());
+        SpecDigest(out)
+    }
+}
+
+/// Length-prefixed fields into a SHA-256 context, for [`SpecDigest::of`].
+struct Hasher(ring::digest::Context);
+
+impl Hasher {
+    fn len(&mut self, n: usize) {
+        self.0.update(&(n as u64).to_le_bytes());
+    }
+
+    fn text(&mut self, s: &str) {
+        self.len(s.len());
+        self.0.update(s.as_bytes());
+    }
+
+    fn list(&mut self, items: &[String]) {
+        self.len(items.len());
+        for item in items {
+            self.text(item);
+        }
+    }
+}
+
+/// A cached answer, when it stops being fresh, and what it counts against [`CACHE_BYTES`].
 struct Entry {
     decision: Decision,
     expires: Instant,
+    bytes: usize,
 }
 
 /// The cache and the calls in flight, under one lock so that a check never misses both (a
 /// call's answer enters the cache and leaves the in-flight map at once).
 struct State {
-    cache: LruCache<CheckKey, Entry>,
+    cache: LruCache<SpecDigest, Entry>,
+    /// What the cache's entries count together, at most [`CACHE_BYTES`].
+    bytes: usize,
     /// Identical checks wait on the call's channel; `None` until it answers.
-    in_flight: HashMap<CheckKey, watch::Receiver<Option<Answer>>>,
+    in_flight: HashMap<SpecDigest, watch::Receiver<Option<Answer>>>,
 }
 
 impl State {
+    fn new() -> Self {
+        State {
+            cache: LruCache::new(NonZeroUsize::new(CACHE_SIZE).expect("CACHE_SIZE is not zero")),
+            bytes: 0,
+            in_flight: HashMap::new(),
+        }
+    }
+
     /// The fresh cached decision for `key`; an expired entry is removed (the LRU expire
     /// cache's `Get`).
-    fn fresh(&mut self, key: &CheckKey, now: Instant) -> Option<Decision> {
+    fn fresh(&mut self, key: &SpecDigest, now: Instant) -> Option<Decision> {
         match self.cache.get(key) {
             Some(entry) if entry.expires > now => Some(entry.decision.clone()),
             Some(_) => {
-                self.cache.pop(key);
+                self.remove(key);
                 None
             }
             None => None,
         }
+    }
+
+    fn remove(&mut self, key: &SpecDigest) {
+        if let Some(entry) = self.cache.pop(key) {
+            self.bytes -= entry.bytes;
+        }
+    }
+
+    fn pop_lru(&mut self) {
+        if let Some((_, entry)) = self.cache.pop_lru() {
+            self.bytes -= entry.bytes;
+        }
+    }
+
+    /// Caches `decision` for `key` until `expires` (the LRU expire cache's `Add`), within
+    /// [`CACHE_SIZE`] entries and [`CACHE_BYTES`]: expired entries at the least recently used
+    /// end leave first, then the least recently used until the answer fits. An answer larger
+    /// than the whole budget is not cached.
+    fn insert(&mut self, key: SpecDigest, decision: &Decision, expires: Instant, now: Instant) {
+        let bytes =
+            ENTRY_OVERHEAD + decision.reason.len() + decision.error.as_ref().map_or(0, String::len);
+        self.remove(&key);
+        if bytes > CACHE_BYTES {
+            return;
+        }
+        while self
+            .cache
+            .peek_lru()
+            .is_some_and(|(_, entry)| entry.expires <= now)
+        {
+            self.pop_lru();
+        }
+        while self.bytes + bytes > CACHE_BYTES {
+            self.pop_lru();
+        }
+        // A clone's strings are allocated at their length: `bytes` is what they hold.
+        let entry = Entry {
+            decision: decision.clone(),
+            expires,
+            bytes,
+        };
+        if let Some((_, evicted)) = self.cache.push(key, entry) {
+            self.bytes -= evicted.bytes;
+        }
+        self.bytes += bytes;
     }
 }
 
@@ -209,15 +355,11 @@ impl SubjectAccessReviews {
     /// with [`SubjectAccessReviews::client`]: kube-rs' default client re-sends failed calls
     /// with backoff, past any admission's deadline.
     pub fn new(client: Client, ttl: CacheTtl) -> Self {
-        let size = NonZeroUsize::new(CACHE_SIZE).expect("CACHE_SIZE is not zero");
         SubjectAccessReviews {
             inner: Arc::new(Inner {
                 api: Api::all(client),
                 ttl,
-                state: Mutex::new(State {
-                    cache: LruCache::new(size),
-                    in_flight: HashMap::new(),
-                }),
+                state: Mutex::new(State::new()),
             }),
         }
     }
@@ -286,17 +428,18 @@ impl SubjectAccessReviews {
     }
 
     /// Under the lock: the cached answer, or the channel of the call in flight (joined or
-    /// started now).
+    /// started now). The key's digest is taken before the lock.
     fn start(&self, key: &CheckKey) -> Step {
+        let digest = SpecDigest::of(key);
         let mut state = self.inner.state.lock();
-        if let Some(decision) = state.fresh(key, Instant::now()) {
+        if let Some(decision) = state.fresh(&digest, Instant::now()) {
             return Step::Done(decision);
         }
         // A call whose task ended without answering (a panic, the runtime shutting down) left
         // a closed channel: start a new call rather than join it.
         if let Some(rx) = state
             .in_flight
-            .get(key)
+            .get(&digest)
             .filter(|rx| rx.has_changed().is_ok())
         {
             return Step::Wait {
@@ -308,29 +451,26 @@ impl SubjectAccessReviews {
             return Step::Refused;
         }
         let (tx, rx) = watch::channel(None);
-        state.in_flight.insert(key.clone(), rx.clone());
+        state.in_flight.insert(digest, rx.clone());
         drop(state);
         let inner = self.inner.clone();
+        // The task holds the caller's user only while the call is under way.
         let key = key.clone();
         tokio::spawn(async move {
             let answer = inner.call(&key).await;
             match &answer {
                 Ok(decision) => {
+                    let ttl = inner.ttl.of(decision);
+                    let cache = should_cache(&key) && !ttl.is_zero();
+                    let now = Instant::now();
                     let mut state = inner.state.lock();
-                    if should_cache(&key) && !inner.ttl.of(decision).is_zero() {
-                        let expires = Instant::now() + inner.ttl.of(decision);
-                        state.cache.put(
-                            key.clone(),
-                            Entry {
-                                decision: decision.clone(),
-                                expires,
-                            },
-                        );
+                    if cache {
+                        state.insert(digest, decision, now + ttl, now);
                     }
-                    state.in_flight.remove(&key);
+                    state.in_flight.remove(&digest);
                 }
                 Err(why) => {
-                    inner.state.lock().in_flight.remove(&key);
+                    inner.state.lock().in_flight.remove(&digest);
                     tracing::debug!(error = %why, "SubjectAccessReview failed; not cached");
                 }
             }
@@ -344,7 +484,8 @@ impl SubjectAccessReviews {
     /// The fresh cached decision for `key`, if any: a look at the cache (tests, diagnostics),
     /// not a check, so not counted; never calls the API.
     pub fn peek(&self, key: &CheckKey) -> Option<Decision> {
-        self.inner.state.lock().fresh(key, Instant::now())
+        let digest = SpecDigest::of(key);
+        self.inner.state.lock().fresh(&digest, Instant::now())
     }
 }
 
@@ -652,6 +793,134 @@ mod tests {
             answer(status(true, Some(true), "", "")),
             Err(BOTH_ALLOW_AND_DENY.to_string())
         );
+    }
+
+    fn user(username: &str, groups: &[&str], extra: &[(&str, &[&str])]) -> Arc<User> {
+        Arc::new(User {
+            username: username.into(),
+            uid: String::new(),
+            groups: groups.iter().map(ToString::to_string).collect(),
+            extra: extra
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.iter().map(ToString::to_string).collect()))
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn equal_specs_share_a_digest_and_distinct_ones_do_not() {
+        let with = |user: Arc<User>, key: CheckKey| SpecDigest::of(&CheckKey { user, ..key });
+        let healthz = key("get", Attributes::NonResource("/healthz".into()));
+        let base = with(user("alice", &["a", "b"], &[]), healthz.clone());
+        assert_eq!(base, with(user("alice", &["a", "b"], &[]), healthz.clone()));
+        // Field boundaries and order are part of the digest.
+        let distinct = [
+            base,
+            with(user("alice", &["b", "a"], &[]), healthz.clone()),
+            with(user("alice", &["ab"], &[]), healthz.clone()),
+            with(user("alice", &["a", "b", ""], &[]), healthz.clone()),
+            with(user("alicea", &["b"], &[]), healthz.clone()),
+            with(
+                user("alice", &["a", "b"], &[("x", &["y"])]),
+                healthz.clone(),
+            ),
+            with(user("alice", &["a", "b"], &[("xy", &[])]), healthz.clone()),
+            with(
+                user("alice", &["a", "b"], &[("x", &["y", ""])]),
+                healthz.clone(),
+            ),
+            with(
+                user("alice", &["a", "b"], &[]),
+                key("get", Attributes::NonResource("/healthz/".into())),
+            ),
+            with(
+                user("alice", &["a", "b"], &[]),
+                key("gett", Attributes::NonResource("healthz".into())),
+            ),
+            with(user("alice", &["a", "b"], &[]), resource("", "", "", "")),
+            with(user("alice", &["a", "b"], &[]), resource("n", "", "", "")),
+            with(user("alice", &["a", "b"], &[]), resource("", "n", "", "")),
+            with(user("alice", &["a", "b"], &[]), resource("", "", "n", "")),
+            with(user("alice", &["a", "b"], &[]), resource("", "", "", "n")),
+        ];
+        for (i, a) in distinct.iter().enumerate() {
+            for b in &distinct[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    fn digest(i: usize) -> SpecDigest {
+        SpecDigest::of(&key("get", Attributes::NonResource(format!("/{i}"))))
+    }
+
+    fn allowed(reason_bytes: usize) -> Decision {
+        Decision {
+            allowed: true,
+            reason: "r".repeat(reason_bytes),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_byte_budget() {
+        let mut state = State::new();
+        let now = Instant::now();
+        let later = now + Duration::from_secs(60);
+        let big = CACHE_BYTES / 4;
+        for i in 0..10 {
+            state.insert(digest(i), &allowed(big), later, now);
+            assert!(state.bytes <= CACHE_BYTES, "{}", state.bytes);
+        }
+        // Three of a quarter each fit beside their overhead; the oldest went first.
+        assert_eq!(state.cache.len(), 3);
+        assert!(state.fresh(&digest(9), now).is_some());
+        assert!(state.fresh(&digest(6), now).is_none());
+        // Replacing an entry counts it once.
+        state.insert(digest(9), &allowed(10), later, now);
+        assert_eq!(
+            state.bytes,
+            2 * (ENTRY_OVERHEAD + big) + ENTRY_OVERHEAD + 10
+        );
+        // An answer larger than the whole budget is not cached, and evicts nothing.
+        state.insert(digest(20), &allowed(CACHE_BYTES), later, now);
+        assert_eq!(state.cache.len(), 3);
+        assert!(state.fresh(&digest(20), now).is_none());
+        // Small answers: the entry count is the bound, and the bytes follow evictions.
+        let mut state = State::new();
+        for i in 0..CACHE_SIZE + 10 {
+            state.insert(digest(i), &allowed(0), later, now);
+        }
+        assert_eq!(state.cache.len(), CACHE_SIZE);
+        assert_eq!(state.bytes, CACHE_SIZE * ENTRY_OVERHEAD);
+    }
+
+    #[test]
+    fn expired_entries_at_the_cold_end_leave_when_an_answer_is_added() {
+        let mut state = State::new();
+        let now = Instant::now();
+        for i in 0..100 {
+            state.insert(digest(i), &allowed(1000), now + Duration::from_secs(1), now);
+        }
+        let fresh_for_long = now + Duration::from_secs(600);
+        state.insert(digest(100), &allowed(0), fresh_for_long, now);
+        assert_eq!(state.cache.len(), 101, "nothing has expired yet");
+        // Past their second, the next answer takes every expired entry out.
+        let after = now + Duration::from_secs(2);
+        state.insert(digest(101), &allowed(0), fresh_for_long, after);
+        assert_eq!(state.cache.len(), 2);
+        assert_eq!(state.bytes, 2 * ENTRY_OVERHEAD);
+        // A lookup of an expired entry removes it and its bytes.
+        state.insert(
+            digest(102),
+            &allowed(5),
+            after + Duration::from_secs(1),
+            after,
+        );
+        assert!(state
+            .fresh(&digest(102), after + Duration::from_secs(5))
+            .is_none());
+        assert_eq!(state.bytes, 2 * ENTRY_OVERHEAD);
     }
 
     #[test]

@@ -214,10 +214,11 @@ impl Exclusions {
             exclusions.selectors.push((FLAG_SELECTOR, compiled));
         }
         if let Some(path) = &settings.file {
-            let text = std::fs::read_to_string(path).map_err(|error| ExclusionsError::Read {
-                path: path.clone(),
-                error,
-            })?;
+            let text = crate::files::read_to_string(path, crate::files::MAX_CONFIG_FILE_BYTES)
+                .map_err(|error| ExclusionsError::Read {
+                    path: path.clone(),
+                    error,
+                })?;
             exclusions
                 .add_file(&text)
                 .map_err(|problems| ExclusionsError::Invalid {
@@ -424,6 +425,7 @@ const SELECTS_EVERYTHING: &str =
 /// The YAML error, or the field path and what is wrong there
 /// (`matchConditions[0].expresion: unknown field ...`).
 fn parse_file(text: &str) -> Result<ExclusionsFile, Vec<String>> {
+    crate::files::check_nesting(text).map_err(|e| vec![e.to_string()])?;
     let value: serde_json::Value =
         serde_yaml_ng::from_str(text).map_err(|e| vec![format!("not YAML or JSON: {e}")])?;
     if value.is_null() {

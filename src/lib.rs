@@ -3,8 +3,9 @@
 //! Module dependencies point one way, down this list (each uses only modules above it):
 //!
 //! - leaves: `deep_json` (JSON as deep as kube-apiserver reads it), `field_error`
-//!   (apimachinery's field errors), `names` (Kubernetes name formats), `memory`, `tls`,
-//!   `served` (what kube-apiserver serves), `decision`; `redact` uses `deep_json`; `metrics`
+//!   (apimachinery's field errors), `files` (bounded reads of regular files, the nesting
+//!   check), `names` (Kubernetes name formats), `memory`, `tls`, `served` (what kube-apiserver
+//!   serves), `decision`; `redact` uses `deep_json`; `metrics`
 //!   uses `decision` and `memory`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
@@ -35,6 +36,7 @@ pub mod dispatch;
 pub mod exclusions;
 pub mod explain;
 pub mod field_error;
+pub mod files;
 pub mod matching;
 pub mod memory;
 pub mod metrics;

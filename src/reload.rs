@@ -17,6 +17,7 @@ use notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult};
 
 use crate::config::{self, ConfigError};
+use crate::files::{self, MAX_CONFIG_FILE_BYTES, MAX_PEM_FILE_BYTES};
 use crate::matching::Namespaces;
 use crate::server::State;
 use crate::tls::{load_certified_key, CertResolver, ClientAuth};
@@ -58,47 +59,34 @@ struct Fingerprints {
     client_ca: Option<u64>,
 }
 
-fn fingerprint(parts: &[(PathBuf, Vec<u8>)]) -> u64 {
+fn fingerprint<T: Hash>(parts: &[T]) -> u64 {
     let mut h = DefaultHasher::new();
     parts.hash(&mut h);
     h.finish()
 }
 
-fn read_all(paths: &[PathBuf]) -> std::io::Result<Vec<(PathBuf, Vec<u8>)>> {
+/// Every file of `paths`, each a regular file of at most `limit` bytes
+/// ([`files::read`]: a named pipe put in place of one is refused, never waited on).
+fn read_all(paths: &[PathBuf], limit: u64) -> std::io::Result<Vec<(PathBuf, Vec<u8>)>> {
     paths
         .iter()
-        .map(|p| Ok((p.clone(), std::fs::read(p)?)))
+        .map(|p| Ok((p.clone(), files::read(p, limit)?)))
         .collect()
 }
 
 /// `(file, contents)` of every config file.
 type ConfigTexts = Vec<(PathBuf, String)>;
 
-/// Reads the config files; `Ok(None)` when unchanged since the last successful load.
+/// Reads the config files ([`config::read_files`]); `Ok(None)` when unchanged since the last
+/// successful load.
 fn changed_config(
     path: &Path,
     last: Option<u64>,
 ) -> Result<Option<(u64, ConfigTexts)>, ConfigError> {
-    let files = config::config_files(path)?;
-    let raw = read_all(&files).map_err(|source| ConfigError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let fp = fingerprint(&raw);
+    let texts = config::read_files(path)?;
+    let fp = fingerprint(&texts);
     if Some(fp) == last {
         return Ok(None);
-    }
-    let mut texts = Vec::with_capacity(raw.len());
-    for (p, bytes) in raw {
-        match String::from_utf8(bytes) {
-            Ok(t) => texts.push((p, t)),
-            Err(_) => {
-                return Err(ConfigError::Io {
-                    path: p,
-                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"),
-                });
-            }
-        }
     }
     Ok(Some((fp, texts)))
 }
@@ -163,7 +151,7 @@ impl Sources {
             }
         }
         if let Some(ns_path) = &self.namespaces {
-            match read_all(std::slice::from_ref(ns_path)) {
+            match read_all(std::slice::from_ref(ns_path), MAX_CONFIG_FILE_BYTES) {
                 Ok(raw) if Some(fingerprint(&raw)) != fps.namespaces => {
                     let fp = fingerprint(&raw);
                     match Namespaces::parse(&String::from_utf8_lossy(&raw[0].1)) {
@@ -185,7 +173,7 @@ impl Sources {
             }
         }
         if let Some((cert, key, resolver)) = &self.tls {
-            if let Ok(raw) = read_all(&[cert.clone(), key.clone()]) {
+            if let Ok(raw) = read_all(&[cert.clone(), key.clone()], MAX_PEM_FILE_BYTES) {
                 let fp = fingerprint(&raw);
                 if fps.tls.is_some_and(|last| last != fp) {
                     match load_certified_key(cert, key) {
@@ -205,7 +193,7 @@ impl Sources {
             }
         }
         if let Some((file, auth)) = &self.client_ca {
-            if let Ok(raw) = read_all(std::slice::from_ref(file)) {
+            if let Ok(raw) = read_all(std::slice::from_ref(file), MAX_PEM_FILE_BYTES) {
                 let fp = fingerprint(&raw);
                 if fps.client_ca.is_some_and(|last| last != fp) {
                     match auth.replace(&raw[0].1) {
@@ -353,17 +341,17 @@ impl Sources {
             fps.config = Some(fp);
         }
         if let Some(ns) = &self.namespaces {
-            fps.namespaces = read_all(std::slice::from_ref(ns))
+            fps.namespaces = read_all(std::slice::from_ref(ns), MAX_CONFIG_FILE_BYTES)
                 .ok()
                 .map(|r| fingerprint(&r));
         }
         if let Some((cert, key, _)) = &self.tls {
-            fps.tls = read_all(&[cert.clone(), key.clone()])
+            fps.tls = read_all(&[cert.clone(), key.clone()], MAX_PEM_FILE_BYTES)
                 .ok()
                 .map(|r| fingerprint(&r));
         }
         if let Some((ca, _)) = &self.client_ca {
-            fps.client_ca = read_all(std::slice::from_ref(ca))
+            fps.client_ca = read_all(std::slice::from_ref(ca), MAX_PEM_FILE_BYTES)
                 .ok()
                 .map(|r| fingerprint(&r));
         }

@@ -433,10 +433,13 @@ fn certificates(config: &ServeConfig) -> Result<Certificates, ServeError> {
     let resolver = Arc::new(CertResolver::new(key));
     let client_auth = match &config.client_ca_file {
         Some(f) => {
-            let pem = std::fs::read(f).map_err(|source| ServeError::Read {
-                path: f.clone(),
-                source,
-            })?;
+            let pem =
+                crate::files::read(f, crate::files::MAX_PEM_FILE_BYTES).map_err(|source| {
+                    ServeError::Read {
+                        path: f.clone(),
+                        source,
+                    }
+                })?;
             let auth = ClientAuth::new(&pem, config.client_cns.clone()).map_err(|source| {
                 ServeError::ClientCa {
                     path: f.clone(),

@@ -91,7 +91,7 @@ pub fn certified_key_from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Certifi
 /// [`TlsError`] for unreadable files or invalid PEM.
 pub fn load_certified_key(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsError> {
     let read = |p: &Path| {
-        std::fs::read(p).map_err(|source| TlsError::Io {
+        crate::files::read(p, crate::files::MAX_PEM_FILE_BYTES).map_err(|source| TlsError::Io {
             path: p.display().to_string(),
             source,
         })

@@ -22,6 +22,7 @@ use serde::Deserialize;
 use crate::api::{self, FailurePolicy, MatchPolicy, ReinvocationPolicy, SideEffects, WebhookType};
 pub use crate::backend::Backend;
 use crate::field_error::{BadValue, Error as FieldError, ErrorType, Path as FieldPath};
+use crate::files;
 use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
 use crate::metrics::WebhookMetrics;
 use crate::names;
@@ -418,7 +419,9 @@ pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
     Ok(files)
 }
 
-/// Reads every file of `path` and builds a snapshot.
+/// The contents of every file of `path` ([`config_files`]), as `(file, text)`: regular files
+/// only, each at most [`files::MAX_CONFIG_FILE_BYTES`], together at most
+/// [`files::MAX_CONFIG_BYTES`], UTF-8. What `serve` loads at start and on every reload.
 ///
 /// ```
 /// // The example configuration the README runs: two files, five webhooks.
@@ -431,19 +434,45 @@ pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
 /// ```
 ///
 /// # Errors
-/// [`ConfigError::Io`] for unreadable paths; [`ConfigError::Invalid`] with every problem found
-/// (not only the first) when anything does not parse or validate.
-pub fn load(path: &Path) -> Result<Snapshot, ConfigError> {
+/// [`ConfigError::Io`] naming the file (or the directory, for the total): unreadable, not a
+/// regular file, too large, or not UTF-8 text.
+pub fn read_files(path: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
     let files = config_files(path)?;
-    let skipped = skipped_files(path);
     let mut contents = Vec::with_capacity(files.len());
-    for file in &files {
-        let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Io {
-            path: file.clone(),
-            source,
-        })?;
-        contents.push((file.clone(), text));
+    let mut total = 0u64;
+    for file in files {
+        let text =
+            files::read_to_string(&file, files::MAX_CONFIG_FILE_BYTES).map_err(|source| {
+                ConfigError::Io {
+                    path: file.clone(),
+                    source,
+                }
+            })?;
+        total += text.len() as u64;
+        if total > files::MAX_CONFIG_BYTES {
+            return Err(ConfigError::Io {
+                path: path.to_path_buf(),
+                source: files::FileError::TooLargeTogether {
+                    size: total,
+                    limit: files::MAX_CONFIG_BYTES,
+                }
+                .into(),
+            });
+        }
+        contents.push((file, text));
     }
+    Ok(contents)
+}
+
+/// Reads every file of `path` ([`read_files`]) and builds a snapshot.
+///
+/// # Errors
+/// [`ConfigError::Io`] for unreadable paths and files [`read_files`] refuses;
+/// [`ConfigError::Invalid`] with every problem found (not only the first; past
+/// [`MAX_PROBLEMS_PER_FILE`] in a file, how many more) when anything does not parse or validate.
+pub fn load(path: &Path) -> Result<Snapshot, ConfigError> {
+    let skipped = skipped_files(path);
+    let contents = read_files(path)?;
     let mut snapshot = load_contents(&contents)?;
     let warning = |file: PathBuf, message: String| Problem {
         file,
@@ -522,41 +551,56 @@ struct Load {
 }
 
 impl Load {
-    /// Every document of one file; a file with no documents at all is a problem.
+    /// Every document of one file, parsed and compiled one at a time (a file of a million small
+    /// documents never holds them all); a file with no documents at all is a problem. Past
+    /// [`MAX_PROBLEMS_PER_FILE`] errors (or warnings) in the file, the rest are counted and
+    /// summarised in one more problem.
     fn file(&mut self, file: &Path, text: &str) {
         self.files.push(file.to_path_buf());
         let is_json = file.extension().is_some_and(|e| e == "json");
-        let docs = documents(text, is_json);
-        if docs
-            .iter()
-            .all(|d| matches!(d, Ok(serde_json::Value::Null)))
-        {
+        let located = |message: String| Problem {
+            file: file.to_path_buf(),
+            document: None,
+            kind: None,
+            configuration: None,
+            webhook: None,
+            field: String::new(),
+            message,
+        };
+        if let Err(too_deep) = files::check_nesting(text) {
+            self.errors.push(located(too_deep.to_string()));
+            return;
+        }
+        let (errors, warnings) = (self.errors.len(), self.warnings.len());
+        let (mut omitted_errors, mut omitted_warnings) = (0usize, 0usize);
+        let mut any = false;
+        documents(text, is_json, |doc_index, doc| {
+            any |= !matches!(doc, Ok(serde_json::Value::Null));
+            let base = Problem {
+                // JSON files hold one document: no index.
+                document: (!is_json).then_some(doc_index),
+                ..located(String::new())
+            };
+            self.document(doc, &base);
+            omitted_errors += truncate(&mut self.errors, errors + MAX_PROBLEMS_PER_FILE);
+            omitted_warnings += truncate(&mut self.warnings, warnings + MAX_PROBLEMS_PER_FILE);
+        });
+        if !any {
             // A ConfigMap key caught half-written, or emptied by mistake, would otherwise drop
             // its webhooks silently (they would answer 404): refused like an invalid file, so
             // the last good configuration, this file's webhooks included, keeps serving.
-            self.errors.push(Problem {
-                file: file.to_path_buf(),
-                document: None,
-                kind: None,
-                configuration: None,
-                webhook: None,
-                field: String::new(),
-                message: "the file has no documents (empty, or only comments): refused like an invalid file; delete it to remove its webhooks".into(),
-            });
+            self.errors.push(located("the file has no documents (empty, or only comments): refused like an invalid file; delete it to remove its webhooks".into()));
             return;
         }
-        for (doc_index, doc) in docs.into_iter().enumerate() {
-            let base = Problem {
-                file: file.to_path_buf(),
-                // JSON files hold one document: no index.
-                document: (!is_json).then_some(doc_index),
-                kind: None,
-                configuration: None,
-                webhook: None,
-                field: String::new(),
-                message: String::new(),
-            };
-            self.document(doc, &base);
+        if omitted_errors > 0 {
+            self.errors.push(located(format!(
+                "and {omitted_errors} more problems in this file, not listed"
+            )));
+        }
+        if omitted_warnings > 0 {
+            self.warnings.push(located(format!(
+                "and {omitted_warnings} more warnings in this file, not listed"
+            )));
         }
     }
 
@@ -710,22 +754,38 @@ enum SyntaxError {
     Yaml(#[source] serde_yaml_ng::Error),
 }
 
-/// Splits a file into documents as JSON values (YAML: every `---` document).
-fn documents(text: &str, is_json: bool) -> Vec<Result<serde_json::Value, SyntaxError>> {
+/// The most problems (and, separately, warnings) listed for one file; past them,
+/// [`load_contents`] lists one more that says how many were left out (a file of a million
+/// documents that are not configurations is one rejection, not a million log lines).
+pub const MAX_PROBLEMS_PER_FILE: usize = 20;
+
+/// Cuts `list` to `keep` items; how many were cut.
+fn truncate(list: &mut Vec<Problem>, keep: usize) -> usize {
+    let cut = list.len().saturating_sub(keep);
+    list.truncate(keep);
+    cut
+}
+
+/// Hands each document of a file to `each` as a JSON value with its index (YAML: every `---`
+/// document, parsed one at a time; JSON: the one document).
+fn documents(
+    text: &str,
+    is_json: bool,
+    mut each: impl FnMut(usize, Result<serde_json::Value, SyntaxError>),
+) {
     if is_json {
-        return vec![serde_json::from_str(text).map_err(SyntaxError::Json)];
+        each(0, serde_json::from_str(text).map_err(SyntaxError::Json));
+        return;
     }
-    let mut docs = Vec::new();
-    for de in serde_yaml_ng::Deserializer::from_str(text) {
+    for (index, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let doc = serde_json::Value::deserialize(de).map_err(SyntaxError::Yaml);
         let failed = doc.is_err();
-        docs.push(doc);
+        each(index, doc);
         // After a syntax error the document iterator keeps yielding the same error forever.
         if failed {
             break;
         }
     }
-    docs
 }
 
 /// Unwraps `List`s: returns `(field prefix, configuration value)` pairs.

@@ -2,7 +2,7 @@
 //! cache (`GetNamespaceLabels` in
 //! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/namespace/matcher.go`),
 //! the proxy from a `kubectl get namespaces -o yaml` file or a live watch (`namespace_watch`).
-//! Depends on nothing else in this crate.
+//! Depends on `files` (bounded reads, the nesting check).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,7 +25,11 @@ pub struct Namespaces {
 pub enum NamespacesError {
     #[error("document {doc}: {message}")]
     Invalid { doc: usize, message: String },
-    /// [`Namespaces::load`]: the file cannot be read.
+    /// [`Namespaces::parse`]: nested deeper than `files::MAX_NESTING`, refused before parsing.
+    #[error(transparent)]
+    TooDeep(#[from] crate::files::TooDeep),
+    /// [`Namespaces::load`]: the file cannot be read (also: not a regular file, or larger than
+    /// `files::MAX_CONFIG_FILE_BYTES`).
     #[error("{}: {source}", path.display())]
     Read {
         path: std::path::PathBuf,
@@ -66,10 +70,11 @@ impl Namespaces {
     /// # Errors
     /// `NamespacesError::Read` or `NamespacesError::File`, each naming the file.
     pub fn load(path: &std::path::Path) -> Result<Self, NamespacesError> {
-        let text = std::fs::read_to_string(path).map_err(|source| NamespacesError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::files::read_to_string(path, crate::files::MAX_CONFIG_FILE_BYTES)
+            .map_err(|source| NamespacesError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Self::parse(&text).map_err(|e| NamespacesError::File {
             path: path.to_path_buf(),
             source: Box::new(e),
@@ -82,8 +87,9 @@ impl Namespaces {
     ///
     /// # Errors
     /// `NamespacesError::Invalid` naming the document that is not YAML or holds something
-    /// other than Namespaces.
+    /// other than Namespaces; `NamespacesError::TooDeep` for nesting past `files::MAX_NESTING`.
     pub fn parse(text: &str) -> Result<Self, NamespacesError> {
+        crate::files::check_nesting(text)?;
         let mut out = Namespaces::default();
         for (doc, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
             let value =

@@ -1,14 +1,15 @@
 //! `authorizer::SubjectAccessReviews` against a stand-in API server (`common::sar_api`): the
 //! exact review sent, allowed and denied answers, the cache (a repeat makes no call; answers
 //! expire after their TTL), coalescing (20 identical checks in flight, one call), distinct keys
-//! making distinct calls, 403 and 500 as errored decisions never cached, and a slow API: an
-//! errored decision after the budget whose late answer still fills the cache.
+//! making distinct calls, 403 and 500 as errored decisions never cached, a slow API: an
+//! errored decision after the budget whose late answer still fills the cache, and what the
+//! cache holds: no reference to the caller's `userInfo`, and no more than its byte budget.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use admission_proxy::authorizer::{CacheTtl, Outcome, SubjectAccessReviews};
+use admission_proxy::authorizer::{CacheTtl, Outcome, SubjectAccessReviews, CACHE_BYTES};
 use admission_proxy::matching::authz::{Attributes, CheckKey, ResourceAttributes, User};
 use serde_json::json;
 
@@ -342,6 +343,69 @@ async fn answers_expire_after_their_ttl() {
         assert_eq!(sar.peek(&allowed), None);
         assert_eq!(sar.check(&allowed, BUDGET).await.1, Outcome::Allowed);
         assert_eq!(api.calls(), 4);
+    })
+    .await;
+}
+
+/// The cache is keyed by a digest of the review's spec: a cached answer holds no reference to
+/// the caller's `userInfo` (a 20,000-group user is about 1 MB a request, and the cache used to
+/// keep every one of them for the whole TTL).
+#[tokio::test]
+async fn a_cached_answer_keeps_no_reference_to_the_caller_s_user() {
+    bounded(async {
+        let (api, sar, _ws) = setup("no-user-kept", CacheTtl::default()).await;
+        api.allow("alice", "update", "deployments", "ok");
+        let key = deployments("alice", "update");
+        let user = key.user.clone();
+        let decision = sar.decide(&key, BUDGET).await;
+        assert!(decision.allowed);
+        drop(key);
+        // The call's task ends just after it answers: wait for it, bounded.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Arc::strong_count(&user) > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            Arc::strong_count(&user),
+            1,
+            "the cache holds a reference to the user"
+        );
+        assert_eq!(
+            sar.peek(&deployments("alice", "update")),
+            Some(decision),
+            "the answer is cached all the same"
+        );
+        assert_eq!(api.calls(), 1);
+    })
+    .await;
+}
+
+/// Answers whose reasons add up to more than the cache's byte budget push the least recently
+/// used out, long before the 8,192 entries kube-apiserver's cache counts.
+#[tokio::test]
+async fn the_cache_holds_at_most_its_byte_budget() {
+    bounded(async {
+        let (api, sar, _ws) = setup("bytes", CacheTtl::default()).await;
+        // 16 answers of an eighth of the budget each: twice the budget.
+        let reason = "r".repeat(CACHE_BYTES / 8);
+        api.rule(move |_| SarStatus::allow(&reason));
+        let keys: Vec<CheckKey> = (0..16)
+            .map(|i| deployments(&format!("user-{i}"), "update"))
+            .collect();
+        for key in &keys {
+            assert!(sar.decide(key, BUDGET).await.allowed);
+        }
+        assert_eq!(api.calls(), 16);
+        let cached: Vec<bool> = keys.iter().map(|k| sar.peek(k).is_some()).collect();
+        let kept = cached.iter().filter(|c| **c).count();
+        assert!(
+            (1..8).contains(&kept),
+            "fewer than 8 answers of an eighth of the budget are kept: {cached:?}"
+        );
+        assert!(
+            cached[16 - kept..].iter().all(|c| *c),
+            "the most recent answers are the ones kept: {cached:?}"
+        );
     })
     .await;
 }

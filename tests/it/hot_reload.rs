@@ -1,5 +1,7 @@
 //! Hot reload, through the real binary: a ConfigMap-style `..data` symlink swap, a plain file
-//! rewrite, and an invalid change that must not replace the last good configuration.
+//! rewrite, and an invalid change that must not replace the last good configuration; files
+//! that must not stall or flood the reload thread (a named pipe, deep nesting, thousands of
+//! problems).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -328,4 +330,139 @@ async fn a_recreated_config_directory_is_watched_again() {
         });
     drop(proxy);
     let _ = std::fs::remove_dir_all(&ws.dir);
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success());
+}
+
+/// How many log lines contain `needle`.
+fn count_logged(proxy: &BinaryProxy, needle: &str) -> usize {
+    let logs = proxy.logs.lock().unwrap();
+    logs.iter().filter(|l| l.contains(needle)).count()
+}
+
+/// A named pipe put in place of the one configuration file (`--config FILE`) is refused at
+/// once, naming the file, and the reload thread goes on: a later edit applies. It used to
+/// block in `open` forever, and no later change of any file applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_pipe_in_place_of_the_config_file_does_not_stop_reloads() {
+    let ws = Workspace::new("fifo");
+    let file = ws.dir.join("webhooks.yaml");
+    std::fs::write(&file, config(&[("a.fifo.test", "UPDATE")])).unwrap();
+    let proxy = BinaryProxy::start(&file, &ws.cert, &ws.key, &[]);
+    let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
+    assert_eq!(status(&client, &target, "a.fifo.test").await, 200);
+
+    std::fs::remove_file(&file).unwrap();
+    mkfifo(&file);
+    let refused = format!(
+        "cannot read {}: not a regular file (a named pipe)",
+        file.display()
+    );
+    assert!(
+        tokio::task::block_in_place(|| proxy.logged(&refused)),
+        "the pipe is refused, naming it: {:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert_eq!(status(&client, &target, "a.fifo.test").await, 200);
+
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(
+        &file,
+        config(&[("a.fifo.test", "UPDATE"), ("b.fifo.test", "UPDATE")]),
+    )
+    .unwrap();
+    wait_for(&client, &target, "b.fifo.test", 200)
+        .await
+        .unwrap_or_else(|| panic!("a later edit is applied: {:?}", proxy.logs.lock().unwrap()));
+}
+
+/// YAML nested 50,000 deep is refused before it is parsed, naming the file and the line (the
+/// parser's cost grows with the square of the depth: 100,000 levels kept the reload thread busy
+/// for 37 s), and reloads go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deeply_nested_file_is_refused_before_it_is_parsed() {
+    let ws = Workspace::new("deep");
+    let conf = &ws.conf;
+    std::fs::write(
+        conf.join("webhooks.yaml"),
+        config(&[("a.deep.test", "UPDATE")]),
+    )
+    .unwrap();
+    let proxy = BinaryProxy::start(conf, &ws.cert, &ws.key, &[]);
+    let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
+    assert_eq!(status(&client, &target, "a.deep.test").await, 200);
+
+    let depth = 50_000;
+    std::fs::write(
+        conf.join("deep.yaml"),
+        format!(
+            "kind: List\nitems: {}{}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        ),
+    )
+    .unwrap();
+    assert!(
+        tokio::task::block_in_place(|| proxy.logged(
+            "deep.yaml: nested more than 128 levels deep at line 2: refused before parsing"
+        )),
+        "the file is refused with its line: {:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert_eq!(status(&client, &target, "a.deep.test").await, 200);
+
+    std::fs::remove_file(conf.join("deep.yaml")).unwrap();
+    std::fs::write(
+        conf.join("more.yaml"),
+        config(&[("b.deep.test", "UPDATE")]).replace("name: reload", "name: more"),
+    )
+    .unwrap();
+    wait_for(&client, &target, "b.deep.test", 200)
+        .await
+        .expect("a later edit is applied");
+}
+
+/// A file of 1,000 documents that are not webhook configurations is one rejection listing the
+/// first 20 problems and how many more, not an error line per document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_problems_are_summarised() {
+    let ws = Workspace::new("many");
+    let conf = &ws.conf;
+    std::fs::write(
+        conf.join("webhooks.yaml"),
+        config(&[("a.many.test", "UPDATE")]),
+    )
+    .unwrap();
+    let proxy = BinaryProxy::start(conf, &ws.cert, &ws.key, &[]);
+    let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
+    assert_eq!(status(&client, &target, "a.many.test").await, 200);
+
+    std::fs::write(conf.join("many.yaml"), "kind: Nope\n---\n".repeat(1000)).unwrap();
+    assert!(
+        tokio::task::block_in_place(|| proxy.logged("change rejected")),
+        "the change is rejected: {:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert_eq!(
+        count_logged(&proxy, "many.yaml (document"),
+        20,
+        "the first 20 problems are listed: {:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert_eq!(
+        count_logged(
+            &proxy,
+            "many.yaml: and 980 more problems in this file, not listed"
+        ),
+        1,
+        "then how many more: {:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert_eq!(status(&client, &target, "a.many.test").await, 200);
 }
