@@ -385,9 +385,12 @@ impl BinaryProxy {
                 sink.lock().unwrap().push(line);
             }
         });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("the proxy logs its address: {:?}", logs.lock().unwrap()));
+        let Ok(addr) = rx.recv_timeout(Duration::from_secs(20)) else {
+            // Not left running after the test.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the proxy logs its address: {:?}", logs.lock().unwrap());
+        };
         BinaryProxy {
             child,
             logs,
