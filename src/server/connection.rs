@@ -169,6 +169,16 @@ impl Watch {
         self.deadline.store(deadline, Ordering::Relaxed);
     }
 
+    /// Bytes of the next request were read with the previous one (HTTP/1.1 pipelining): its
+    /// header deadline starts now, as Go's `conn.serve` starts `ReadHeaderTimeout` at each
+    /// `readRequest` (`net/http/server.go`), not when further bytes arrive. Those bytes are
+    /// not counted against the header size again.
+    pub(crate) fn pipelined(&self) {
+        if self.phase.load(Ordering::Relaxed) == Phase::Idle as u8 {
+            self.enter(Phase::Header);
+        }
+    }
+
     /// The request header was read: the body deadline starts.
     pub(crate) fn header_read(&self) {
         self.enter(Phase::Body);

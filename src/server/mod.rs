@@ -1306,7 +1306,7 @@ async fn connection<A: Respond>(
             None => return,
         },
     };
-    let mut next = Some((stream, None));
+    let mut next = Some((stream, None::<bytes::BytesMut>));
     while let Some((stream, pipelined)) = next {
         // HTTP/1.1 pipelining (RFC 9112 §9.3.2): bytes of the next request read with this
         // one are handed to the next session, and requests are answered one after another in
@@ -1315,6 +1315,11 @@ async fn connection<A: Respond>(
         let mut http = pingora::protocols::http::v1::server::HttpSession::new(stream);
         http.set_pipelining_enabled(true);
         if let Some(prefix) = pipelined {
+            if !prefix.is_empty() {
+                // Without this a partial header behind a complete request waited for the idle
+                // timeout: no further byte arrives to start the header deadline.
+                watch.pipelined();
+            }
             http.set_pipelined_prefix(prefix);
         }
         let shutting_down = *shutdown.borrow();

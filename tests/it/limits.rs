@@ -432,3 +432,44 @@ async fn requests_that_cannot_be_framed_get_go_s_answers() {
     }
     assert_eq!(backend.recorder.calls(), 0);
 }
+
+/// A partial header pipelined right behind a complete request held the connection for the
+/// idle timeout (here 30 s) instead of the header timeout (1 s): the next request's header
+/// timeout starts once the previous answer is written, as Go's `conn.serve` starts
+/// `ReadHeaderTimeout` at each `readRequest`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_header_pipelined_behind_a_request_is_closed_at_the_header_timeout() {
+    let backend = TestBackend::start();
+    let config = validating(
+        "fast.example.com",
+        &backend.client_config("/allow"),
+        ALL,
+        "",
+    );
+    let limits = Limits {
+        header_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let proxy =
+        TestProxy::start_limited(&config, Some(namespaces()), DEFAULT_MAX_BODY_BYTES, limits);
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let (first, closed, waited) = blocking(move || {
+        let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+        let mut both = request_to("fast.example.com", &review());
+        both.extend_from_slice(b"POST /webhooks/fast.example.com HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        // One write: the partial header arrives with the complete request.
+        tls.write_all(&both).unwrap();
+        let first = read_answer(&mut tls).unwrap().0;
+        let start = Instant::now();
+        (first, closed_by_peer(&mut tls), start.elapsed())
+    })
+    .await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(closed, "the connection was not closed within 10 s");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "closed after {waited:?}, header timeout 1 s"
+    );
+    assert_eq!(backend.recorder.calls(), 1);
+}
