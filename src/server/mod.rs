@@ -257,6 +257,12 @@ pub trait Respond: Send + Sync + 'static {
         &self,
         session: &mut ServerSession,
     ) -> impl std::future::Future<Output = Response<Vec<u8>>> + Send;
+
+    /// Whether answers written now should close their connection (`Connection: close`)
+    /// besides the listener's own shutdown; asked as each answer is written.
+    fn closing(&self) -> bool {
+        false
+    }
 }
 
 /// Serves a [`Respond`] app on pingora's HTTP/1 sessions: what pingora does for `ServeHttp`,
@@ -276,12 +282,11 @@ impl<A: Respond> Served<A> {
         &self,
         mut http: ServerSession,
         watch: &Watch,
-        shutting_down: bool,
+        shutdown: &watch::Receiver<bool>,
     ) -> Option<ReusableHttpStream> {
         // Keep-alive without pingora's own timers (Some(0) = no timeout): the connection's
-        // Watch closes idle, trickling and slow connections. Once shutting down, each answer
-        // closes its connection (`Connection: close`).
-        http.set_keepalive(if shutting_down { None } else { Some(0) });
+        // Watch closes idle, trickling and slow connections.
+        http.set_keepalive(Some(0));
         http.set_read_timeout(None);
         match http.read_request().await {
             Ok(true) => {}
@@ -299,6 +304,13 @@ impl<A: Respond> Served<A> {
         } else {
             // finish() drains what the app left unread, under a fresh body deadline.
             watch.header_read();
+        }
+        // Decided as the answer is written, as Go's `chunkWriter.writeHeader` asks
+        // `Server.doKeepAlives` (`net/http/server.go`): once the shutdown began (or the app is
+        // shutting down), the answer says `Connection: close` and the connection ends after
+        // it. (pingora's `read_request` sets keep-alive from the request's own header.)
+        if *shutdown.borrow() || self.app.closing() {
+            http.set_keepalive(None);
         }
         let header: ResponseHeader = parts.into();
         let written = match http.write_response_header(Box::new(header)).await {
@@ -479,13 +491,14 @@ pub(crate) fn serve_observations(
 }
 
 impl Respond for AdmissionApp {
+    /// From SIGTERM on, clients move to another endpoint for their next request.
+    fn closing(&self) -> bool {
+        self.state.shutting_down.load(Ordering::Relaxed)
+    }
+
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let received = Instant::now();
         let _in_flight = self.state.request_started();
-        if self.state.shutting_down.load(Ordering::Relaxed) {
-            // Clients move to another endpoint for their next request.
-            session.set_keepalive(None);
-        }
         let header = session.req_header();
         // Cloned, not copied into Strings: the body is read through `session` below. A
         // standard method is copied inline; the URI shares its bytes.
@@ -1322,9 +1335,8 @@ async fn connection<A: Respond>(
             }
             http.set_pipelined_prefix(prefix);
         }
-        let shutting_down = *shutdown.borrow();
         next = app
-            .serve_one(ServerSession::H1(http), &watch, shutting_down)
+            .serve_one(ServerSession::H1(http), &watch, &shutdown)
             .await
             .map(pingora::protocols::http::ReusableHttpStream::into_parts);
     }

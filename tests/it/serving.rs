@@ -115,6 +115,14 @@ async fn sigterm_answers_the_admission_in_flight_then_exits() {
     assert_eq!(reply.status, 200);
     let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
     assert_eq!(answer["response"]["allowed"], true);
+    // Written during the drain: the client is told to close, as Go's server does once its
+    // shutdown began (it said `keep-alive`).
+    assert_eq!(
+        reply.header("connection"),
+        Some("close"),
+        "{:?}",
+        reply.headers
+    );
     let status = wait_exit(&mut proxy, Duration::from_secs(15)).expect("the proxy exits");
     assert!(status.success(), "{status:?}");
     assert!(
