@@ -3,7 +3,8 @@
 //! Module dependencies point one way, down this list (each uses only modules above it):
 //!
 //! - leaves: `field_error` (apimachinery's field errors), `names` (Kubernetes name formats),
-//!   `memory`, `redact`, `tls`, `served` (what kube-apiserver serves), `decision`; `metrics`
+//!   `memory`, `redact`, `tls`, `served` (what kube-apiserver serves), `decision`,
+//!   `log_value` (request-supplied values in log lines and error bodies); `metrics`
 //!   uses `decision` and `memory`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
@@ -33,6 +34,7 @@ pub mod dispatch;
 pub mod exclusions;
 pub mod explain;
 pub mod field_error;
+pub mod log_value;
 pub mod matching;
 pub mod memory;
 pub mod metrics;

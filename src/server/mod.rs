@@ -29,6 +29,7 @@ use crate::config::{Chain, Snapshot};
 use crate::dispatch::chain::{ChainAnswer, ChainRequest, Step};
 use crate::dispatch::{Answer, Decision, Dispatcher};
 use crate::exclusions::{Exclusions, Exemption};
+use crate::log_value::Bounded;
 use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
@@ -322,7 +323,7 @@ impl<A: Respond> Served<A> {
             Err(e) => Err(e),
         };
         if let Err(e) = written {
-            tracing::debug!(error = %e, request = %http.request_summary(), "client went away before the answer was written");
+            tracing::debug!(error = %e, request = %Bounded(http.request_summary()), "client went away before the answer was written");
             return None;
         }
         let finished = http.finish().await;
@@ -359,7 +360,7 @@ async fn close_unread(mut http: ServerSession, e: &pingora::Error, watch: &Watch
             http.shutdown().await;
         }
         None => {
-            tracing::debug!(error = %e, "connection closed before a complete request");
+            tracing::debug!(error = %Bounded(e), "connection closed before a complete request");
         }
     }
 }
@@ -471,7 +472,7 @@ impl Respond for ObservationApp {
             status_reply(
                 404,
                 "NotFound",
-                format!("{} is not served here", header.uri.path()),
+                format!("{} is not served here", Bounded(header.uri.path())),
             )
         })
     }
@@ -524,7 +525,7 @@ impl Respond for AdmissionApp {
                     Ok(w) => w,
                     Err(e) => {
                         crate::metrics::bad_request("unknown_webhook");
-                        return status_reply(404, "NotFound", e.to_string());
+                        return status_reply(404, "NotFound", Bounded(e).to_string());
                     }
                 };
                 // Pinned where it is made: awaited as a temporary, the admission's (large)
@@ -541,7 +542,7 @@ impl Respond for AdmissionApp {
                     Ok(c) => c,
                     Err(e) => {
                         crate::metrics::bad_request("unknown_configuration");
-                        return status_reply(404, "NotFound", e.to_string());
+                        return status_reply(404, "NotFound", Bounded(e).to_string());
                     }
                 };
                 let admit =
@@ -576,7 +577,11 @@ impl AdmissionApp {
             }
             BodyError::Read(e) => {
                 session.set_keepalive(None);
-                status_reply(400, "BadRequest", format!("cannot read request body: {e}"))
+                status_reply(
+                    400,
+                    "BadRequest",
+                    format!("cannot read request body: {}", Bounded(e)),
+                )
             }
         }
     }
@@ -753,17 +758,17 @@ impl AdmissionApp {
         let webhooks = WebhookSteps(&chained.steps);
         macro_rules! chain_event {
             ($level:expr) => { tracing::event!($level,
-            uid = %request.uid,
+            uid = %Bounded(&request.uid),
             chain = chain.name(),
             r#type = chain.webhook_type.as_str(),
             operation = review.operation.as_str(),
-            resource = %ResourceLabel(review),
-            object = %ObjectLabel(review),
+            resource = %Bounded(ResourceLabel(review)),
+            object = %Bounded(ObjectLabel(review)),
             decision = answer.decision.as_str(),
             latency_ms = latency.as_secs_f64() * 1000.0,
             rounds = chained.rounds,
             webhooks = %webhooks,
-            detail = %answer.detail,
+            detail = %Bounded(&answer.detail),
             "chain admission"
         ) };
         }
@@ -802,14 +807,14 @@ impl AdmissionApp {
         // One line per admission: the everyday decisions at debug, the rest at info.
         macro_rules! admission_event {
             ($level:expr) => { tracing::event!($level,
-            uid = %request.uid,
+            uid = %Bounded(&request.uid),
             webhook = %webhook.name,
             operation = review.operation.as_str(),
-            resource = %ResourceLabel(review),
-            object = %ObjectLabel(review),
+            resource = %Bounded(ResourceLabel(review)),
+            object = %Bounded(ObjectLabel(review)),
             decision = answer.decision.as_str(),
             latency_ms = latency.as_secs_f64() * 1000.0,
-            detail = %answer.detail,
+            detail = %Bounded(&answer.detail),
             "admission"
         ) };
         }
@@ -841,7 +846,7 @@ impl AdmissionApp {
         // Secret values and --redact-path fields never reach a log line (issue 26 §3).
         if tracing::enabled!(tracing::Level::TRACE) {
             let body = crate::redact::redacted_text(review.body(), &self.state.redact_paths);
-            tracing::trace!(uid = %request.uid, body = %body, "admission request body (redacted)");
+            tracing::trace!(uid = %Bounded(&request.uid), body = %body, "admission request body (redacted)");
         }
         if let Some(capture) = &self.state.capture {
             if capture.sampled(&request.uid) {
@@ -927,7 +932,7 @@ impl std::fmt::Display for WebhookSteps<'_> {
                 write!(f, "({patched}{}ms)", backend.as_millis())?;
             }
             if matches!(step.decision, Decision::FailedOpen | Decision::FailedClosed) {
-                write!(f, "({})", step.detail)?;
+                write!(f, "({})", Bounded(&step.detail))?;
             }
         }
         Ok(())
@@ -949,21 +954,24 @@ fn resolve<'a>(
     body: &'a [u8],
 ) -> ControlFlow<Response<Vec<u8>>, Routed<'a>> {
     let Some(route) = parse_route(path) else {
-        return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}}, /webhooks/{{webhook name}}, /configurations/{{validating|mutating}}/{{configuration name}} or /configurations/{{validating|mutating}}")));
+        return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}}, /webhooks/{{webhook name}}, /configurations/{{validating|mutating}}/{{configuration name}} or /configurations/{{validating|mutating}}", Bounded(format_args!("{path:?}")))));
     };
     if method != "POST" {
         return ControlFlow::Break(status_reply(
             405,
             "MethodNotAllowed",
-            format!("{method} is not allowed: send AdmissionReviews with POST"),
+            format!(
+                "{} is not allowed: send AdmissionReviews with POST",
+                Bounded(&method)
+            ),
         ));
     }
     match ParsedReview::parse(body) {
         Ok(review) => ControlFlow::Continue(Routed { route, review }),
         Err(e) => {
             crate::metrics::bad_request("malformed");
-            tracing::warn!(path, error = %e, "rejected a request that is not an AdmissionReview");
-            ControlFlow::Break(status_reply(400, "BadRequest", e.to_string()))
+            tracing::warn!(path = %Bounded(path), error = %Bounded(&e), "rejected a request that is not an AdmissionReview");
+            ControlFlow::Break(status_reply(400, "BadRequest", Bounded(e).to_string()))
         }
     }
 }
@@ -1027,10 +1035,10 @@ fn shadow(
             answer.decision.as_str(),
         );
         tracing::info!(
-            uid = %review.request.uid,
+            uid = %Bounded(&review.request.uid),
             webhook = %webhook.name,
             decision = answer.decision.as_str(),
-            detail = %answer.detail,
+            detail = %Bounded(&answer.detail),
             latency_ms = received.elapsed().as_secs_f64() * 1000.0,
             "shadow admission: what the webhook would have decided (the answer given was allowed)"
         );

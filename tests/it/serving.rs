@@ -582,3 +582,67 @@ async fn chains_cut_by_the_grace_period_decide_each_webhook_by_its_failure_polic
     let exit = wait_exit(&mut proxy, Duration::from_secs(10)).expect("the proxy exits");
     assert_eq!(exit.code(), Some(1), "a cut drain is not a clean exit");
 }
+
+/// In text logs a uid holding a newline wrote a log line of its own (a forged line; JSON logs
+/// escaped it), and a 2.9 MB `kind` was written whole into the WARN line and into the 400
+/// body. What a request supplies is escaped (no value starts a line) and cut to 1,024 bytes
+/// in log lines and error bodies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_supplied_values_neither_forge_nor_flood_log_lines() {
+    let ws = Workspace::new("log-lines");
+    let backend = TestBackend::start();
+    write_config(
+        &ws,
+        &validating("deny.logs.test", &backend.client_config("/deny"), ALL, ""),
+    );
+    let proxy = BinaryProxy::start_text_logs(&ws.conf, &ws.cert, &ws.key, &[]);
+    let path = "/webhooks/deny.logs.test?timeout=10s";
+    let mut review: serde_json::Value =
+        serde_json::from_slice(&fixture("0096-create-core-v1-pods-v1.json")).unwrap();
+    review["request"]["uid"] =
+        "forged\n2001-01-01T00:00:00.000000Z  INFO admission_proxy::server: admission decision=allowed"
+            .into();
+    let denied = proxy
+        .post(&ws.pki, path, &serde_json::to_vec(&review).unwrap())
+        .await;
+    assert_eq!(denied.status, 200);
+    assert!(!denied.allowed(), "{:?}", denied.json);
+
+    review["kind"] = "K".repeat(2_900_000).into();
+    let refused = proxy
+        .post(&ws.pki, path, &serde_json::to_vec(&review).unwrap())
+        .await;
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused.body.len() < 2048,
+        "a 400 body of {} bytes",
+        refused.body.len()
+    );
+    assert!(
+        refused.message().starts_with("wrong kind \"KKK"),
+        "{}",
+        refused.message()
+    );
+
+    assert!(proxy.logged("forged"));
+    assert!(proxy.logged("rejected a request that is not an AdmissionReview"));
+    let logs = proxy.logs.lock().unwrap();
+    assert!(
+        !logs.iter().any(|l| l.starts_with("2001-01-01")),
+        "a forged log line: {logs:?}"
+    );
+    let admission = logs.iter().find(|l| l.contains("forged")).unwrap();
+    assert!(
+        admission.contains(r"forged\n2001-01-01"),
+        "the newline is escaped: {admission}"
+    );
+    let warning = logs
+        .iter()
+        .find(|l| l.contains("rejected a request that is not an AdmissionReview"))
+        .unwrap();
+    assert!(
+        warning.len() < 2048,
+        "a WARN line of {} bytes",
+        warning.len()
+    );
+}
