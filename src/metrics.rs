@@ -81,7 +81,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_match_condition_exclusions_total", Kind::Counter, "Admissions a matchCondition excluded (a condition was false), per webhook (apiserver_admission_match_condition_exclusions_total)."),
     ("admission_proxy_match_condition_evaluation_errors_total", Kind::Counter, "Admissions whose matchConditions failed to evaluate, per webhook (apiserver_admission_match_condition_evaluation_errors_total); failurePolicy decided."),
     ("admission_proxy_upstream_connections_opened_total", Kind::Counter, "New connections to legacy backends (TCP and TLS handshake); a pooled connection serves the next call."),
-    ("admission_proxy_bad_requests_total", Kind::Counter, "Requests answered without any webhook, by reason (malformed, too_large, unknown_webhook, unknown_configuration, framing: a header that cannot be read as HTTP/1.1, answered 400 or 431 as Go does)."),
+    ("admission_proxy_bad_requests_total", Kind::Counter, "Requests answered without any webhook, by reason (malformed, too_large, unknown_webhook, unknown_configuration, framing: a request that cannot be read as HTTP/1.1 or that Go's server refuses, answered 400, 431 or 501 as Go does)."),
     ("admission_proxy_config_reloads_total", Kind::Counter, "Webhook configuration reloads, by result (ok, error: the last good configuration kept serving)."),
     ("admission_proxy_config_generation", Kind::Gauge, "How many configurations this process has loaded (1 after start)."),
     ("admission_proxy_config_hash", Kind::Gauge, "A hash of the loaded configuration files' contents (53 bits): replicas serving the same files show the same value."),

@@ -137,7 +137,50 @@ pub(crate) struct Watch {
     deadline: AtomicU64,
     header_bytes: AtomicUsize,
     closed: AtomicU8,
+    /// The request line's scan ([`Line`]), fed by [`ServerStream`]'s reads.
+    line: AtomicU8,
     limits: Arc<Limits>,
+}
+
+/// The scan of a request line as Go's `readRequest` takes it (`net/http/request.go`:
+/// `parseRequestLine` cuts the line at its first two spaces, `ParseHTTPVersion` refuses a
+/// version with a space in it, `url.ParseRequestURI` a target with an ASCII control character,
+/// and `validMethod` a method with one): a control character anywhere in the line, or a third
+/// space, is Go's 400. pingora percent-escapes such a target and routes it, so the proxy looks
+/// at the bytes as they arrive: once per request, up to the line's end.
+///
+/// A state of [`Watch::line`]: `SCANNING` with the spaces seen (low bits) and `CR` when the last
+/// byte was a carriage return (allowed only before the line feed), or `DONE` or `REFUSED`.
+struct Line;
+
+impl Line {
+    const DONE: u8 = 0;
+    const SCANNING: u8 = 0x40;
+    const CR: u8 = 0x20;
+    const SPACES: u8 = 0x03;
+    const REFUSED: u8 = 0x80;
+
+    /// The state after `bytes` of the line, from `state`.
+    fn scan(mut state: u8, bytes: &[u8]) -> u8 {
+        for &b in bytes {
+            if state & Line::CR != 0 {
+                return if b == b'\n' {
+                    Line::DONE
+                } else {
+                    Line::REFUSED
+                };
+            }
+            match b {
+                b'\n' => return Line::DONE,
+                b'\r' => state |= Line::CR,
+                b' ' if state & Line::SPACES == 2 => return Line::REFUSED,
+                b' ' => state += 1,
+                0..=0x1f | 0x7f => return Line::REFUSED,
+                _ => {}
+            }
+        }
+        state
+    }
 }
 
 impl Watch {
@@ -148,6 +191,7 @@ impl Watch {
             deadline: AtomicU64::new(0),
             header_bytes: AtomicUsize::new(0),
             closed: AtomicU8::new(0),
+            line: AtomicU8::new(Line::DONE),
             limits,
         };
         watch.enter(Phase::Idle);
@@ -177,6 +221,26 @@ impl Watch {
         if self.phase.load(Ordering::Relaxed) == Phase::Idle as u8 {
             self.enter(Phase::Header);
         }
+    }
+
+    /// A request starts on this connection: its request line is scanned from here
+    /// (`already`: bytes of it read with the previous request, pipelined).
+    pub(crate) fn request_line(&self, already: &[u8]) {
+        let state = Line::scan(Line::SCANNING, already);
+        self.line.store(state, Ordering::Relaxed);
+    }
+
+    /// Bytes of a request arrived (above TLS): scanned while its request line is not done.
+    fn read(&self, bytes: &[u8]) {
+        let state = self.line.load(Ordering::Relaxed);
+        if state & Line::SCANNING != 0 {
+            self.line.store(Line::scan(state, bytes), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the request line read has what Go's server refuses with 400 ([`Line`]).
+    pub(crate) fn request_line_refused(&self) -> bool {
+        self.line.load(Ordering::Relaxed) == Line::REFUSED
     }
 
     /// The request header was read: the body deadline starts.
@@ -472,15 +536,18 @@ pub(crate) struct ServerStream<S> {
     held: Held,
     /// The socket's descriptor, pingora's connection id.
     fd: i32,
+    /// The connection's [`Watch`], which scans each request line as it is read.
+    watch: Arc<Watch>,
 }
 
 impl<S> ServerStream<S> {
-    /// `inner` over the accepted socket whose descriptor is `fd`.
-    pub(crate) fn new(inner: S, fd: i32) -> Self {
+    /// `inner` over the accepted socket whose descriptor is `fd`, watched by `watch`.
+    pub(crate) fn new(inner: S, fd: i32, watch: Arc<Watch>) -> Self {
         ServerStream {
             inner,
             held: Held::default(),
             fd,
+            watch,
         }
     }
 }
@@ -491,7 +558,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for ServerStream<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        this.watch.read(&buf.filled()[before..]);
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -624,7 +695,8 @@ mod tests {
     /// next answer.
     #[tokio::test]
     async fn a_large_answers_buffer_is_released_after_its_flush() {
-        let mut stream = ServerStream::new(Vec::<u8>::new(), -1);
+        let watch = Arc::new(Watch::new(limits()));
+        let mut stream = ServerStream::new(Vec::<u8>::new(), -1, watch);
         stream
             .write_all(b"HTTP/1.1 200 OK\r\n\r\n{}")
             .await
@@ -750,8 +822,8 @@ mod tests {
     /// Over a real socket: an answer written in two parts leaves in one piece at the flush.
     #[tokio::test]
     async fn writes_are_held_until_flush() {
-        let (io, _watch, mut client) = pair().await;
-        let mut io = ServerStream::new(io, -1);
+        let (io, watch, mut client) = pair().await;
+        let mut io = ServerStream::new(io, -1, watch);
         io.write_all(b"header").await.unwrap();
         io.write_all(b"+body").await.unwrap();
         let mut buf = [0u8; 32];
@@ -760,6 +832,44 @@ mod tests {
         io.flush().await.unwrap();
         let n = client.read(&mut buf).await.unwrap();
         assert_eq!(&buf[..n], b"header+body");
+    }
+
+    /// Request lines as Go's `readRequest` takes them: a control character anywhere or a third
+    /// space is refused, whatever reads the line arrives in; a CR only before the LF.
+    #[test]
+    fn request_lines_go_refuses_are_found_across_reads() {
+        let scan = |pieces: &[&[u8]]| {
+            let watch = Watch::new(limits());
+            watch.request_line(pieces[0]);
+            for p in &pieces[1..] {
+                watch.read(p);
+            }
+            watch.request_line_refused()
+        };
+        for good in [
+            &[&b"POST /webhooks/a?timeout=10s HTTP/1.1\r\nHost: x\r\n\r\n"[..]][..],
+            &[b"GET /a%20b HTTP/1.1\n", b"X: a b c d\r\n"],
+            &[b"GET /a", b" HTTP/1.1\r", b"\n"],
+            &[b"GET /\xc3\xa9<\"> HTTP/1.1\r\n"],
+        ] {
+            assert!(!scan(good), "{good:?}");
+        }
+        for bad in [
+            &[&b"GET /a b HTTP/1.1\r\n"[..]][..],
+            &[b"GET /a", b" b HTTP/1.1\r\n"],
+            &[b"GET /a\tb HTTP/1.1\r\n"],
+            &[b"GET /a\0b HTTP/1.1\r\n"],
+            &[b"GET /a\x7f HTTP/1.1\r\n"],
+            &[b"GET /a\rb HTTP/1.1\r\n"],
+            &[b"GET /a HTTP/1.1 \r\n"],
+        ] {
+            assert!(scan(bad), "{bad:?}");
+        }
+        // Bytes after the line (its header, a body, the next request) are not scanned.
+        let watch = Watch::new(limits());
+        watch.request_line(b"GET / HTTP/1.1\r\n");
+        watch.read(b"\0 \t   ");
+        assert!(!watch.request_line_refused());
     }
 
     #[test]

@@ -297,6 +297,12 @@ impl<A: Respond> Served<A> {
                 return None;
             }
         }
+        if let Some(answer) = go_refusal(&http, watch) {
+            crate::metrics::bad_request("framing");
+            tracing::debug!(request = %Bounded(http.request_summary()), answer, "a request Go's server refuses; answered and closed");
+            answer_and_close(http, answer, watch).await;
+            return None;
+        }
         watch.header_read();
         let _answering = self.answering.start();
         let (parts, body) = self.app.response(&mut http).await.into_parts();
@@ -344,14 +350,8 @@ impl<A: Respond> Served<A> {
 async fn close_unread(mut http: ServerSession, e: &pingora::Error, watch: &Watch) {
     if let Some(answer) = framing_answer(e, watch.closed()) {
         crate::metrics::bad_request("framing");
-        tracing::debug!(error = %e, answer, "request could not be framed; answered and closed");
-        if let ServerSession::H1(v1) = http {
-            use tokio::io::AsyncWriteExt as _;
-            let mut stream = v1.into_inner();
-            let _ = stream.write_all(answer.as_bytes()).await;
-            let _ = stream.flush().await;
-            let _ = stream.shutdown().await;
-        }
+        tracing::debug!(error = %Bounded(e), answer, "request could not be framed; answered and closed");
+        answer_and_close(http, answer, watch).await;
         return;
     }
     match watch.closed() {
@@ -365,10 +365,60 @@ async fn close_unread(mut http: ServerSession, e: &pingora::Error, watch: &Watch
     }
 }
 
+/// `answer`, as is, then the connection closes (Go's answers to requests it cannot serve),
+/// within the write timeout.
+async fn answer_and_close(http: ServerSession, answer: &str, watch: &Watch) {
+    watch.writing();
+    if let ServerSession::H1(v1) = http {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stream = v1.into_inner();
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.flush().await;
+        let _ = stream.shutdown().await;
+    }
+}
+
 /// Go's `net/http` answer to a request header it cannot take (`server.go`, `conn.serve`): 431
 /// when it is larger than the header limit, else 400; then the connection closes.
 const GO_431: &str = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large";
 const GO_400: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
+/// Go's answer to a transfer coding it does not take (`conn.serve`, `isUnsupportedTEError`),
+/// which does not echo the coding.
+const GO_501: &str = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nUnsupported transfer encoding";
+/// Go's answer to an HTTP/1.1 request without Host: `conn.readRequest`'s
+/// `badRequestError("missing required Host header")`, a `statusError` written by `conn.serve`
+/// with its text in the status line and the body.
+const GO_NO_HOST: &str = "HTTP/1.1 400 Bad Request: missing required Host header\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: missing required Host header";
+
+/// Go's answer to a request pingora read but Go's server refuses, in Go's order: a request line
+/// with a control character or a third space ([`GO_400`], `readRequest` in
+/// `net/http/request.go`; pingora percent-escapes such a target and routes it); a
+/// Transfer-Encoding sent twice or other than exactly `chunked` (any case) ([`GO_501`],
+/// `transferReader.parseTransferEncoding` in `net/http/transfer.go`; pingora takes `gzip,
+/// chunked` as chunked); no Host on HTTP/1.1 ([`GO_NO_HOST`], `conn.readRequest` in
+/// `net/http/server.go`). `None` for a request Go serves.
+fn go_refusal(http: &ServerSession, watch: &Watch) -> Option<&'static str> {
+    if watch.request_line_refused() {
+        return Some(GO_400);
+    }
+    let header = http.req_header();
+    let mut codings = header
+        .headers
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter();
+    if let Some(coding) = codings.next() {
+        if codings.next().is_some() || !coding.as_bytes().eq_ignore_ascii_case(b"chunked") {
+            return Some(GO_501);
+        }
+    }
+    if header.version >= http::Version::HTTP_11
+        && header.method != http::Method::CONNECT
+        && !header.headers.contains_key(http::header::HOST)
+    {
+        return Some(GO_NO_HOST);
+    }
+    None
+}
 
 /// The answer to a request whose header failed to read, as Go's server gives it: a header over
 /// `--max-header-bytes` (the connection's limit tripped) or with more fields than pingora
@@ -392,6 +442,9 @@ fn framing_answer(e: &pingora::Error, closed: Option<Closed>) -> Option<&'static
         .unwrap_or_default();
     if cause.contains("too many headers") || context.contains("header larger than") {
         Some(GO_431)
+    } else if context.contains("non-chunked final Transfer-Encoding") {
+        // `chunked, gzip`: pingora's refusal; Go's is 501, as for any coding but `chunked`.
+        Some(GO_501)
     } else {
         Some(GO_400)
     }
@@ -1320,7 +1373,7 @@ async fn connection<A: Respond>(
     let (stream, watch): (pingora::protocols::Stream, _) = match acceptor {
         None => {
             let (io, watch) = ConnIo::new(tcp, limits);
-            (Box::new(ServerStream::new(io, fd)), watch)
+            (Box::new(ServerStream::new(io, fd, watch.clone())), watch)
         }
         Some(acceptor) => match tls_handshake(tcp, peer, acceptor, limits, fd).await {
             Some(accepted) => accepted,
@@ -1335,13 +1388,17 @@ async fn connection<A: Respond>(
         // rest.
         let mut http = pingora::protocols::http::v1::server::HttpSession::new(stream);
         http.set_pipelining_enabled(true);
-        if let Some(prefix) = pipelined {
-            if !prefix.is_empty() {
-                // Without this a partial header behind a complete request waited for the idle
-                // timeout: no further byte arrives to start the header deadline.
-                watch.pipelined();
+        match pipelined {
+            Some(prefix) => {
+                watch.request_line(&prefix[..]);
+                if !prefix.is_empty() {
+                    // Without this a partial header behind a complete request waited for the
+                    // idle timeout: no further byte arrives to start the header deadline.
+                    watch.pipelined();
+                }
+                http.set_pipelined_prefix(prefix);
             }
-            http.set_pipelined_prefix(prefix);
+            None => watch.request_line(&[]),
         }
         next = app
             .serve_one(ServerSession::H1(http), &watch, &shutdown)
@@ -1378,7 +1435,7 @@ async fn tls_handshake(
             .map_err(|e| Handshake::Failed(e.to_string()))
     };
     match tokio::time::timeout(handshake_timeout, handshake).await {
-        Ok(Ok((tls, watch))) => Some((Box::new(ServerStream::new(tls, fd)), watch)),
+        Ok(Ok((tls, watch))) => Some((Box::new(ServerStream::new(tls, fd, watch.clone())), watch)),
         Ok(Err(Handshake::PlainHttp(mut tcp))) => {
             use tokio::io::AsyncWriteExt;
             crate::metrics::tls_handshake_failure("plain_http");
