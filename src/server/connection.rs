@@ -470,7 +470,11 @@ impl AsyncWrite for ConnIo {
 }
 
 /// Bytes written but held until a flush, or until [`MAX_PENDING_WRITE`] of them wait, then
-/// handed to the layer below in as few writes as it takes.
+/// handed to the layer below in as few writes as it takes. A write that would take the held
+/// bytes past [`MAX_PENDING_WRITE`] hands them over first, and one larger than that goes
+/// through as the layer below takes it: a large answer (a `/metrics` scrape of megabytes) is
+/// never copied here whole, so a client that does not read pins at most
+/// [`MAX_PENDING_WRITE`] of it here (and what TLS buffers below, 64 KiB by default).
 #[derive(Debug, Default)]
 struct Held {
     out: Vec<u8>,
@@ -502,20 +506,24 @@ impl Held {
         Poll::Ready(Ok(()))
     }
 
-    /// Holds `bufs` (all of them: the answer is never split by this layer).
+    /// Holds `bufs`, all of them, while what is held stays within [`MAX_PENDING_WRITE`] (an
+    /// answer that small leaves in one piece at the flush); else hands over what is held, then
+    /// holds `bufs` if they fit, or writes them through, as much as `below` takes now.
     fn poll_hold<W: AsyncWrite + Unpin>(
         &mut self,
         below: &mut W,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        if self.out.len() >= MAX_PENDING_WRITE {
+        let n: usize = bufs.iter().map(|b| b.len()).sum();
+        if self.out.len() + n > MAX_PENDING_WRITE {
             ready!(self.poll_drain(below, cx))?;
+            if n > MAX_PENDING_WRITE {
+                return Pin::new(below).poll_write_vectored(cx, bufs);
+            }
         }
-        let mut n = 0;
         for b in bufs {
             self.out.extend_from_slice(b);
-            n += b.len();
         }
         Poll::Ready(Ok(n))
     }
@@ -691,10 +699,10 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A large answer's held buffer is released after its flush; a small one's is kept for the
-    /// next answer.
+    /// A small answer's held buffer is kept for the next answer; a large answer goes through,
+    /// after what was held, and never grows it.
     #[tokio::test]
-    async fn a_large_answers_buffer_is_released_after_its_flush() {
+    async fn a_large_answer_goes_through_and_a_small_ones_buffer_is_kept() {
         let watch = Arc::new(Watch::new(limits()));
         let mut stream = ServerStream::new(Vec::<u8>::new(), -1, watch);
         stream
@@ -702,12 +710,34 @@ mod tests {
             .await
             .unwrap();
         stream.flush().await.unwrap();
-        assert!(stream.held.out.capacity() > 0);
+        let kept = stream.held.out.capacity();
+        assert!(kept > 0);
+        stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
         let big = vec![b'x'; MAX_PENDING_WRITE + 1];
         stream.write_all(&big).await.unwrap();
         stream.flush().await.unwrap();
-        assert_eq!(stream.inner.len(), 21 + big.len());
-        assert_eq!(stream.held.out.capacity(), 0);
+        assert_eq!(stream.inner.len(), 21 + 19 + big.len());
+        assert!(stream.inner.ends_with(&big));
+        assert_eq!(stream.held.out.capacity(), kept);
+    }
+
+    /// Issue: a client that does not read its answer pinned all of it here, copied (a 4 MB
+    /// scrape: 4 MB per client). What waits here is at most [`MAX_PENDING_WRITE`].
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_the_client_does_not_read_is_not_held_whole() {
+        // A peer that takes 64 KiB and reads nothing.
+        let (below, _peer) = tokio::io::duplex(64 * 1024);
+        let watch = Arc::new(Watch::new(limits()));
+        let mut stream = ServerStream::new(below, -1, watch);
+        stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        let answer = vec![b'x'; 8 << 20];
+        let written = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&answer)).await;
+        assert!(written.is_err(), "the whole answer was taken");
+        assert!(
+            stream.held.out.capacity() <= MAX_PENDING_WRITE,
+            "{} bytes held",
+            stream.held.out.capacity()
+        );
     }
 
     fn limits() -> Arc<Limits> {

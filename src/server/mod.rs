@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
+use bytes::Bytes;
 use http::Response;
-use metrics_exporter_prometheus::PrometheusHandle;
 use pingora::http::ResponseHeader;
 use pingora::protocols::http::server::ReusableHttpStream;
 use pingora::protocols::http::ServerSession;
@@ -63,7 +63,7 @@ pub struct State {
     pub(crate) max_body_bytes: usize,
     /// The listener's limits; [`Limits::default`] unless the `serve` flags set them.
     pub limits: Arc<Limits>,
-    pub(crate) metrics: Option<PrometheusHandle>,
+    pub(crate) metrics: Option<crate::metrics::Scrapes>,
     /// Set on SIGTERM: `/readyz` fails so that the endpoint is taken out of the Service, and
     /// answers ask clients to close their connections.
     shutting_down: AtomicBool,
@@ -257,7 +257,7 @@ pub trait Respond: Send + Sync + 'static {
     fn response(
         &self,
         session: &mut ServerSession,
-    ) -> impl std::future::Future<Output = Response<Vec<u8>>> + Send;
+    ) -> impl std::future::Future<Output = Response<Bytes>> + Send;
 
     /// Whether answers written now should close their connection (`Connection: close`)
     /// besides the listener's own shutdown; asked as each answer is written.
@@ -322,10 +322,7 @@ impl<A: Respond> Served<A> {
         let header: ResponseHeader = parts.into();
         let written = match http.write_response_header(Box::new(header)).await {
             Ok(()) if body.is_empty() => Ok(()),
-            Ok(()) => http
-                .write_response_body(body.into(), true)
-                .await
-                .map(|_| ()),
+            Ok(()) => http.write_response_body(body, true).await.map(|_| ()),
             Err(e) => Err(e),
         };
         if let Err(e) = written {
@@ -451,9 +448,11 @@ fn framing_answer(e: &pingora::Error, closed: Option<Closed>) -> Option<&'static
 }
 
 /// A complete response with `Content-Type` and `Content-Length` (pingora's HTTP/1 session keeps
-/// the connection alive only when the length is known).
-pub fn reply(status: u16, content_type: &'static str, body: Vec<u8>) -> Response<Vec<u8>> {
+/// the connection alive only when the length is known). `body` is taken as it is: a `Vec<u8>`
+/// without a copy, or `Bytes` shared with other answers (the `/metrics` render).
+pub fn reply(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Response<Bytes> {
     use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+    let body = body.into();
     let length = HeaderValue::from(body.len());
     let mut response = Response::new(body);
     *response.status_mut() =
@@ -464,7 +463,7 @@ pub fn reply(status: u16, content_type: &'static str, body: Vec<u8>) -> Response
     response
 }
 
-fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Vec<u8>> {
+fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Bytes> {
     reply(
         code,
         "application/json",
@@ -490,7 +489,7 @@ impl Observations {
 }
 
 /// The answer to `GET path` when it is an observation endpoint `serves` includes.
-fn observation(state: &State, path: &str, serves: Observations) -> Option<Response<Vec<u8>>> {
+fn observation(state: &State, path: &str, serves: Observations) -> Option<Response<Bytes>> {
     match path {
         "/healthz" | "/livez" if serves.health => Some(reply(200, "text/plain", b"ok".to_vec())),
         "/readyz" if serves.health => Some(match state.readiness() {
@@ -498,7 +497,7 @@ fn observation(state: &State, path: &str, serves: Observations) -> Option<Respon
             Err(reason) => reply(503, "text/plain", reason.as_bytes().to_vec()),
         }),
         "/metrics" if serves.metrics => Some(match &state.metrics {
-            Some(h) => reply(200, "text/plain; version=0.0.4", h.render().into_bytes()),
+            Some(scrapes) => reply(200, "text/plain; version=0.0.4", scrapes.body()),
             None => status_reply(404, "NotFound", "metrics are not enabled".into()),
         }),
         _ => None,
@@ -516,7 +515,7 @@ pub(crate) struct ObservationApp {
 }
 
 impl Respond for ObservationApp {
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+    async fn response(&self, session: &mut ServerSession) -> Response<Bytes> {
         let header = session.req_header();
         let found = (header.method == "GET")
             .then(|| observation(&self.state, header.uri.path(), self.serves))
@@ -540,9 +539,18 @@ pub(crate) fn serve_observations(
     state: Arc<State>,
     serves: Observations,
 ) -> std::io::Result<ServerHandle> {
-    let limits = state.limits.clone();
+    let limits = Arc::new(Limits {
+        max_connections: state.limits.max_connections.min(OBSERVATION_CONNECTIONS),
+        ..(*state.limits).clone()
+    });
     serve(listen, None, ObservationApp { state, serves }, limits)
 }
+
+/// Connections a plain-HTTP probe or metrics listener keeps open at once (or
+/// `--max-connections`, when lower); one more is closed at once, counted as the admission
+/// port's are. The kubelet's probes and a scraper or two need a few; this bounds what clients
+/// of those ports may hold.
+pub const OBSERVATION_CONNECTIONS: usize = 64;
 
 impl Respond for AdmissionApp {
     /// From SIGTERM on, clients move to another endpoint for their next request.
@@ -550,7 +558,7 @@ impl Respond for AdmissionApp {
         self.state.shutting_down.load(Ordering::Relaxed)
     }
 
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+    async fn response(&self, session: &mut ServerSession) -> Response<Bytes> {
         let received = Instant::now();
         let _in_flight = self.state.request_started();
         let header = session.req_header();
@@ -617,7 +625,7 @@ impl Respond for AdmissionApp {
 impl AdmissionApp {
     /// The answer to a body that could not be read: 413 over `--max-body-bytes` (the
     /// connection kept when the rest was drained), 400 when reading failed (closed).
-    fn body_refusal(&self, session: &mut ServerSession, e: BodyError) -> Response<Vec<u8>> {
+    fn body_refusal(&self, session: &mut ServerSession, e: BodyError) -> Response<Bytes> {
         match e {
             BodyError::TooLarge { drained } => {
                 crate::metrics::bad_request("too_large");
@@ -641,7 +649,7 @@ impl AdmissionApp {
 
     /// What is answered before the body is read: `/livez`, `/readyz`, `/metrics` on this
     /// port, and the 429 of `--max-requests-inflight` for an admission over the limit.
-    fn before_body(&self, method: &http::Method, path: &str) -> Option<Response<Vec<u8>>> {
+    fn before_body(&self, method: &http::Method, path: &str) -> Option<Response<Bytes>> {
         if method == "GET" {
             return observation(&self.state, path, Observations::ALL);
         }
@@ -1005,7 +1013,7 @@ fn resolve<'a>(
     method: &http::Method,
     path: &'a str,
     body: &'a [u8],
-) -> ControlFlow<Response<Vec<u8>>, Routed<'a>> {
+) -> ControlFlow<Response<Bytes>, Routed<'a>> {
     let Some(route) = parse_route(path) else {
         return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}}, /webhooks/{{webhook name}}, /configurations/{{validating|mutating}}/{{configuration name}} or /configurations/{{validating|mutating}}", Bounded(format_args!("{path:?}")))));
     };
