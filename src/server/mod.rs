@@ -316,7 +316,7 @@ impl<A: Respond> Served<A> {
         // `Server.doKeepAlives` (`net/http/server.go`): once the shutdown began (or the app is
         // shutting down), the answer says `Connection: close` and the connection ends after
         // it. (pingora's `read_request` sets keep-alive from the request's own header.)
-        if *shutdown.borrow() || self.app.closing() {
+        if shutdown_began(shutdown) || self.app.closing() {
             http.set_keepalive(None);
         }
         let header: ResponseHeader = parts.into();
@@ -339,6 +339,12 @@ impl<A: Respond> Served<A> {
             }
         }
     }
+}
+
+/// Whether the listener's shutdown began: without a lock (`borrow` takes the channel's), as
+/// the only value ever sent is `true`, and the sender is dropped after sending it.
+fn shutdown_began(shutdown: &watch::Receiver<bool>) -> bool {
+    shutdown.has_changed().unwrap_or(true)
 }
 
 /// A request that could not be read: answered as Go's `net/http` answers one it cannot frame
