@@ -729,7 +729,7 @@ mod tests {
         (scrapes, renders)
     }
 
-    /// Issue: each client of `/metrics` had a render of its own, and one that did not read
+    /// Each client of `/metrics` had a render of its own, and one that did not read
     /// kept it. Clients asking while a render is being written share it; a scraper asking
     /// after its last answer was written gets the current values.
     #[tokio::test(start_paused = true)]

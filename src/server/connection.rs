@@ -721,7 +721,7 @@ mod tests {
         assert_eq!(stream.held.out.capacity(), kept);
     }
 
-    /// Issue: a client that does not read its answer pinned all of it here, copied (a 4 MB
+    /// A client that did not read its answer pinned all of it here, copied (a 4 MB
     /// scrape: 4 MB per client). What waits here is at most [`MAX_PENDING_WRITE`].
     #[tokio::test(start_paused = true)]
     async fn an_answer_the_client_does_not_read_is_not_held_whole() {

@@ -282,7 +282,7 @@ fn rss(pid: u32) -> u64 {
     kb * 1024
 }
 
-/// Issue: clients of `/metrics` that never read pinned about twice the scrape each until the
+/// Clients of `/metrics` that never read pinned about twice the scrape each until the
 /// write timeout (100 of them with a 4 MB scrape: 840 MB). A scrape is rendered once for the
 /// clients it is being written to, and written out as the socket takes it, never copied per
 /// client: 20 such clients add less than a few scrapes' worth, not 40. The metrics listener
