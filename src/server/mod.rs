@@ -547,6 +547,7 @@ pub(crate) fn serve_observations(
 ) -> std::io::Result<ServerHandle> {
     let limits = Arc::new(Limits {
         max_connections: state.limits.max_connections.min(OBSERVATION_CONNECTIONS),
+        max_header_bytes: state.limits.max_header_bytes.min(OBSERVATION_HEADER_BYTES),
         ..(*state.limits).clone()
     });
     serve(listen, None, ObservationApp { state, serves }, limits)
@@ -557,6 +558,12 @@ pub(crate) fn serve_observations(
 /// port's are. The kubelet's probes and a scraper or two need a few; this bounds what clients
 /// of those ports may hold.
 pub const OBSERVATION_CONNECTIONS: usize = 64;
+
+/// Bytes a request to a plain-HTTP probe or metrics listener may send before its header ends
+/// (or `--max-header-bytes`, when lower); more is answered 431, as on the admission port. A
+/// probe's or a scrape's header is a few hundred bytes: with [`OBSERVATION_CONNECTIONS`], what
+/// headers may hold there is 1 MiB, not 64 MiB.
+pub const OBSERVATION_HEADER_BYTES: usize = 16 * 1024;
 
 impl Respond for AdmissionApp {
     /// From SIGTERM on, clients move to another endpoint for their next request.

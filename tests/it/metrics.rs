@@ -286,7 +286,8 @@ fn rss(pid: u32) -> u64 {
 /// write timeout (100 of them with a 4 MB scrape: 840 MB). A scrape is rendered once for the
 /// clients it is being written to, and written out as the socket takes it, never copied per
 /// client: 20 such clients add less than a few scrapes' worth, not 40. The metrics listener
-/// keeps at most 64 connections; one more is closed at once.
+/// keeps at most 64 connections (one more is closed at once), each with a header of at most
+/// 16 KiB.
 #[test]
 fn clients_that_never_read_metrics_pin_a_bounded_amount() {
     use std::io::{Read, Write};
@@ -326,6 +327,25 @@ fn clients_that_never_read_metrics_pin_a_bounded_amount() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         v["fields"]["address"].as_str().unwrap().to_string()
     };
+    // A probe or a scrape needs a few hundred bytes of header; 1 MiB (the admission port's
+    // --max-header-bytes) times 64 connections was what the listener could be made to hold.
+    let mut big = TcpStream::connect(&address).unwrap();
+    big.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let padding = "a".repeat(32 * 1024);
+    // A peer that stops reading our request may reset it: what was answered counts.
+    let _ = big.write_all(
+        format!("GET /metrics HTTP/1.1\r\nHost: scraper\r\nX-Padding: {padding}\r\n\r\n")
+            .as_bytes(),
+    );
+    let mut answer = Vec::new();
+    let _ = big.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large"),
+        "a 32 KiB header: {}",
+        &answer[..answer.len().min(200)]
+    );
+
     let request = b"GET /metrics HTTP/1.1\r\nHost: scraper\r\n\r\n";
     let mut reader = TcpStream::connect(&address).unwrap();
     reader
