@@ -392,6 +392,9 @@ const GO_501: &str = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; 
 /// `badRequestError("missing required Host header")`, a `statusError` written by `conn.serve`
 /// with its text in the status line and the body.
 const GO_NO_HOST: &str = "HTTP/1.1 400 Bad Request: missing required Host header\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: missing required Host header";
+/// Go's answer to a request with two Host headers: `conn.readRequest`'s
+/// `badRequestError("too many Host headers")`, written as [`GO_NO_HOST`] is.
+const GO_HOSTS: &str = "HTTP/1.1 400 Bad Request: too many Host headers\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: too many Host headers";
 
 /// Go's answer to a request pingora read but Go's server refuses, in Go's order: a request line
 /// with a control character or a third space ([`GO_400`], `readRequest` in
@@ -425,9 +428,10 @@ fn go_refusal(http: &ServerSession, watch: &Watch) -> Option<&'static str> {
 
 /// The answer to a request whose header failed to read, as Go's server gives it: a header over
 /// `--max-header-bytes` (the connection's limit tripped) or with more fields than pingora
-/// parses gets [`GO_431`], any other header pingora cannot frame (two Content-Length values,
-/// a malformed line) [`GO_400`]; `None` when there is nobody to answer (the client went away,
-/// a timeout closed the connection).
+/// parses gets [`GO_431`], a Transfer-Encoding whose last coding is not `chunked` [`GO_501`],
+/// two Host headers [`GO_HOSTS`], any other header pingora cannot frame (two Content-Length
+/// values, a malformed line) [`GO_400`]; `None` when there is nobody to answer (the client
+/// went away, a timeout closed the connection).
 fn framing_answer(e: &pingora::Error, closed: Option<Closed>) -> Option<&'static str> {
     match closed {
         Some(Closed::HeaderTooLarge) => return Some(GO_431),
@@ -448,6 +452,8 @@ fn framing_answer(e: &pingora::Error, closed: Option<Closed>) -> Option<&'static
     } else if context.contains("non-chunked final Transfer-Encoding") {
         // `chunked, gzip`: pingora's refusal; Go's is 501, as for any coding but `chunked`.
         Some(GO_501)
+    } else if context.contains("multiple Host header fields") {
+        Some(GO_HOSTS)
     } else {
         Some(GO_400)
     }

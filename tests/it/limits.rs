@@ -494,8 +494,8 @@ fn answer_to(addr: std::net::SocketAddr, ca: &str, request: &[u8]) -> String {
 /// Requests Go's server refuses and the proxy used to serve: Transfer-Encoding sent twice, or
 /// a coding other than exactly `chunked` (Go: 501, `transferReader.parseTransferEncoding` in
 /// `net/http/transfer.go`); a space, TAB or NUL in the request target (400, `readRequest` in
-/// `net/http/request.go`); no Host on HTTP/1.1 (400 with Go's reason, `conn.readRequest` in
-/// `net/http/server.go`). Each gets Go's answer, word for word, and the connection closes;
+/// `net/http/request.go`); no Host on HTTP/1.1, or two (400 with Go's reason,
+/// `conn.readRequest` in `net/http/server.go`). Each gets Go's answer, word for word, and the connection closes;
 /// the backend is never called. `Transfer-Encoding: Chunked` alone, and HTTP/1.0 without
 /// Host, are still served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -506,6 +506,7 @@ async fn requests_go_refuses_get_go_s_answers() {
     const GO_501: &str = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nUnsupported transfer encoding";
     const GO_400: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
     const GO_NO_HOST: &str = "HTTP/1.1 400 Bad Request: missing required Host header\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: missing required Host header";
+    const GO_HOSTS: &str = "HTTP/1.1 400 Bad Request: too many Host headers\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: too many Host headers";
     let chunked = |te: &str| {
         format!(
             "POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\n{te}\r\n0\r\n\r\n"
@@ -542,6 +543,12 @@ async fn requests_go_refuses_get_go_s_answers() {
             format!("POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
                 .into_bytes(),
             GO_NO_HOST,
+        ),
+        (
+            "two Hosts",
+            format!("POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 0\r\n\r\n")
+                .into_bytes(),
+            GO_HOSTS,
         ),
     ];
     for (what, request, expected) in cases {
