@@ -647,6 +647,15 @@ impl Drop for Render {
     }
 }
 
+/// A render under way: [`Scrapes::rendering`] until dropped.
+struct Rendering<'a>(&'a AtomicBool);
+
+impl Drop for Rendering<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// One client's hold on a render: the owner of its answer's [`Bytes`].
 struct Client(Arc<Render>);
 
@@ -686,15 +695,17 @@ impl Scrapes {
                 None => Bytes::from((self.render)()),
             };
         }
+        // Cleared however the render ends, so that a failed one does not stop the next.
+        let _rendering = Rendering(&self.rendering);
+        let text = (self.render)().into_bytes();
         self.alive.fetch_add(1, Ordering::AcqRel);
         let render = Arc::new(Render {
-            text: (self.render)().into_bytes(),
+            text,
             at: Instant::now(),
             clients: AtomicUsize::new(0),
             alive: self.alive.clone(),
         });
         self.latest.store(Some(render.clone()));
-        self.rendering.store(false, Ordering::Release);
         Self::hand_out(render)
     }
 
