@@ -495,9 +495,9 @@ fn answer_to(addr: std::net::SocketAddr, ca: &str, request: &[u8]) -> String {
 /// a coding other than exactly `chunked` (Go: 501, `transferReader.parseTransferEncoding` in
 /// `net/http/transfer.go`); a space, TAB or NUL in the request target (400, `readRequest` in
 /// `net/http/request.go`); no Host on HTTP/1.1, or two (400 with Go's reason,
-/// `conn.readRequest` in `net/http/server.go`). Each gets Go's answer, word for word, and the connection closes;
-/// the backend is never called. `Transfer-Encoding: Chunked` alone, and HTTP/1.0 without
-/// Host, are still served.
+/// `conn.readRequest` in `net/http/server.go`). Each gets Go's answer, word for word, and the
+/// connection closes; the backend is never called. `Transfer-Encoding: Chunked` alone, and
+/// HTTP/1.0 without Host, are still served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_go_refuses_get_go_s_answers() {
     let backend = TestBackend::start();
