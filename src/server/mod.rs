@@ -342,9 +342,10 @@ impl<A: Respond> Served<A> {
 }
 
 /// Whether the listener's shutdown began: without a lock (`borrow` takes the channel's), as
-/// the only value ever sent is `true`, and the sender is dropped after sending it.
+/// the only value ever sent is `true`. A dropped [`ServerHandle`] (which does not stop the
+/// server) is no shutdown; after one, [`Answering`] keeps the sender.
 fn shutdown_began(shutdown: &watch::Receiver<bool>) -> bool {
-    shutdown.has_changed().unwrap_or(true)
+    shutdown.has_changed().unwrap_or(false)
 }
 
 /// A request that could not be read: answered as Go's `net/http` answers one it cannot frame
@@ -1272,17 +1273,24 @@ impl ServerHandle {
     pub async fn shutdown(self) -> Answering {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
-        Answering(self.answering)
+        Answering {
+            in_flight: self.answering,
+            _shutdown: self.shutdown,
+        }
     }
 }
 
-/// A server's requests from their header read to their answer written.
-pub struct Answering(Arc<InFlight>);
+/// A server's requests from their header read to their answer written; and its shutdown's
+/// sender, kept so that the connections still open read the shutdown (`shutdown_began`).
+pub struct Answering {
+    in_flight: Arc<InFlight>,
+    _shutdown: watch::Sender<bool>,
+}
 
 impl Answering {
     /// Waits until every request read so far has its answer written (or its client gone).
     pub(crate) async fn written(&self) {
-        self.0.idle().await;
+        self.in_flight.idle().await;
     }
 }
 

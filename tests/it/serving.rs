@@ -646,3 +646,50 @@ async fn request_supplied_values_neither_forge_nor_flood_log_lines() {
         warning.len()
     );
 }
+
+/// The listener's own shutdown, apart from the admission app's SIGTERM flag: an answer written
+/// after `ServerHandle::shutdown` began says `Connection: close` and its connection closes (the
+/// example backend's server, whose app never asks to close on its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_written_after_the_listener_s_shutdown_began_close_their_connection() {
+    let (handle, recorder) =
+        crate::tools::example_backend::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let addr = handle.local_addr;
+    let answer = tokio::task::spawn_blocking(move || {
+        let body = fixture("0096-create-core-v1-pods-v1.json");
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let head = format!(
+            "POST /slow/1000 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        tcp.write_all(head.as_bytes()).unwrap();
+        tcp.write_all(&body).unwrap();
+        // Until the server closes the connection, or the read timeout if it does not.
+        let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+        while let Ok(n) = tcp.read(&mut buf) {
+            if n == 0 {
+                return (String::from_utf8_lossy(&out).into_owned(), true);
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        (String::from_utf8_lossy(&out).into_owned(), false)
+    });
+    for _ in 0..200 {
+        if recorder.calls() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(recorder.calls(), 1, "the request reached the backend's app");
+    let _answering = handle.shutdown().await;
+    let (answer, closed) = answer.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{answer}"
+    );
+    assert!(closed, "the connection was left open");
+}
