@@ -323,7 +323,7 @@ impl Exclusions {
         } = self.decide(review, namespaces);
         if let Some(error) = condition_error {
             crate::metrics::exclusion_condition_error();
-            tracing::debug!(uid = %review.request.uid, %error, "a matchCondition of --exclusions-file failed to evaluate: it exempts nothing");
+            tracing::debug!(uid = %crate::log_value::Bounded(&review.request.uid), error = %crate::log_value::Bounded(&error), "a matchCondition of --exclusions-file failed to evaluate: it exempts nothing");
         }
         if let Some(e) = &exemption {
             crate::metrics::exempt(e.reason.as_str());

@@ -5,7 +5,8 @@
 //! - leaves: `deep_json` (JSON as deep as kube-apiserver reads it), `field_error`
 //!   (apimachinery's field errors), `files` (bounded reads of regular files, the nesting
 //!   check), `names` (Kubernetes name formats), `memory`, `tls`, `served` (what kube-apiserver
-//!   serves), `decision`; `redact` uses `deep_json`; `metrics`
+//!   serves), `decision`, `log_value` (request-supplied values in log lines and error bodies);
+//!   `redact` uses `deep_json`; `metrics`
 //!   uses `decision` and `memory`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
@@ -37,6 +38,7 @@ pub mod exclusions;
 pub mod explain;
 pub mod field_error;
 pub mod files;
+pub mod log_value;
 pub mod matching;
 pub mod memory;
 pub mod metrics;

@@ -9,9 +9,18 @@
 //! (`WebhookMetrics`); the request path only increments atomics and records histogram
 //! samples, never hashes labels or builds strings. Label values are bounded: webhook names come
 //! from the loaded configuration, never from a request's URL.
+//!
+//! A scrape's text is rendered once and shared ([`Scrapes`]): clients of `/metrics` that do not
+//! read pin one render between them, not one each.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use bytes::Bytes;
+// tokio's clock, so that tests with paused time see a render age.
+use tokio::time::Instant;
 
 use metrics::{Counter, Gauge, Histogram, Label};
 
@@ -81,7 +90,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_match_condition_exclusions_total", Kind::Counter, "Admissions a matchCondition excluded (a condition was false), per webhook (apiserver_admission_match_condition_exclusions_total)."),
     ("admission_proxy_match_condition_evaluation_errors_total", Kind::Counter, "Admissions whose matchConditions failed to evaluate, per webhook (apiserver_admission_match_condition_evaluation_errors_total); failurePolicy decided."),
     ("admission_proxy_upstream_connections_opened_total", Kind::Counter, "New connections to legacy backends (TCP and TLS handshake); a pooled connection serves the next call."),
-    ("admission_proxy_bad_requests_total", Kind::Counter, "Requests answered without any webhook, by reason (malformed, too_large, unknown_webhook, unknown_configuration, framing: a header that cannot be read as HTTP/1.1, answered 400 or 431 as Go does)."),
+    ("admission_proxy_bad_requests_total", Kind::Counter, "Requests answered without any webhook, by reason (malformed, too_large, unknown_webhook, unknown_configuration, framing: a request that cannot be read as HTTP/1.1 or that Go's server refuses, answered 400, 431 or 501 as Go does)."),
     ("admission_proxy_config_reloads_total", Kind::Counter, "Webhook configuration reloads, by result (ok, error: the last good configuration kept serving)."),
     ("admission_proxy_config_generation", Kind::Gauge, "How many configurations this process has loaded (1 after start)."),
     ("admission_proxy_config_hash", Kind::Gauge, "A hash of the loaded configuration files' contents (53 bits): replicas serving the same files show the same value."),
@@ -597,4 +606,177 @@ pub(crate) fn captured() {
 /// A sampled capture dropped (queue full): `admission_proxy_captures_dropped_total`.
 pub(crate) fn capture_dropped() {
     metrics::counter!("admission_proxy_captures_dropped_total").increment(1);
+}
+
+/// How long a render still being written to a client is handed to clients that ask meanwhile.
+const SHARE_WINDOW: Duration = Duration::from_secs(1);
+
+/// The most renders alive at once: held by clients still being written to, or the latest.
+const MAX_RENDERS: usize = 2;
+
+/// `/metrics` text, rendered once and shared as [`Bytes`] by every client it is handed to.
+///
+/// A scrape asked for while the latest render is still being written to another client, and
+/// less than [`SHARE_WINDOW`] old, gets that render; so does one asked for while
+/// [`MAX_RENDERS`] renders are already alive (clients that do not read hold them until the
+/// write timeout closes them), whatever its age. Any other scrape is rendered anew: a scraper
+/// asking after the last answer was written (Prometheus, a test) always sees the current
+/// values. Memory: at most [`MAX_RENDERS`] renders, whatever the number of clients (before:
+/// two copies per client that did not read). No lock: the latest render is swapped in, and a
+/// scrape asked for while another thread renders gets the latest one.
+pub(crate) struct Scrapes {
+    render: Box<dyn Fn() -> String + Send + Sync>,
+    latest: ArcSwapOption<Render>,
+    /// Renders not yet freed.
+    alive: Arc<AtomicUsize>,
+    rendering: AtomicBool,
+}
+
+/// One render of the scrape text.
+struct Render {
+    text: Vec<u8>,
+    at: Instant,
+    /// Clients whose answer holds this render now.
+    clients: AtomicUsize,
+    alive: Arc<AtomicUsize>,
+}
+
+impl Drop for Render {
+    fn drop(&mut self) {
+        self.alive.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A render under way: [`Scrapes::rendering`] until dropped.
+struct Rendering<'a>(&'a AtomicBool);
+
+impl Drop for Rendering<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// One client's hold on a render: the owner of its answer's [`Bytes`].
+struct Client(Arc<Render>);
+
+impl AsRef<[u8]> for Client {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.text
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.0.clients.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Scrapes {
+    /// Scrapes of what `render` returns (the exporter's Prometheus text).
+    pub(crate) fn new(render: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        Scrapes {
+            render: Box::new(render),
+            latest: ArcSwapOption::empty(),
+            alive: Arc::new(AtomicUsize::new(0)),
+            rendering: AtomicBool::new(false),
+        }
+    }
+
+    /// The text of one `/metrics` answer: the latest render, shared, or a new one.
+    pub(crate) fn body(&self) -> Bytes {
+        let latest = self.latest.load_full();
+        if let Some(latest) = latest.as_ref().filter(|l| self.share(l)) {
+            return Self::hand_out(latest.clone());
+        }
+        if self.rendering.swap(true, Ordering::AcqRel) {
+            // Another thread renders now: the latest render, or (before the first) one's own.
+            return match latest {
+                Some(latest) => Self::hand_out(latest),
+                None => Bytes::from((self.render)()),
+            };
+        }
+        // Cleared however the render ends, so that a failed one does not stop the next.
+        let _rendering = Rendering(&self.rendering);
+        let text = (self.render)().into_bytes();
+        self.alive.fetch_add(1, Ordering::AcqRel);
+        let render = Arc::new(Render {
+            text,
+            at: Instant::now(),
+            clients: AtomicUsize::new(0),
+            alive: self.alive.clone(),
+        });
+        self.latest.store(Some(render.clone()));
+        Self::hand_out(render)
+    }
+
+    /// Whether `latest` is handed out rather than a new render made.
+    fn share(&self, latest: &Render) -> bool {
+        let busy = latest.clients.load(Ordering::Acquire) > 0;
+        if busy && latest.at.elapsed() < SHARE_WINDOW {
+            return true;
+        }
+        // Alive after a new render: the older renders still held by clients, the latest if a
+        // client holds it (else it is freed when replaced), and the new one.
+        let older = self.alive.load(Ordering::Acquire).saturating_sub(1);
+        older + usize::from(busy) + 1 > MAX_RENDERS
+    }
+
+    fn hand_out(render: Arc<Render>) -> Bytes {
+        render.clients.fetch_add(1, Ordering::AcqRel);
+        Bytes::from_owner(Client(render))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Scrapes rendering `n, n+1, ...` (the render count) as their text.
+    fn counting() -> (Scrapes, Arc<AtomicUsize>) {
+        let renders = Arc::new(AtomicUsize::new(0));
+        let counter = renders.clone();
+        let scrapes =
+            Scrapes::new(move || (counter.fetch_add(1, Ordering::AcqRel) + 1).to_string());
+        (scrapes, renders)
+    }
+
+    /// Each client of `/metrics` had a render of its own, and one that did not read
+    /// kept it. Clients asking while a render is being written share it; a scraper asking
+    /// after its last answer was written gets the current values.
+    #[tokio::test(start_paused = true)]
+    async fn a_render_is_shared_while_it_is_being_written() {
+        let (scrapes, renders) = counting();
+        assert_eq!(scrapes.body(), "1");
+        assert_eq!(scrapes.body(), "2", "nobody holds 1: rendered anew");
+        let slow = scrapes.body();
+        assert_eq!(slow, "3");
+        let same = scrapes.body();
+        assert_eq!(same, "3", "3 is being written: shared");
+        assert_eq!(same.as_ptr(), slow.as_ptr(), "one copy");
+        assert_eq!(renders.load(Ordering::Acquire), 3);
+        drop((slow, same));
+        assert_eq!(scrapes.body(), "4");
+    }
+
+    /// Clients that do not read keep renders alive until the write timeout: after
+    /// [`SHARE_WINDOW`] a new render is made, but never more than [`MAX_RENDERS`] alive.
+    #[tokio::test(start_paused = true)]
+    async fn renders_alive_are_bounded_whatever_the_clients_do() {
+        let (scrapes, _) = counting();
+        let first = scrapes.body();
+        tokio::time::advance(SHARE_WINDOW).await;
+        let second = scrapes.body();
+        assert_eq!((&first[..], &second[..]), (&b"1"[..], &b"2"[..]));
+        tokio::time::advance(SHARE_WINDOW * 10).await;
+        let held: Vec<Bytes> = (0..100).map(|_| scrapes.body()).collect();
+        assert!(
+            held.iter().all(|b| b == "2"),
+            "two renders alive: the latest is shared"
+        );
+        assert_eq!(scrapes.alive.load(Ordering::Acquire), 2);
+        drop(first);
+        assert_eq!(scrapes.body(), "3", "one freed: rendered anew");
+        drop((second, held));
+        assert_eq!(scrapes.alive.load(Ordering::Acquire), 1, "only the latest");
+    }
 }

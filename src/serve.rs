@@ -276,7 +276,7 @@ impl Serving {
             tracing::info!(authorized_ttl = ?ttl.authorized, unauthorized_ttl = ?ttl.unauthorized, "matchConditions' authorizer checks are answered by SubjectAccessReview");
         }
         let mut state = State::new(snapshot, namespaces, dispatcher, config.max_body_bytes);
-        state.metrics = metrics;
+        state.metrics = metrics.map(|handle| crate::metrics::Scrapes::new(move || handle.render()));
         state.limits = Arc::new(config.limits.clone());
         state.redact_paths = config.redact_paths.clone();
         if let Some(exclusions) = &exclusions {

@@ -137,7 +137,50 @@ pub(crate) struct Watch {
     deadline: AtomicU64,
     header_bytes: AtomicUsize,
     closed: AtomicU8,
+    /// The request line's scan ([`Line`]), fed by [`ServerStream`]'s reads.
+    line: AtomicU8,
     limits: Arc<Limits>,
+}
+
+/// The scan of a request line as Go's `readRequest` takes it (`net/http/request.go`:
+/// `parseRequestLine` cuts the line at its first two spaces, `ParseHTTPVersion` refuses a
+/// version with a space in it, `url.ParseRequestURI` a target with an ASCII control character,
+/// and `validMethod` a method with one): a control character anywhere in the line, or a third
+/// space, is Go's 400. pingora percent-escapes such a target and routes it, so the proxy looks
+/// at the bytes as they arrive: once per request, up to the line's end.
+///
+/// A state of [`Watch::line`]: `SCANNING` with the spaces seen (low bits) and `CR` when the last
+/// byte was a carriage return (allowed only before the line feed), or `DONE` or `REFUSED`.
+struct Line;
+
+impl Line {
+    const DONE: u8 = 0;
+    const SCANNING: u8 = 0x40;
+    const CR: u8 = 0x20;
+    const SPACES: u8 = 0x03;
+    const REFUSED: u8 = 0x80;
+
+    /// The state after `bytes` of the line, from `state`.
+    fn scan(mut state: u8, bytes: &[u8]) -> u8 {
+        for &b in bytes {
+            if state & Line::CR != 0 {
+                return if b == b'\n' {
+                    Line::DONE
+                } else {
+                    Line::REFUSED
+                };
+            }
+            match b {
+                b'\n' => return Line::DONE,
+                b'\r' => state |= Line::CR,
+                b' ' if state & Line::SPACES == 2 => return Line::REFUSED,
+                b' ' => state += 1,
+                0..=0x1f | 0x7f => return Line::REFUSED,
+                _ => {}
+            }
+        }
+        state
+    }
 }
 
 impl Watch {
@@ -148,6 +191,7 @@ impl Watch {
             deadline: AtomicU64::new(0),
             header_bytes: AtomicUsize::new(0),
             closed: AtomicU8::new(0),
+            line: AtomicU8::new(Line::DONE),
             limits,
         };
         watch.enter(Phase::Idle);
@@ -167,6 +211,36 @@ impl Watch {
             (self.base.elapsed() + t).as_nanos().min(u64::MAX as u128) as u64 | 1
         });
         self.deadline.store(deadline, Ordering::Relaxed);
+    }
+
+    /// Bytes of the next request were read with the previous one (HTTP/1.1 pipelining): its
+    /// header deadline starts now, as Go's `conn.serve` starts `ReadHeaderTimeout` at each
+    /// `readRequest` (`net/http/server.go`), not when further bytes arrive. Those bytes are
+    /// not counted against the header size again.
+    pub(crate) fn pipelined(&self) {
+        if self.phase.load(Ordering::Relaxed) == Phase::Idle as u8 {
+            self.enter(Phase::Header);
+        }
+    }
+
+    /// A request starts on this connection: its request line is scanned from here
+    /// (`already`: bytes of it read with the previous request, pipelined).
+    pub(crate) fn request_line(&self, already: &[u8]) {
+        let state = Line::scan(Line::SCANNING, already);
+        self.line.store(state, Ordering::Relaxed);
+    }
+
+    /// Bytes of a request arrived (above TLS): scanned while its request line is not done.
+    fn read(&self, bytes: &[u8]) {
+        let state = self.line.load(Ordering::Relaxed);
+        if state & Line::SCANNING != 0 {
+            self.line.store(Line::scan(state, bytes), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the request line read has what Go's server refuses with 400 ([`Line`]).
+    pub(crate) fn request_line_refused(&self) -> bool {
+        self.line.load(Ordering::Relaxed) == Line::REFUSED
     }
 
     /// The request header was read: the body deadline starts.
@@ -396,7 +470,11 @@ impl AsyncWrite for ConnIo {
 }
 
 /// Bytes written but held until a flush, or until [`MAX_PENDING_WRITE`] of them wait, then
-/// handed to the layer below in as few writes as it takes.
+/// handed to the layer below in as few writes as it takes. A write that would take the held
+/// bytes past [`MAX_PENDING_WRITE`] hands them over first, and one larger than that goes
+/// through as the layer below takes it: a large answer (a `/metrics` scrape of megabytes) is
+/// never copied here whole, so a client that does not read pins at most
+/// [`MAX_PENDING_WRITE`] of it here (and what TLS buffers below, 64 KiB by default).
 #[derive(Debug, Default)]
 struct Held {
     out: Vec<u8>,
@@ -428,20 +506,24 @@ impl Held {
         Poll::Ready(Ok(()))
     }
 
-    /// Holds `bufs` (all of them: the answer is never split by this layer).
+    /// Holds `bufs`, all of them, while what is held stays within [`MAX_PENDING_WRITE`] (an
+    /// answer that small leaves in one piece at the flush); else hands over what is held, then
+    /// holds `bufs` if they fit, or writes them through, as much as `below` takes now.
     fn poll_hold<W: AsyncWrite + Unpin>(
         &mut self,
         below: &mut W,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        if self.out.len() >= MAX_PENDING_WRITE {
+        let n: usize = bufs.iter().map(|b| b.len()).sum();
+        if self.out.len() + n > MAX_PENDING_WRITE {
             ready!(self.poll_drain(below, cx))?;
+            if n > MAX_PENDING_WRITE {
+                return Pin::new(below).poll_write_vectored(cx, bufs);
+            }
         }
-        let mut n = 0;
         for b in bufs {
             self.out.extend_from_slice(b);
-            n += b.len();
         }
         Poll::Ready(Ok(n))
     }
@@ -462,15 +544,18 @@ pub(crate) struct ServerStream<S> {
     held: Held,
     /// The socket's descriptor, pingora's connection id.
     fd: i32,
+    /// The connection's [`Watch`], which scans each request line as it is read.
+    watch: Arc<Watch>,
 }
 
 impl<S> ServerStream<S> {
-    /// `inner` over the accepted socket whose descriptor is `fd`.
-    pub(crate) fn new(inner: S, fd: i32) -> Self {
+    /// `inner` over the accepted socket whose descriptor is `fd`, watched by `watch`.
+    pub(crate) fn new(inner: S, fd: i32, watch: Arc<Watch>) -> Self {
         ServerStream {
             inner,
             held: Held::default(),
             fd,
+            watch,
         }
     }
 }
@@ -481,7 +566,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for ServerStream<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        this.watch.read(&buf.filled()[before..]);
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -610,22 +699,45 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A large answer's held buffer is released after its flush; a small one's is kept for the
-    /// next answer.
+    /// A small answer's held buffer is kept for the next answer; a large answer goes through,
+    /// after what was held, and never grows it.
     #[tokio::test]
-    async fn a_large_answers_buffer_is_released_after_its_flush() {
-        let mut stream = ServerStream::new(Vec::<u8>::new(), -1);
+    async fn a_large_answer_goes_through_and_a_small_ones_buffer_is_kept() {
+        let watch = Arc::new(Watch::new(limits()));
+        let mut stream = ServerStream::new(Vec::<u8>::new(), -1, watch);
         stream
             .write_all(b"HTTP/1.1 200 OK\r\n\r\n{}")
             .await
             .unwrap();
         stream.flush().await.unwrap();
-        assert!(stream.held.out.capacity() > 0);
+        let kept = stream.held.out.capacity();
+        assert!(kept > 0);
+        stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
         let big = vec![b'x'; MAX_PENDING_WRITE + 1];
         stream.write_all(&big).await.unwrap();
         stream.flush().await.unwrap();
-        assert_eq!(stream.inner.len(), 21 + big.len());
-        assert_eq!(stream.held.out.capacity(), 0);
+        assert_eq!(stream.inner.len(), 21 + 19 + big.len());
+        assert!(stream.inner.ends_with(&big));
+        assert_eq!(stream.held.out.capacity(), kept);
+    }
+
+    /// A client that did not read its answer pinned all of it here, copied (a 4 MB
+    /// scrape: 4 MB per client). What waits here is at most [`MAX_PENDING_WRITE`].
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_the_client_does_not_read_is_not_held_whole() {
+        // A peer that takes 64 KiB and reads nothing.
+        let (below, _peer) = tokio::io::duplex(64 * 1024);
+        let watch = Arc::new(Watch::new(limits()));
+        let mut stream = ServerStream::new(below, -1, watch);
+        stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        let answer = vec![b'x'; 8 << 20];
+        let written = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&answer)).await;
+        assert!(written.is_err(), "the whole answer was taken");
+        assert!(
+            stream.held.out.capacity() <= MAX_PENDING_WRITE,
+            "{} bytes held",
+            stream.held.out.capacity()
+        );
     }
 
     fn limits() -> Arc<Limits> {
@@ -740,8 +852,8 @@ mod tests {
     /// Over a real socket: an answer written in two parts leaves in one piece at the flush.
     #[tokio::test]
     async fn writes_are_held_until_flush() {
-        let (io, _watch, mut client) = pair().await;
-        let mut io = ServerStream::new(io, -1);
+        let (io, watch, mut client) = pair().await;
+        let mut io = ServerStream::new(io, -1, watch);
         io.write_all(b"header").await.unwrap();
         io.write_all(b"+body").await.unwrap();
         let mut buf = [0u8; 32];
@@ -750,6 +862,44 @@ mod tests {
         io.flush().await.unwrap();
         let n = client.read(&mut buf).await.unwrap();
         assert_eq!(&buf[..n], b"header+body");
+    }
+
+    /// Request lines as Go's `readRequest` takes them: a control character anywhere or a third
+    /// space is refused, whatever reads the line arrives in; a CR only before the LF.
+    #[test]
+    fn request_lines_go_refuses_are_found_across_reads() {
+        let scan = |pieces: &[&[u8]]| {
+            let watch = Watch::new(limits());
+            watch.request_line(pieces[0]);
+            for p in &pieces[1..] {
+                watch.read(p);
+            }
+            watch.request_line_refused()
+        };
+        for good in [
+            &[&b"POST /webhooks/a?timeout=10s HTTP/1.1\r\nHost: x\r\n\r\n"[..]][..],
+            &[b"GET /a%20b HTTP/1.1\n", b"X: a b c d\r\n"],
+            &[b"GET /a", b" HTTP/1.1\r", b"\n"],
+            &[b"GET /\xc3\xa9<\"> HTTP/1.1\r\n"],
+        ] {
+            assert!(!scan(good), "{good:?}");
+        }
+        for bad in [
+            &[&b"GET /a b HTTP/1.1\r\n"[..]][..],
+            &[b"GET /a", b" b HTTP/1.1\r\n"],
+            &[b"GET /a\tb HTTP/1.1\r\n"],
+            &[b"GET /a\0b HTTP/1.1\r\n"],
+            &[b"GET /a\x7f HTTP/1.1\r\n"],
+            &[b"GET /a\rb HTTP/1.1\r\n"],
+            &[b"GET /a HTTP/1.1 \r\n"],
+        ] {
+            assert!(scan(bad), "{bad:?}");
+        }
+        // Bytes after the line (its header, a body, the next request) are not scanned.
+        let watch = Watch::new(limits());
+        watch.request_line(b"GET / HTTP/1.1\r\n");
+        watch.read(b"\0 \t   ");
+        assert!(!watch.request_line_refused());
     }
 
     #[test]

@@ -17,8 +17,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
+use bytes::Bytes;
 use http::Response;
-use metrics_exporter_prometheus::PrometheusHandle;
 use pingora::http::ResponseHeader;
 use pingora::protocols::http::server::ReusableHttpStream;
 use pingora::protocols::http::ServerSession;
@@ -29,6 +29,7 @@ use crate::config::{Chain, Snapshot};
 use crate::dispatch::chain::{ChainAnswer, ChainRequest, Step};
 use crate::dispatch::{Answer, Decision, Dispatcher};
 use crate::exclusions::{Exclusions, Exemption};
+use crate::log_value::Bounded;
 use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
@@ -62,7 +63,7 @@ pub struct State {
     pub(crate) max_body_bytes: usize,
     /// The listener's limits; [`Limits::default`] unless the `serve` flags set them.
     pub limits: Arc<Limits>,
-    pub(crate) metrics: Option<PrometheusHandle>,
+    pub(crate) metrics: Option<crate::metrics::Scrapes>,
     /// Set on SIGTERM: `/readyz` fails so that the endpoint is taken out of the Service, and
     /// answers ask clients to close their connections.
     shutting_down: AtomicBool,
@@ -256,7 +257,13 @@ pub trait Respond: Send + Sync + 'static {
     fn response(
         &self,
         session: &mut ServerSession,
-    ) -> impl std::future::Future<Output = Response<Vec<u8>>> + Send;
+    ) -> impl std::future::Future<Output = Response<Bytes>> + Send;
+
+    /// Whether answers written now should close their connection (`Connection: close`)
+    /// besides the listener's own shutdown; asked as each answer is written.
+    fn closing(&self) -> bool {
+        false
+    }
 }
 
 /// Serves a [`Respond`] app on pingora's HTTP/1 sessions: what pingora does for `ServeHttp`,
@@ -276,12 +283,11 @@ impl<A: Respond> Served<A> {
         &self,
         mut http: ServerSession,
         watch: &Watch,
-        shutting_down: bool,
+        shutdown: &watch::Receiver<bool>,
     ) -> Option<ReusableHttpStream> {
         // Keep-alive without pingora's own timers (Some(0) = no timeout): the connection's
-        // Watch closes idle, trickling and slow connections. Once shutting down, each answer
-        // closes its connection (`Connection: close`).
-        http.set_keepalive(if shutting_down { None } else { Some(0) });
+        // Watch closes idle, trickling and slow connections.
+        http.set_keepalive(Some(0));
         http.set_read_timeout(None);
         match http.read_request().await {
             Ok(true) => {}
@@ -290,6 +296,12 @@ impl<A: Respond> Served<A> {
                 close_unread(http, &e, watch).await;
                 return None;
             }
+        }
+        if let Some(answer) = go_refusal(&http, watch) {
+            crate::metrics::bad_request("framing");
+            tracing::debug!(request = %Bounded(http.request_summary()), answer, "a request Go's server refuses; answered and closed");
+            answer_and_close(http, answer, watch).await;
+            return None;
         }
         watch.header_read();
         let _answering = self.answering.start();
@@ -300,17 +312,21 @@ impl<A: Respond> Served<A> {
             // finish() drains what the app left unread, under a fresh body deadline.
             watch.header_read();
         }
+        // Decided as the answer is written, as Go's `chunkWriter.writeHeader` asks
+        // `Server.doKeepAlives` (`net/http/server.go`): once the shutdown began (or the app is
+        // shutting down), the answer says `Connection: close` and the connection ends after
+        // it. (pingora's `read_request` sets keep-alive from the request's own header.)
+        if shutdown_began(shutdown) || self.app.closing() {
+            http.set_keepalive(None);
+        }
         let header: ResponseHeader = parts.into();
         let written = match http.write_response_header(Box::new(header)).await {
             Ok(()) if body.is_empty() => Ok(()),
-            Ok(()) => http
-                .write_response_body(body.into(), true)
-                .await
-                .map(|_| ()),
+            Ok(()) => http.write_response_body(body, true).await.map(|_| ()),
             Err(e) => Err(e),
         };
         if let Err(e) = written {
-            tracing::debug!(error = %e, request = %http.request_summary(), "client went away before the answer was written");
+            tracing::debug!(error = %e, request = %Bounded(http.request_summary()), "client went away before the answer was written");
             return None;
         }
         let finished = http.finish().await;
@@ -325,20 +341,21 @@ impl<A: Respond> Served<A> {
     }
 }
 
+/// Whether the listener's shutdown began: without a lock (`borrow` takes the channel's), as
+/// the only value ever sent is `true`. A dropped [`ServerHandle`] (which does not stop the
+/// server) is no shutdown; after one, [`Answering`] keeps the sender.
+fn shutdown_began(shutdown: &watch::Receiver<bool>) -> bool {
+    shutdown.has_changed().unwrap_or(false)
+}
+
 /// A request that could not be read: answered as Go's `net/http` answers one it cannot frame
 /// (then closed), or closed because a limit of the connection's [`Watch`] cut it off, or
 /// because the client went away.
 async fn close_unread(mut http: ServerSession, e: &pingora::Error, watch: &Watch) {
     if let Some(answer) = framing_answer(e, watch.closed()) {
         crate::metrics::bad_request("framing");
-        tracing::debug!(error = %e, answer, "request could not be framed; answered and closed");
-        if let ServerSession::H1(v1) = http {
-            use tokio::io::AsyncWriteExt as _;
-            let mut stream = v1.into_inner();
-            let _ = stream.write_all(answer.as_bytes()).await;
-            let _ = stream.flush().await;
-            let _ = stream.shutdown().await;
-        }
+        tracing::debug!(error = %Bounded(e), answer, "request could not be framed; answered and closed");
+        answer_and_close(http, answer, watch).await;
         return;
     }
     match watch.closed() {
@@ -347,8 +364,21 @@ async fn close_unread(mut http: ServerSession, e: &pingora::Error, watch: &Watch
             http.shutdown().await;
         }
         None => {
-            tracing::debug!(error = %e, "connection closed before a complete request");
+            tracing::debug!(error = %Bounded(e), "connection closed before a complete request");
         }
+    }
+}
+
+/// `answer`, as is, then the connection closes (Go's answers to requests it cannot serve),
+/// within the write timeout.
+async fn answer_and_close(http: ServerSession, answer: &str, watch: &Watch) {
+    watch.writing();
+    if let ServerSession::H1(v1) = http {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stream = v1.into_inner();
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.flush().await;
+        let _ = stream.shutdown().await;
     }
 }
 
@@ -356,12 +386,53 @@ async fn close_unread(mut http: ServerSession, e: &pingora::Error, watch: &Watch
 /// when it is larger than the header limit, else 400; then the connection closes.
 const GO_431: &str = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n431 Request Header Fields Too Large";
 const GO_400: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
+/// Go's answer to a transfer coding it does not take (`conn.serve`, `isUnsupportedTEError`),
+/// which does not echo the coding.
+const GO_501: &str = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nUnsupported transfer encoding";
+/// Go's answer to an HTTP/1.1 request without Host: `conn.readRequest`'s
+/// `badRequestError("missing required Host header")`, a `statusError` written by `conn.serve`
+/// with its text in the status line and the body.
+const GO_NO_HOST: &str = "HTTP/1.1 400 Bad Request: missing required Host header\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: missing required Host header";
+/// Go's answer to a request with two Host headers: `conn.readRequest`'s
+/// `badRequestError("too many Host headers")`, written as [`GO_NO_HOST`] is.
+const GO_HOSTS: &str = "HTTP/1.1 400 Bad Request: too many Host headers\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: too many Host headers";
+
+/// Go's answer to a request pingora read but Go's server refuses, in Go's order: a request line
+/// with a control character or a third space ([`GO_400`], `readRequest` in
+/// `net/http/request.go`; pingora percent-escapes such a target and routes it); a
+/// Transfer-Encoding sent twice or other than exactly `chunked` (any case) ([`GO_501`],
+/// `transferReader.parseTransferEncoding` in `net/http/transfer.go`; pingora takes `gzip,
+/// chunked` as chunked); no Host on HTTP/1.1 ([`GO_NO_HOST`], `conn.readRequest` in
+/// `net/http/server.go`). `None` for a request Go serves.
+fn go_refusal(http: &ServerSession, watch: &Watch) -> Option<&'static str> {
+    if watch.request_line_refused() {
+        return Some(GO_400);
+    }
+    let header = http.req_header();
+    let mut codings = header
+        .headers
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter();
+    if let Some(coding) = codings.next() {
+        if codings.next().is_some() || !coding.as_bytes().eq_ignore_ascii_case(b"chunked") {
+            return Some(GO_501);
+        }
+    }
+    if header.version >= http::Version::HTTP_11
+        && header.method != http::Method::CONNECT
+        && !header.headers.contains_key(http::header::HOST)
+    {
+        return Some(GO_NO_HOST);
+    }
+    None
+}
 
 /// The answer to a request whose header failed to read, as Go's server gives it: a header over
 /// `--max-header-bytes` (the connection's limit tripped) or with more fields than pingora
-/// parses gets [`GO_431`], any other header pingora cannot frame (two Content-Length values,
-/// a malformed line) [`GO_400`]; `None` when there is nobody to answer (the client went away,
-/// a timeout closed the connection).
+/// parses gets [`GO_431`], a Transfer-Encoding whose last coding is not `chunked` [`GO_501`],
+/// two Host headers [`GO_HOSTS`], any other header pingora cannot frame (two Content-Length
+/// values, a malformed line) [`GO_400`]; `None` when there is nobody to answer (the client
+/// went away, a timeout closed the connection).
 fn framing_answer(e: &pingora::Error, closed: Option<Closed>) -> Option<&'static str> {
     match closed {
         Some(Closed::HeaderTooLarge) => return Some(GO_431),
@@ -379,15 +450,22 @@ fn framing_answer(e: &pingora::Error, closed: Option<Closed>) -> Option<&'static
         .unwrap_or_default();
     if cause.contains("too many headers") || context.contains("header larger than") {
         Some(GO_431)
+    } else if context.contains("non-chunked final Transfer-Encoding") {
+        // `chunked, gzip`: pingora's refusal; Go's is 501, as for any coding but `chunked`.
+        Some(GO_501)
+    } else if context.contains("multiple Host header fields") {
+        Some(GO_HOSTS)
     } else {
         Some(GO_400)
     }
 }
 
 /// A complete response with `Content-Type` and `Content-Length` (pingora's HTTP/1 session keeps
-/// the connection alive only when the length is known).
-pub fn reply(status: u16, content_type: &'static str, body: Vec<u8>) -> Response<Vec<u8>> {
+/// the connection alive only when the length is known). `body` is taken as it is: a `Vec<u8>`
+/// without a copy, or `Bytes` shared with other answers (the `/metrics` render).
+pub fn reply(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Response<Bytes> {
     use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+    let body = body.into();
     let length = HeaderValue::from(body.len());
     let mut response = Response::new(body);
     *response.status_mut() =
@@ -398,7 +476,7 @@ pub fn reply(status: u16, content_type: &'static str, body: Vec<u8>) -> Response
     response
 }
 
-fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Vec<u8>> {
+fn status_reply(code: u16, reason: &'static str, message: String) -> Response<Bytes> {
     reply(
         code,
         "application/json",
@@ -424,7 +502,7 @@ impl Observations {
 }
 
 /// The answer to `GET path` when it is an observation endpoint `serves` includes.
-fn observation(state: &State, path: &str, serves: Observations) -> Option<Response<Vec<u8>>> {
+fn observation(state: &State, path: &str, serves: Observations) -> Option<Response<Bytes>> {
     match path {
         "/healthz" | "/livez" if serves.health => Some(reply(200, "text/plain", b"ok".to_vec())),
         "/readyz" if serves.health => Some(match state.readiness() {
@@ -432,7 +510,7 @@ fn observation(state: &State, path: &str, serves: Observations) -> Option<Respon
             Err(reason) => reply(503, "text/plain", reason.as_bytes().to_vec()),
         }),
         "/metrics" if serves.metrics => Some(match &state.metrics {
-            Some(h) => reply(200, "text/plain; version=0.0.4", h.render().into_bytes()),
+            Some(scrapes) => reply(200, "text/plain; version=0.0.4", scrapes.body()),
             None => status_reply(404, "NotFound", "metrics are not enabled".into()),
         }),
         _ => None,
@@ -450,7 +528,7 @@ pub(crate) struct ObservationApp {
 }
 
 impl Respond for ObservationApp {
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+    async fn response(&self, session: &mut ServerSession) -> Response<Bytes> {
         let header = session.req_header();
         let found = (header.method == "GET")
             .then(|| observation(&self.state, header.uri.path(), self.serves))
@@ -459,7 +537,7 @@ impl Respond for ObservationApp {
             status_reply(
                 404,
                 "NotFound",
-                format!("{} is not served here", header.uri.path()),
+                format!("{} is not served here", Bounded(header.uri.path())),
             )
         })
     }
@@ -474,18 +552,35 @@ pub(crate) fn serve_observations(
     state: Arc<State>,
     serves: Observations,
 ) -> std::io::Result<ServerHandle> {
-    let limits = state.limits.clone();
+    let limits = Arc::new(Limits {
+        max_connections: state.limits.max_connections.min(OBSERVATION_CONNECTIONS),
+        max_header_bytes: state.limits.max_header_bytes.min(OBSERVATION_HEADER_BYTES),
+        ..(*state.limits).clone()
+    });
     serve(listen, None, ObservationApp { state, serves }, limits)
 }
 
+/// Connections a plain-HTTP probe or metrics listener keeps open at once (or
+/// `--max-connections`, when lower); one more is closed at once, counted as the admission
+/// port's are. The kubelet's probes and a scraper or two need a few; this bounds what clients
+/// of those ports may hold.
+pub const OBSERVATION_CONNECTIONS: usize = 64;
+
+/// Bytes a request to a plain-HTTP probe or metrics listener may send before its header ends
+/// (or `--max-header-bytes`, when lower); more is answered 431, as on the admission port. A
+/// probe's or a scrape's header is a few hundred bytes: with [`OBSERVATION_CONNECTIONS`], what
+/// headers may hold there is 1 MiB, not 64 MiB.
+pub const OBSERVATION_HEADER_BYTES: usize = 16 * 1024;
+
 impl Respond for AdmissionApp {
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+    /// From SIGTERM on, clients move to another endpoint for their next request.
+    fn closing(&self) -> bool {
+        self.state.shutting_down.load(Ordering::Relaxed)
+    }
+
+    async fn response(&self, session: &mut ServerSession) -> Response<Bytes> {
         let received = Instant::now();
         let _in_flight = self.state.request_started();
-        if self.state.shutting_down.load(Ordering::Relaxed) {
-            // Clients move to another endpoint for their next request.
-            session.set_keepalive(None);
-        }
         let header = session.req_header();
         // Cloned, not copied into Strings: the body is read through `session` below. A
         // standard method is copied inline; the URI shares its bytes.
@@ -511,7 +606,7 @@ impl Respond for AdmissionApp {
                     Ok(w) => w,
                     Err(e) => {
                         crate::metrics::bad_request("unknown_webhook");
-                        return status_reply(404, "NotFound", e.to_string());
+                        return status_reply(404, "NotFound", Bounded(e).to_string());
                     }
                 };
                 // Pinned where it is made: awaited as a temporary, the admission's (large)
@@ -528,7 +623,7 @@ impl Respond for AdmissionApp {
                     Ok(c) => c,
                     Err(e) => {
                         crate::metrics::bad_request("unknown_configuration");
-                        return status_reply(404, "NotFound", e.to_string());
+                        return status_reply(404, "NotFound", Bounded(e).to_string());
                     }
                 };
                 let admit =
@@ -550,7 +645,7 @@ impl Respond for AdmissionApp {
 impl AdmissionApp {
     /// The answer to a body that could not be read: 413 over `--max-body-bytes` (the
     /// connection kept when the rest was drained), 400 when reading failed (closed).
-    fn body_refusal(&self, session: &mut ServerSession, e: BodyError) -> Response<Vec<u8>> {
+    fn body_refusal(&self, session: &mut ServerSession, e: BodyError) -> Response<Bytes> {
         match e {
             BodyError::TooLarge { drained } => {
                 crate::metrics::bad_request("too_large");
@@ -563,14 +658,18 @@ impl AdmissionApp {
             }
             BodyError::Read(e) => {
                 session.set_keepalive(None);
-                status_reply(400, "BadRequest", format!("cannot read request body: {e}"))
+                status_reply(
+                    400,
+                    "BadRequest",
+                    format!("cannot read request body: {}", Bounded(e)),
+                )
             }
         }
     }
 
     /// What is answered before the body is read: `/livez`, `/readyz`, `/metrics` on this
     /// port, and the 429 of `--max-requests-inflight` for an admission over the limit.
-    fn before_body(&self, method: &http::Method, path: &str) -> Option<Response<Vec<u8>>> {
+    fn before_body(&self, method: &http::Method, path: &str) -> Option<Response<Bytes>> {
         if method == "GET" {
             return observation(&self.state, path, Observations::ALL);
         }
@@ -740,17 +839,17 @@ impl AdmissionApp {
         let webhooks = WebhookSteps(&chained.steps);
         macro_rules! chain_event {
             ($level:expr) => { tracing::event!($level,
-            uid = %request.uid,
+            uid = %Bounded(&request.uid),
             chain = chain.name(),
             r#type = chain.webhook_type.as_str(),
             operation = review.operation.as_str(),
-            resource = %ResourceLabel(review),
-            object = %ObjectLabel(review),
+            resource = %Bounded(ResourceLabel(review)),
+            object = %Bounded(ObjectLabel(review)),
             decision = answer.decision.as_str(),
             latency_ms = latency.as_secs_f64() * 1000.0,
             rounds = chained.rounds,
             webhooks = %webhooks,
-            detail = %answer.detail,
+            detail = %Bounded(&answer.detail),
             "chain admission"
         ) };
         }
@@ -789,14 +888,14 @@ impl AdmissionApp {
         // One line per admission: the everyday decisions at debug, the rest at info.
         macro_rules! admission_event {
             ($level:expr) => { tracing::event!($level,
-            uid = %request.uid,
+            uid = %Bounded(&request.uid),
             webhook = %webhook.name,
             operation = review.operation.as_str(),
-            resource = %ResourceLabel(review),
-            object = %ObjectLabel(review),
+            resource = %Bounded(ResourceLabel(review)),
+            object = %Bounded(ObjectLabel(review)),
             decision = answer.decision.as_str(),
             latency_ms = latency.as_secs_f64() * 1000.0,
-            detail = %answer.detail,
+            detail = %Bounded(&answer.detail),
             "admission"
         ) };
         }
@@ -828,7 +927,7 @@ impl AdmissionApp {
         // Secret values and --redact-path fields never reach a log line (issue 26 §3).
         if tracing::enabled!(tracing::Level::TRACE) {
             let body = crate::redact::redacted_text(review.body(), &self.state.redact_paths);
-            tracing::trace!(uid = %request.uid, body = %body, "admission request body (redacted)");
+            tracing::trace!(uid = %Bounded(&request.uid), body = %body, "admission request body (redacted)");
         }
         if let Some(capture) = &self.state.capture {
             if capture.sampled(&request.uid) {
@@ -914,7 +1013,7 @@ impl std::fmt::Display for WebhookSteps<'_> {
                 write!(f, "({patched}{}ms)", backend.as_millis())?;
             }
             if matches!(step.decision, Decision::FailedOpen | Decision::FailedClosed) {
-                write!(f, "({})", step.detail)?;
+                write!(f, "({})", Bounded(&step.detail))?;
             }
         }
         Ok(())
@@ -934,23 +1033,26 @@ fn resolve<'a>(
     method: &http::Method,
     path: &'a str,
     body: &'a [u8],
-) -> ControlFlow<Response<Vec<u8>>, Routed<'a>> {
+) -> ControlFlow<Response<Bytes>, Routed<'a>> {
     let Some(route) = parse_route(path) else {
-        return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {path:?}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}}, /webhooks/{{webhook name}}, /configurations/{{validating|mutating}}/{{configuration name}} or /configurations/{{validating|mutating}}")));
+        return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}}, /webhooks/{{webhook name}}, /configurations/{{validating|mutating}}/{{configuration name}} or /configurations/{{validating|mutating}}", Bounded(format_args!("{path:?}")))));
     };
     if method != "POST" {
         return ControlFlow::Break(status_reply(
             405,
             "MethodNotAllowed",
-            format!("{method} is not allowed: send AdmissionReviews with POST"),
+            format!(
+                "{} is not allowed: send AdmissionReviews with POST",
+                Bounded(&method)
+            ),
         ));
     }
     match ParsedReview::parse(body) {
         Ok(review) => ControlFlow::Continue(Routed { route, review }),
         Err(e) => {
             crate::metrics::bad_request("malformed");
-            tracing::warn!(path, error = %e, "rejected a request that is not an AdmissionReview");
-            ControlFlow::Break(status_reply(400, "BadRequest", e.to_string()))
+            tracing::warn!(path = %Bounded(path), error = %Bounded(&e), "rejected a request that is not an AdmissionReview");
+            ControlFlow::Break(status_reply(400, "BadRequest", Bounded(e).to_string()))
         }
     }
 }
@@ -1014,10 +1116,10 @@ fn shadow(
             answer.decision.as_str(),
         );
         tracing::info!(
-            uid = %review.request.uid,
+            uid = %Bounded(&review.request.uid),
             webhook = %webhook.name,
             decision = answer.decision.as_str(),
-            detail = %answer.detail,
+            detail = %Bounded(&answer.detail),
             latency_ms = received.elapsed().as_secs_f64() * 1000.0,
             "shadow admission: what the webhook would have decided (the answer given was allowed)"
         );
@@ -1171,17 +1273,24 @@ impl ServerHandle {
     pub async fn shutdown(self) -> Answering {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
-        Answering(self.answering)
+        Answering {
+            in_flight: self.answering,
+            _shutdown: self.shutdown,
+        }
     }
 }
 
-/// A server's requests from their header read to their answer written.
-pub struct Answering(Arc<InFlight>);
+/// A server's requests from their header read to their answer written; and its shutdown's
+/// sender, kept so that the connections still open read the shutdown (`shutdown_began`).
+pub struct Answering {
+    in_flight: Arc<InFlight>,
+    _shutdown: watch::Sender<bool>,
+}
 
 impl Answering {
     /// Waits until every request read so far has its answer written (or its client gone).
     pub(crate) async fn written(&self) {
-        self.0.idle().await;
+        self.in_flight.idle().await;
     }
 }
 
@@ -1299,14 +1408,14 @@ async fn connection<A: Respond>(
     let (stream, watch): (pingora::protocols::Stream, _) = match acceptor {
         None => {
             let (io, watch) = ConnIo::new(tcp, limits);
-            (Box::new(ServerStream::new(io, fd)), watch)
+            (Box::new(ServerStream::new(io, fd, watch.clone())), watch)
         }
         Some(acceptor) => match tls_handshake(tcp, peer, acceptor, limits, fd).await {
             Some(accepted) => accepted,
             None => return,
         },
     };
-    let mut next = Some((stream, None));
+    let mut next = Some((stream, None::<bytes::BytesMut>));
     while let Some((stream, pipelined)) = next {
         // HTTP/1.1 pipelining (RFC 9112 §9.3.2): bytes of the next request read with this
         // one are handed to the next session, and requests are answered one after another in
@@ -1314,12 +1423,20 @@ async fn connection<A: Respond>(
         // rest.
         let mut http = pingora::protocols::http::v1::server::HttpSession::new(stream);
         http.set_pipelining_enabled(true);
-        if let Some(prefix) = pipelined {
-            http.set_pipelined_prefix(prefix);
+        match pipelined {
+            Some(prefix) => {
+                watch.request_line(&prefix[..]);
+                if !prefix.is_empty() {
+                    // Without this a partial header behind a complete request waited for the
+                    // idle timeout: no further byte arrives to start the header deadline.
+                    watch.pipelined();
+                }
+                http.set_pipelined_prefix(prefix);
+            }
+            None => watch.request_line(&[]),
         }
-        let shutting_down = *shutdown.borrow();
         next = app
-            .serve_one(ServerSession::H1(http), &watch, shutting_down)
+            .serve_one(ServerSession::H1(http), &watch, &shutdown)
             .await
             .map(pingora::protocols::http::ReusableHttpStream::into_parts);
     }
@@ -1353,7 +1470,7 @@ async fn tls_handshake(
             .map_err(|e| Handshake::Failed(e.to_string()))
     };
     match tokio::time::timeout(handshake_timeout, handshake).await {
-        Ok(Ok((tls, watch))) => Some((Box::new(ServerStream::new(tls, fd)), watch)),
+        Ok(Ok((tls, watch))) => Some((Box::new(ServerStream::new(tls, fd, watch.clone())), watch)),
         Ok(Err(Handshake::PlainHttp(mut tcp))) => {
             use tokio::io::AsyncWriteExt;
             crate::metrics::tls_handshake_failure("plain_http");

@@ -432,3 +432,145 @@ async fn requests_that_cannot_be_framed_get_go_s_answers() {
     }
     assert_eq!(backend.recorder.calls(), 0);
 }
+
+/// A partial header pipelined right behind a complete request held the connection for the
+/// idle timeout (here 30 s) instead of the header timeout (1 s): the next request's header
+/// timeout starts once the previous answer is written, as Go's `conn.serve` starts
+/// `ReadHeaderTimeout` at each `readRequest`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_header_pipelined_behind_a_request_is_closed_at_the_header_timeout() {
+    let backend = TestBackend::start();
+    let config = validating(
+        "fast.example.com",
+        &backend.client_config("/allow"),
+        ALL,
+        "",
+    );
+    let limits = Limits {
+        header_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let proxy =
+        TestProxy::start_limited(&config, Some(namespaces()), DEFAULT_MAX_BODY_BYTES, limits);
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    let (first, closed, waited) = blocking(move || {
+        let mut tls = tls_connect(addr, &ca, Duration::from_secs(10)).unwrap();
+        let mut both = request_to("fast.example.com", &review());
+        both.extend_from_slice(b"POST /webhooks/fast.example.com HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+        // One write: the partial header arrives with the complete request.
+        tls.write_all(&both).unwrap();
+        let first = read_answer(&mut tls).unwrap().0;
+        let start = Instant::now();
+        (first, closed_by_peer(&mut tls), start.elapsed())
+    })
+    .await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(closed, "the connection was not closed within 10 s");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "closed after {waited:?}, header timeout 1 s"
+    );
+    assert_eq!(backend.recorder.calls(), 1);
+}
+
+/// The whole answer to `request` on a fresh connection, read until the proxy closes it.
+fn answer_to(addr: std::net::SocketAddr, ca: &str, request: &[u8]) -> String {
+    let mut tls = tls_connect(addr, ca, Duration::from_secs(10)).unwrap();
+    // A peer that stops reading our request may reset it: what was answered counts.
+    let _ = tls.write_all(request);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = tls.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        assert!(out.len() < 1 << 20, "answer too long");
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Requests Go's server refuses and the proxy used to serve: Transfer-Encoding sent twice, or
+/// a coding other than exactly `chunked` (Go: 501, `transferReader.parseTransferEncoding` in
+/// `net/http/transfer.go`); a space, TAB or NUL in the request target (400, `readRequest` in
+/// `net/http/request.go`); no Host on HTTP/1.1, or two (400 with Go's reason,
+/// `conn.readRequest` in `net/http/server.go`). Each gets Go's answer, word for word, and the
+/// connection closes; the backend is never called. `Transfer-Encoding: Chunked` alone, and
+/// HTTP/1.0 without Host, are still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_go_refuses_get_go_s_answers() {
+    let backend = TestBackend::start();
+    let proxy = proxy(&backend, Limits::default());
+    let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
+    const GO_501: &str = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nUnsupported transfer encoding";
+    const GO_400: &str = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request";
+    const GO_NO_HOST: &str = "HTTP/1.1 400 Bad Request: missing required Host header\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: missing required Host header";
+    const GO_HOSTS: &str = "HTTP/1.1 400 Bad Request: too many Host headers\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request: too many Host headers";
+    let chunked = |te: &str| {
+        format!(
+            "POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\n{te}\r\n0\r\n\r\n"
+        )
+        .into_bytes()
+    };
+    let target = |target: &[u8]| {
+        let mut r = b"GET ".to_vec();
+        r.extend_from_slice(target);
+        r.extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        r
+    };
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "Transfer-Encoding twice",
+            chunked("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"),
+            GO_501,
+        ),
+        (
+            "gzip, chunked",
+            chunked("Transfer-Encoding: gzip, chunked\r\n"),
+            GO_501,
+        ),
+        (
+            "chunked, gzip",
+            chunked("Transfer-Encoding: chunked, gzip\r\n"),
+            GO_501,
+        ),
+        ("a space in the target", target(b"/livez x"), GO_400),
+        ("a TAB in the target", target(b"/livez\tx"), GO_400),
+        ("a NUL in the target", target(b"/livez\0x"), GO_400),
+        (
+            "no Host",
+            format!("POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+                .into_bytes(),
+            GO_NO_HOST,
+        ),
+        (
+            "two Hosts",
+            format!("POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 0\r\n\r\n")
+                .into_bytes(),
+            GO_HOSTS,
+        ),
+    ];
+    for (what, request, expected) in cases {
+        let ca = ca.clone();
+        let answer = blocking(move || answer_to(addr, &ca, &request)).await;
+        assert_eq!(answer, expected, "{what}");
+    }
+    assert_eq!(backend.recorder.calls(), 0);
+
+    // What Go serves is still served.
+    let ca2 = ca.clone();
+    let http10 = blocking(move || answer_to(addr, &ca2, b"GET /livez HTTP/1.0\r\n\r\n")).await;
+    assert!(http10.starts_with("HTTP/1.1 200"), "{http10}");
+    let mut body = review();
+    let mut request = format!(
+        "POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nTransfer-Encoding: Chunked\r\n\r\n{:x}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    body.extend_from_slice(b"\r\n0\r\n\r\n");
+    request.extend_from_slice(&body);
+    let chunked_ok = blocking(move || answer_to(addr, &ca, &request)).await;
+    assert!(chunked_ok.starts_with("HTTP/1.1 200"), "{chunked_ok}");
+    assert_eq!(backend.recorder.calls(), 1);
+}

@@ -270,3 +270,146 @@ async fn metrics_show_each_webhook_and_the_proxy_s_own_cost() {
         "a URL's name never becomes a label value"
     );
 }
+
+/// The resident memory of process `pid`, bytes (`VmRSS` of `/proc/PID/status`).
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Clients of `/metrics` that never read pinned about twice the scrape each until the
+/// write timeout (100 of them with a 4 MB scrape: 840 MB). A scrape is rendered once for the
+/// clients it is being written to, and written out as the socket takes it, never copied per
+/// client: 20 such clients add less than a few scrapes' worth, not 40. The metrics listener
+/// keeps at most 64 connections (one more is closed at once), each with a header of at most
+/// 16 KiB.
+#[test]
+fn clients_that_never_read_metrics_pin_a_bounded_amount() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+    let ws = Workspace::new("metrics-unread");
+    let hooks: String = (0..3000)
+        .map(|i| {
+            format!(
+                "- name: hook-{i}.unread.test\n  clientConfig: {{url: \"https://127.0.0.1:9/never\"}}\n  rules: {ALL}\n  sideEffects: None\n  admissionReviewVersions: [v1]\n"
+            )
+        })
+        .collect();
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        format!("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: unread}}\nwebhooks:\n{hooks}"),
+    )
+    .unwrap();
+    let proxy = BinaryProxy::start(
+        &ws.conf,
+        &ws.cert,
+        &ws.key,
+        &[
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--write-timeout-seconds",
+            "60",
+        ],
+    );
+    assert!(proxy.logged("plain-HTTP observation listener"));
+    let address = {
+        let logs = proxy.logs.lock().unwrap();
+        let line = logs
+            .iter()
+            .find(|l| l.contains("plain-HTTP observation listener"))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["fields"]["address"].as_str().unwrap().to_string()
+    };
+    // A probe or a scrape needs a few hundred bytes of header; 1 MiB (the admission port's
+    // --max-header-bytes) times 64 connections was what the listener could be made to hold.
+    let mut big = TcpStream::connect(&address).unwrap();
+    big.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let padding = "a".repeat(32 * 1024);
+    // A peer that stops reading our request may reset it: what was answered counts.
+    let _ = big.write_all(
+        format!("GET /metrics HTTP/1.1\r\nHost: scraper\r\nX-Padding: {padding}\r\n\r\n")
+            .as_bytes(),
+    );
+    let mut answer = Vec::new();
+    let _ = big.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large"),
+        "a 32 KiB header: {}",
+        &answer[..answer.len().min(200)]
+    );
+
+    let request = b"GET /metrics HTTP/1.1\r\nHost: scraper\r\n\r\n";
+    let mut reader = TcpStream::connect(&address).unwrap();
+    reader
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    reader
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: scraper\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut scrape = Vec::new();
+    reader.read_to_end(&mut scrape).unwrap();
+    let scrape = scrape.len() as u64;
+    // More than the kernel takes off a socket whose client does not read (a few MB on
+    // loopback): the rest waits in the proxy.
+    assert!(scrape > 5_000_000, "a scrape of {scrape} bytes");
+
+    let pid = proxy.child.id();
+    let before = rss(pid);
+    // Small receive buffers, so that the kernel does not take the whole answer off the proxy.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let clients: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.set_recv_buffer_size(4096).unwrap();
+            let c = runtime.block_on(socket.connect(address.parse().unwrap()));
+            let mut c = c.unwrap().into_std().unwrap();
+            c.set_nonblocking(false).unwrap();
+            c.write_all(request).unwrap();
+            c
+        })
+        .collect();
+    // Each answer has begun (its first bytes wait, unread, at the client): whatever the proxy
+    // holds for these 20 clients, it holds now.
+    for c in &clients {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(c.peek(&mut [0u8; 1]).unwrap(), 1, "an answer begun");
+    }
+    let grown = rss(pid).saturating_sub(before);
+    assert!(
+        grown < 4 * scrape,
+        "20 clients that do not read added {grown} bytes; a scrape is {scrape}"
+    );
+
+    // 44 more make 64 open; the next is closed at once.
+    let _more: Vec<TcpStream> = (0..44)
+        .map(|_| TcpStream::connect(&address).unwrap())
+        .collect();
+    let mut extra = TcpStream::connect(&address).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 1];
+    let refused = match extra.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    };
+    assert!(
+        refused,
+        "a 65th connection to the metrics listener stays open"
+    );
+}

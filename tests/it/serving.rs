@@ -115,6 +115,14 @@ async fn sigterm_answers_the_admission_in_flight_then_exits() {
     assert_eq!(reply.status, 200);
     let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
     assert_eq!(answer["response"]["allowed"], true);
+    // Written during the drain: the client is told to close, as Go's server does once its
+    // shutdown began (it said `keep-alive`).
+    assert_eq!(
+        reply.header("connection"),
+        Some("close"),
+        "{:?}",
+        reply.headers
+    );
     let status = wait_exit(&mut proxy, Duration::from_secs(15)).expect("the proxy exits");
     assert!(status.success(), "{status:?}");
     assert!(
@@ -573,4 +581,115 @@ async fn chains_cut_by_the_grace_period_decide_each_webhook_by_its_failure_polic
     );
     let exit = wait_exit(&mut proxy, Duration::from_secs(10)).expect("the proxy exits");
     assert_eq!(exit.code(), Some(1), "a cut drain is not a clean exit");
+}
+
+/// In text logs a uid holding a newline wrote a log line of its own (a forged line; JSON logs
+/// escaped it), and a 2.9 MB `kind` was written whole into the WARN line and into the 400
+/// body. What a request supplies is escaped (no value starts a line) and cut to 1,024 bytes
+/// in log lines and error bodies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_supplied_values_neither_forge_nor_flood_log_lines() {
+    let ws = Workspace::new("log-lines");
+    let backend = TestBackend::start();
+    write_config(
+        &ws,
+        &validating("deny.logs.test", &backend.client_config("/deny"), ALL, ""),
+    );
+    let proxy = BinaryProxy::start_text_logs(&ws.conf, &ws.cert, &ws.key, &[]);
+    let path = "/webhooks/deny.logs.test?timeout=10s";
+    let mut review: serde_json::Value =
+        serde_json::from_slice(&fixture("0096-create-core-v1-pods-v1.json")).unwrap();
+    review["request"]["uid"] =
+        "forged\n2001-01-01T00:00:00.000000Z  INFO admission_proxy::server: admission decision=allowed"
+            .into();
+    let denied = proxy
+        .post(&ws.pki, path, &serde_json::to_vec(&review).unwrap())
+        .await;
+    assert_eq!(denied.status, 200);
+    assert!(!denied.allowed(), "{:?}", denied.json);
+
+    review["kind"] = "K".repeat(2_900_000).into();
+    let refused = proxy
+        .post(&ws.pki, path, &serde_json::to_vec(&review).unwrap())
+        .await;
+    assert_eq!(refused.status, 400);
+    assert!(
+        refused.body.len() < 2048,
+        "a 400 body of {} bytes",
+        refused.body.len()
+    );
+    assert!(
+        refused.message().starts_with("wrong kind \"KKK"),
+        "{}",
+        refused.message()
+    );
+
+    assert!(proxy.logged("forged"));
+    assert!(proxy.logged("rejected a request that is not an AdmissionReview"));
+    let logs = proxy.logs.lock().unwrap();
+    assert!(
+        !logs.iter().any(|l| l.starts_with("2001-01-01")),
+        "a forged log line: {logs:?}"
+    );
+    let admission = logs.iter().find(|l| l.contains("forged")).unwrap();
+    assert!(
+        admission.contains(r"forged\n2001-01-01"),
+        "the newline is escaped: {admission}"
+    );
+    let warning = logs
+        .iter()
+        .find(|l| l.contains("rejected a request that is not an AdmissionReview"))
+        .unwrap();
+    assert!(
+        warning.len() < 2048,
+        "a WARN line of {} bytes",
+        warning.len()
+    );
+}
+
+/// The listener's own shutdown, apart from the admission app's SIGTERM flag: an answer written
+/// after `ServerHandle::shutdown` began says `Connection: close` and its connection closes (the
+/// example backend's server, whose app never asks to close on its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_written_after_the_listener_s_shutdown_began_close_their_connection() {
+    let (handle, recorder) =
+        crate::tools::example_backend::start("127.0.0.1:0".parse().unwrap(), None).unwrap();
+    let addr = handle.local_addr;
+    let answer = tokio::task::spawn_blocking(move || {
+        let body = fixture("0096-create-core-v1-pods-v1.json");
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let head = format!(
+            "POST /slow/1000 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        tcp.write_all(head.as_bytes()).unwrap();
+        tcp.write_all(&body).unwrap();
+        // Until the server closes the connection, or the read timeout if it does not.
+        let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+        while let Ok(n) = tcp.read(&mut buf) {
+            if n == 0 {
+                return (String::from_utf8_lossy(&out).into_owned(), true);
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        (String::from_utf8_lossy(&out).into_owned(), false)
+    });
+    for _ in 0..200 {
+        if recorder.calls() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(recorder.calls(), 1, "the request reached the backend's app");
+    let _answering = handle.shutdown().await;
+    let (answer, closed) = answer.await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("\r\nconnection: close\r\n"),
+        "{answer}"
+    );
+    assert!(closed, "the connection was left open");
 }

@@ -175,7 +175,7 @@ pub(crate) fn start(
 }
 
 /// [`reply`] with the body first, as the behaviour table reads best.
-fn json_reply(status: u16, body: Vec<u8>, content_type: &'static str) -> Response<Vec<u8>> {
+fn json_reply(status: u16, body: Vec<u8>, content_type: &'static str) -> Response<bytes::Bytes> {
     reply(status, content_type, body)
 }
 
@@ -239,7 +239,7 @@ fn has_labels(obj: Option<&Value>) -> bool {
 }
 
 impl Respond for ExampleBackend {
-    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+    async fn response(&self, session: &mut ServerSession) -> Response<bytes::Bytes> {
         let path_and_query = session
             .req_header()
             .uri
@@ -396,7 +396,7 @@ impl Respond for ExampleBackend {
 fn upstream<'a>(
     segments: &'a [&'a str],
     request: &'a Value,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<Vec<u8>>> + Send + 'a>> {
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<bytes::Bytes>> + Send + 'a>> {
     Box::pin(async move {
         let api_version = request.get("apiVersion").cloned().unwrap_or(Value::Null);
         let uid = request

@@ -349,13 +349,29 @@ impl BinaryProxy {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::spawn(config, cert, key, extra, env, true)
+    }
+
+    /// [`BinaryProxy::start`] with text log lines (no `--log-json`), as a terminal shows them.
+    pub(crate) fn start_text_logs(config: &Path, cert: &Path, key: &Path, extra: &[&str]) -> Self {
+        Self::spawn(config, cert, key, extra, &[], false)
+    }
+
+    fn spawn(
+        config: &Path,
+        cert: &Path,
+        key: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        json: bool,
+    ) -> Self {
         use std::io::{BufRead, BufReader};
         use std::process::{Command, Stdio};
         let mut child = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
             .envs(env.iter().copied())
+            .args(json.then_some("--log-json"))
             .args([
                 "serve",
-                "--log-json",
                 "--listen",
                 "127.0.0.1:0",
                 "--resync-seconds",
@@ -379,8 +395,17 @@ impl BinaryProxy {
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if line.contains("admission-proxy listening") {
-                    let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-                    let _ = tx.send(v["fields"]["address"].as_str().unwrap_or("").to_string());
+                    let address = if json {
+                        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                        v["fields"]["address"].as_str().unwrap_or("").to_string()
+                    } else {
+                        // `... admission-proxy listening address=127.0.0.1:PORT version=...`
+                        line.split_whitespace()
+                            .find_map(|w| w.strip_prefix("address="))
+                            .unwrap_or("")
+                            .to_string()
+                    };
+                    let _ = tx.send(address);
                 }
                 sink.lock().unwrap().push(line);
             }
