@@ -421,18 +421,27 @@ async fn namespace_labels_follow_the_cluster() {
 
     // The protocol as kube-apiserver sees it: list, watch from the list's resourceVersion,
     // resume from the last event after a dropped connection, and after the 410 a new list
-    // before the next watch.
-    let trace: Vec<String> = api
-        .lock()
-        .unwrap()
-        .requests
-        .iter()
-        .filter(|r| r.starts_with("GET /api/v1/namespaces?"))
-        .map(|r| match r.split_once("resourceVersion=") {
-            Some((_, rv)) => format!("watch {rv}"),
-            None => "list".to_string(),
-        })
-        .collect();
+    // before the next watch. The re-list's labels can serve before that watch is sent: wait
+    // (bounded) for the watch after it.
+    let trace = || -> Vec<String> {
+        api.lock()
+            .unwrap()
+            .requests
+            .iter()
+            .filter(|r| r.starts_with("GET /api/v1/namespaces?"))
+            .map(|r| match r.split_once("resourceVersion=") {
+                Some((_, rv)) => format!("watch {rv}"),
+                None => "list".to_string(),
+            })
+            .collect()
+    };
+    let t0 = Instant::now();
+    while trace().last().is_some_and(|last| last == "list")
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let trace = trace();
     assert_eq!(
         trace,
         ["list", "watch 10", "watch 11", "watch 12", "list", "watch 17"],
