@@ -361,6 +361,19 @@ impl fmt::Display for Problem {
 }
 
 impl Problem {
+    /// A problem of `file` as a whole (no document, kind or field).
+    fn of_file(file: &Path, message: String) -> Problem {
+        Problem {
+            file: file.to_path_buf(),
+            document: None,
+            kind: None,
+            configuration: None,
+            webhook: None,
+            field: String::new(),
+            message,
+        }
+    }
+
     /// `error` where this problem is: its field, and its body (`ErrorBody`) as the message.
     fn located(&self, error: FieldError) -> Problem {
         let message = error.body();
@@ -474,15 +487,7 @@ pub fn load(path: &Path) -> Result<Snapshot, ConfigError> {
     let skipped = skipped_files(path);
     let contents = read_files(path)?;
     let mut snapshot = load_contents(&contents)?;
-    let warning = |file: PathBuf, message: String| Problem {
-        file,
-        document: None,
-        kind: None,
-        configuration: None,
-        webhook: None,
-        field: String::new(),
-        message,
-    };
+    let warning = |file: PathBuf, message: String| Problem::of_file(&file, message);
     for file in skipped {
         snapshot.warnings.push(warning(file, "not loaded: only *.yaml, *.yml and *.json files are read (a ConfigMap key needs one of these extensions)".into()));
     }
@@ -558,15 +563,7 @@ impl Load {
     fn file(&mut self, file: &Path, text: &str) {
         self.files.push(file.to_path_buf());
         let is_json = file.extension().is_some_and(|e| e == "json");
-        let located = |message: String| Problem {
-            file: file.to_path_buf(),
-            document: None,
-            kind: None,
-            configuration: None,
-            webhook: None,
-            field: String::new(),
-            message,
-        };
+        let located = |message: String| Problem::of_file(file, message);
         if let Err(too_deep) = files::check_nesting(text) {
             self.errors.push(located(too_deep.to_string()));
             return;

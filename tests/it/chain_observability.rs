@@ -141,14 +141,7 @@ async fn a_chain_is_counted_logged_and_exempted_as_its_webhooks_are() {
     );
     // The call carried a uid of its own (kube-apiserver makes one per webhook call); the
     // answer carries kube-apiserver's.
-    let (_, sent) = backend
-        .recorder
-        .last()
-        .expect("the patch webhook was called");
-    let sent: serde_json::Value = serde_json::from_slice(&sent).unwrap();
-    let call_uid = sent["request"]["uid"].as_str().unwrap_or_default();
-    assert_eq!(call_uid.len(), 36, "a UUID: {call_uid}");
-    assert_ne!(call_uid, "11111111-2222-3333-4444-555555555555");
+    assert_own_call_uid(&backend, "11111111-2222-3333-4444-555555555555");
     assert_eq!(
         mutated.json["response"]["uid"],
         "11111111-2222-3333-4444-555555555555"
@@ -359,6 +352,12 @@ async fn a_chain_gives_each_call_its_own_uid_when_the_received_uid_has_escapes()
         mutated.json
     );
     assert_eq!(mutated.json["response"]["uid"], received);
+    assert_own_call_uid(&backend, received);
+}
+
+/// The last call `backend` received carried a uid of its own (a UUID), not `received`:
+/// kube-apiserver makes one per webhook call.
+fn assert_own_call_uid(backend: &TestBackend, received: &str) {
     let (_, sent) = backend
         .recorder
         .last()

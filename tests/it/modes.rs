@@ -672,23 +672,7 @@ async fn an_applied_secret_leaves_no_value_in_captures_logs_or_explain() {
 fn chunked_patching_backend(patch_base64: &'static str) -> (String, TestPki) {
     use std::io::Write as _;
     let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
-    let config = std::sync::Arc::new(
-        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            rustls_pemfile::certs(&mut pki.cert_pem.as_bytes())
-                .map(Result::unwrap)
-                .collect(),
-            rustls_pemfile::private_key(&mut pki.key_pem.as_bytes())
-                .unwrap()
-                .unwrap(),
-        )
-        .unwrap(),
-    );
+    let config = plain_tls_server(&pki);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("https://{}/hook", listener.local_addr().unwrap());
     std::thread::spawn(move || {

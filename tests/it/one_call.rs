@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::tools::pki::TestPki;
 
 use crate::common::otlp::{attribute, hex, Collector};
-use crate::common::{self, fixture, read_request, validating, TestProxy, ALL};
+use crate::common::{self, fixture, plain_tls_server, read_request, validating, TestProxy, ALL};
 
 /// What the backend does with the n-th request (0-based) it reads.
 #[derive(Clone, Copy, Debug)]
@@ -53,23 +53,7 @@ struct RawBackend {
 impl RawBackend {
     fn start(script: Vec<Act>) -> Self {
         let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
-        let config = Arc::new(
-            rustls::ServerConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                rustls_pemfile::certs(&mut pki.cert_pem.as_bytes())
-                    .map(Result::unwrap)
-                    .collect(),
-                rustls_pemfile::private_key(&mut pki.key_pem.as_bytes())
-                    .unwrap()
-                    .unwrap(),
-            )
-            .unwrap(),
-        );
+        let config = plain_tls_server(&pki);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("https://{}", listener.local_addr().unwrap());
         let (requests, connections) =

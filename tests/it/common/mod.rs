@@ -584,6 +584,28 @@ pub(crate) fn tls_connect(
     Ok(tls)
 }
 
+/// A rustls server configuration serving `pki`'s certificate, no client certificate asked
+/// for: the hand-written backends' TLS (rustls' own server, not the proxy's).
+pub(crate) fn plain_tls_server(pki: &TestPki) -> Arc<rustls::ServerConfig> {
+    Arc::new(
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            rustls_pemfile::certs(&mut pki.cert_pem.as_bytes())
+                .map(Result::unwrap)
+                .collect(),
+            rustls_pemfile::private_key(&mut pki.key_pem.as_bytes())
+                .unwrap()
+                .unwrap(),
+        )
+        .unwrap(),
+    )
+}
+
 /// Waits (at most 2 s, in 10 ms steps) until `backend` has received `n` requests.
 pub(crate) async fn wait_for_calls(backend: &TestBackend, n: u64) {
     for _ in 0..200 {
