@@ -25,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod api;
 pub mod authorizer;
 pub mod backend;

@@ -127,7 +127,9 @@ impl Sources {
             }) {
                 // An in-place write (truncate, then write) can be read between the two: an
                 // empty file must not take every webhook away. Restart to serve none.
-                Ok(snapshot) if snapshot.is_empty() && !state.config.load().is_empty() => {
+                Ok(snapshot)
+                    if snapshot.is_empty() && !state.admissions.config.load().is_empty() =>
+                {
                     tracing::error!(
                         config = %self.config.display(),
                         "the changed webhook configuration has no webhooks (an empty or partly written file?)"
@@ -139,7 +141,7 @@ impl Sources {
                         tracing::warn!(warning = %w, "webhook configuration warning");
                     }
                     loaded(&snapshot, true);
-                    state.config.store(Arc::new(snapshot));
+                    state.admissions.config.store(Arc::new(snapshot));
                     fps.config = Some(fp);
                     crate::metrics::reload("ok");
                 }
@@ -157,7 +159,7 @@ impl Sources {
                     match Namespaces::parse(&String::from_utf8_lossy(&raw[0].1)) {
                         Ok(ns) => {
                             tracing::info!(namespaces = ns.len(), "namespaces reloaded");
-                            state.namespaces.store(Some(Arc::new(ns)));
+                            state.admissions.namespaces.store(Some(Arc::new(ns)));
                             fps.namespaces = Some(fp);
                         }
                         Err(e) => {

@@ -11,6 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
+
+use crate::admission::{Admissions, Parts};
 use crate::authorizer::{CacheTtl, SubjectAccessReviews};
 use crate::capture::{Capture, CaptureSettings};
 use crate::config::{self, options::Mode, ConfigError, Snapshot};
@@ -275,16 +278,16 @@ impl Serving {
                 dispatcher.with_authorizer(Arc::new(SubjectAccessReviews::new(client, ttl)));
             tracing::info!(authorized_ttl = ?ttl.authorized, unauthorized_ttl = ?ttl.unauthorized, "matchConditions' authorizer checks are answered by SubjectAccessReview");
         }
-        let mut state = State::new(snapshot, namespaces, dispatcher, config.max_body_bytes);
-        state.metrics = metrics.map(|handle| crate::metrics::Scrapes::new(move || handle.render()));
-        state.limits = Arc::new(config.limits.clone());
-        state.redact_paths = config.redact_paths.clone();
         if let Some(exclusions) = &exclusions {
             tracing::info!(exclusions = %exclusions.summary(), "proxy-wide exclusions: matching requests are answered allowed before any webhook");
         }
-        state.exclusions = exclusions;
-        extras(config, &mut state).await?;
-        let state = Arc::new(state);
+        let admissions = admissions(config, snapshot, namespaces, dispatcher, exclusions).await?;
+        let state = Arc::new(State::new(
+            admissions,
+            config.max_body_bytes,
+            config.limits.clone(),
+            metrics,
+        ));
         let admission =
             server::serve_admission(config.listen, Arc::new(certificates.server), state.clone())
                 .map_err(|source| ServeError::Listen {
@@ -352,7 +355,7 @@ impl Serving {
                 // failurePolicy, as a call that never answered would be, instead of a bare
                 // connection close.
                 let cut = state.in_flight();
-                state.expire_grace();
+                state.admissions.expire_grace();
                 cut
             }
         };
@@ -479,32 +482,58 @@ fn dispatcher(config: &ServeConfig) -> Dispatcher {
     }
 }
 
-/// What `state` has only when `config` asks for it: spans, captures, the namespace watch.
-async fn extras(config: &ServeConfig, state: &mut State) -> Result<(), ServeError> {
-    if let Some(settings) = &config.spans {
-        state.spans = Some(Spans::start(settings)?);
-        tracing::info!(endpoint = %settings.endpoint, sampling_rate_per_million = settings.sampling_rate_per_million, "exporting spans over OTLP");
-    }
-    if let Some(settings) = &config.capture {
-        if !(0.0..=1.0).contains(&settings.sample) {
+/// The admission layer `config` asks for, built whole (policy-server's `new_from_config`):
+/// the loaded `snapshot`, `namespaces` and `dispatcher`, the proxy-wide `exclusions`, and
+/// what only some configurations have: spans, captures, the namespace watch (which publishes
+/// into the same namespace labels the admissions read).
+async fn admissions(
+    config: &ServeConfig,
+    snapshot: Snapshot,
+    namespaces: Option<Namespaces>,
+    dispatcher: Dispatcher,
+    exclusions: Option<Exclusions>,
+) -> Result<Admissions, ServeError> {
+    let spans = match &config.spans {
+        Some(settings) => {
+            let spans = Spans::start(settings)?;
+            tracing::info!(endpoint = %settings.endpoint, sampling_rate_per_million = settings.sampling_rate_per_million, "exporting spans over OTLP");
+            Some(spans)
+        }
+        None => None,
+    };
+    let capture = match &config.capture {
+        Some(settings) if !(0.0..=1.0).contains(&settings.sample) => {
             return Err(ServeError::CaptureSample(settings.sample));
         }
-        state.capture =
+        Some(settings) => {
             Some(
                 Capture::start(settings.clone()).map_err(|source| ServeError::Capture {
                     dir: settings.dir.clone(),
                     source,
                 })?,
-            );
-    }
-    if config.watch_namespaces {
+            )
+        }
+        None => None,
+    };
+    let namespaces = Arc::new(ArcSwapOption::new(namespaces.map(Arc::new)));
+    let namespace_watch = if config.watch_namespaces {
         let client = namespace_watch::client(config.kubeconfig.as_deref())
             .await
             .map_err(ServeError::NamespaceWatch)?;
-        state.namespace_watch = Some(NamespaceWatch::start(client, state.namespaces.clone()));
-    }
-
-    Ok(())
+        Some(NamespaceWatch::start(client, namespaces.clone()))
+    } else {
+        None
+    };
+    Ok(Admissions::from_parts(Parts {
+        snapshot,
+        namespaces,
+        namespace_watch,
+        dispatcher,
+        capture,
+        redact_paths: config.redact_paths.clone(),
+        spans,
+        exclusions,
+    }))
 }
 
 /// Starts the plain-HTTP probe and metrics listeners `config` asks for (one listener when
@@ -548,12 +577,12 @@ fn serve_observations(
 /// Exports the spans left (`spans`): bounded, on a blocking thread, as the batch processor's
 /// thread does the exporting.
 async fn flush_spans(state: &Arc<State>) {
-    if state.spans.is_none() {
+    if state.admissions.spans.is_none() {
         return;
     }
-    let state = state.clone();
+    let admissions = state.admissions.clone();
     let _ = tokio::task::spawn_blocking(move || {
-        if let Some(spans) = &state.spans {
+        if let Some(spans) = &admissions.spans {
             spans.shutdown(SPANS_FLUSHED);
         }
     })

@@ -1,12 +1,11 @@
-//! The HTTPS server kube-apiserver calls: the proxy's own accept loop (plain HTTP on the TLS
-//! port answered 400 as Go servers do, bounded TLS handshakes, handshake failures counted, not
-//! logged as errors) feeding pingora's HTTP/1 server layer, which routes
-//! `POST /webhooks/{validating|mutating}/{name}` (and `/webhooks/{name}`) to
-//! [`Dispatcher::admit`], and the chain routes `POST /configurations/{validating|mutating}[/{name}]`
-//! to the dispatcher's chains, on a lock-free config snapshot; proxy-wide exclusions answer
-//! first on both. Also `/livez`, `/healthz`, `/readyz`
-//! and `/metrics`, and the drain on shutdown. Depends on `config`, `matching`, `dispatch`,
-//! `review`, `metrics`, `tls`.
+//! The HTTPS server kube-apiserver calls, speaking HTTP only: the proxy's own accept loop
+//! (plain HTTP on the TLS port answered 400 as Go servers do, bounded TLS handshakes, handshake
+//! failures counted, not logged as errors) feeding pingora's HTTP/1 server layer; framing and
+//! its limits, the admission routes (`POST /webhooks/{validating|mutating}/{name}`,
+//! `/webhooks/{name}`, `/configurations/{validating|mutating}[/{name}]`) with the body read and
+//! parsed once, `/livez`, `/healthz`, `/readyz` and `/metrics`, writing each answer, and the
+//! drain on shutdown. A routed request goes to the admission layer (`admission`), which
+//! answers it. Depends on `admission`, `review`, `metrics`, `tls`.
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
@@ -16,7 +15,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 use http::Response;
 use pingora::http::ResponseHeader;
@@ -24,16 +22,10 @@ use pingora::protocols::http::server::ReusableHttpStream;
 use pingora::protocols::http::ServerSession;
 use tokio::sync::{watch, Notify};
 
+use crate::admission::{Admissions, Route};
 use crate::api::WebhookType;
-use crate::config::{Chain, Snapshot};
-use crate::dispatch::chain::{ChainAnswer, ChainRequest, Step};
-use crate::dispatch::{Answer, Decision, Dispatcher};
-use crate::exclusions::{Exclusions, Exemption};
 use crate::log_value::Bounded;
-use crate::matching::Namespaces;
-use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::review::{encode_status, ParsedReview, Status};
-use crate::telemetry::{Spans, TraceContext};
 
 mod connection;
 
@@ -49,16 +41,11 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// `would-patch`, `shadowed`, `exempt`); kube-apiserver ignores it, people debugging don't.
 pub const DECISION_HEADER: &str = "x-admission-proxy-decision";
 
-/// What the request path reads; swapped (never locked) on reload.
+/// What the HTTP layer reads: its limits, the metrics it serves, its shutdown and in-flight
+/// state, and the admission layer it hands routed requests to.
 pub struct State {
-    pub(crate) config: ArcSwap<Snapshot>,
-    /// Namespace labels from `--namespaces-file` or the namespace watch; `None` when neither
-    /// was given (or the watch has not listed yet). Shared with the watch, which publishes here.
-    pub(crate) namespaces: Arc<ArcSwapOption<Namespaces>>,
-    /// `--watch-namespaces`: readiness waits for its first list, and namespaces missing from
-    /// the cache are looked up live.
-    pub(crate) namespace_watch: Option<NamespaceWatch>,
-    pub(crate) dispatcher: Dispatcher,
+    /// One admission from the routed request to the answer (`admission`).
+    pub(crate) admissions: Arc<Admissions>,
     /// Request bodies larger than this get 413.
     pub(crate) max_body_bytes: usize,
     /// The listener's limits; [`Limits::default`] unless the `serve` flags set them.
@@ -68,23 +55,6 @@ pub struct State {
     /// answers ask clients to close their connections.
     shutting_down: AtomicBool,
     in_flight: InFlight,
-    /// Places for `mode: Shadow` background calls ([`SHADOW_QUEUE`]).
-    shadow_slots: Arc<tokio::sync::Semaphore>,
-    /// `--capture-dir`: sampled, redacted AdmissionReviews for `explain --review`.
-    pub(crate) capture: Option<crate::capture::Capture>,
-    /// `--redact-path`: fields replaced in every body the proxy writes out (captures, trace
-    /// logs), besides Secret values.
-    pub(crate) redact_paths: Vec<crate::redact::RedactPath>,
-    /// `--otlp-endpoint`: the proxy's own spans, exported over OTLP; `None` (the default)
-    /// forwards the caller's trace context and records nothing.
-    pub(crate) spans: Option<Spans>,
-    /// `--exempt-namespace`, `--exempt-namespace-selector`, `--exclusions-file`: requests
-    /// answered allowed before any webhook ([`exemption`]); `None` (the default) for none.
-    pub(crate) exclusions: Option<Exclusions>,
-    /// Set when `--shutdown-grace-seconds` ran out: admissions still in flight stop waiting
-    /// for their backend and are answered by failurePolicy ([`State::expire_grace`]).
-    grace_expired: AtomicBool,
-    grace_notify: Notify,
 }
 
 /// Requests being answered, and a wake-up when the count reaches zero (the drain waits on it).
@@ -125,30 +95,21 @@ impl Drop for InFlightGuard<'_> {
 }
 
 impl State {
-    /// State serving `config`.
+    /// The HTTP layer in front of `admissions`: bodies up to `max_body_bytes`, the listener's
+    /// `limits`, and `/metrics` rendered by `metrics` (`None`: answered 404).
     pub fn new(
-        config: Snapshot,
-        namespaces: Option<Namespaces>,
-        dispatcher: Dispatcher,
+        admissions: Admissions,
         max_body_bytes: usize,
+        limits: Limits,
+        metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     ) -> Self {
         State {
-            config: ArcSwap::from_pointee(config),
-            namespaces: Arc::new(ArcSwapOption::new(namespaces.map(Arc::new))),
-            namespace_watch: None,
-            dispatcher,
+            admissions: Arc::new(admissions),
             max_body_bytes,
-            limits: Arc::new(Limits::default()),
-            metrics: None,
+            limits: Arc::new(limits),
+            metrics: metrics.map(|handle| crate::metrics::Scrapes::new(move || handle.render())),
             shutting_down: AtomicBool::new(false),
             in_flight: InFlight::default(),
-            shadow_slots: Arc::new(tokio::sync::Semaphore::new(SHADOW_QUEUE)),
-            capture: None,
-            redact_paths: Vec::new(),
-            spans: None,
-            exclusions: None,
-            grace_expired: AtomicBool::new(false),
-            grace_notify: Notify::new(),
         }
     }
 
@@ -161,37 +122,12 @@ impl State {
         if self.shutting_down.load(Ordering::Acquire) {
             return Err("shutting down");
         }
-        if self.config.load().is_empty() {
-            return Err("no webhooks are configured");
-        }
-        if self.namespace_watch.as_ref().is_some_and(|w| !w.synced()) {
-            return Err("the namespace watch has not listed the cluster's namespaces yet");
-        }
-        Ok(())
+        self.admissions.readiness()
     }
 
     /// Marks the proxy as shutting down: `/readyz` fails from now on.
     pub(crate) fn begin_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Release);
-    }
-
-    /// The shutdown grace period ran out: every admission still waiting for its backend is
-    /// answered by its webhook's failurePolicy now (as kube-apiserver would treat a call that
-    /// never answered), rather than left to a closed connection.
-    pub(crate) fn expire_grace(&self) {
-        self.grace_expired.store(true, Ordering::Release);
-        self.grace_notify.notify_waiters();
-    }
-
-    /// Resolves once [`State::expire_grace`] was called.
-    async fn grace_expired(&self) {
-        loop {
-            let expired = self.grace_notify.notified();
-            if self.grace_expired.load(Ordering::Acquire) {
-                return;
-            }
-            expired.await;
-        }
     }
 
     /// Requests being answered now.
@@ -207,17 +143,6 @@ impl State {
     fn request_started(&self) -> InFlightGuard<'_> {
         self.in_flight.start()
     }
-}
-
-/// Where an admission path points.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Route<'a> {
-    /// `/webhooks/validating/{name}`, `/webhooks/mutating/{name}` or `/webhooks/{name}`: one
-    /// webhook.
-    Webhook(Option<WebhookType>, &'a str),
-    /// `/configurations/{validating|mutating}/{name}`: every webhook of one configuration;
-    /// `/configurations/{validating|mutating}`: every configuration of the type.
-    Chain(WebhookType, Option<&'a str>),
 }
 
 /// The route an admission path names; `None` for any other path.
@@ -598,40 +523,16 @@ impl Respond for AdmissionApp {
             ControlFlow::Continue(routed) => routed,
             ControlFlow::Break(response) => return response,
         };
-        let config = self.state.config.load();
         let headers = &session.req_header().headers;
-        let answer = match route {
-            Route::Webhook(webhook_type, name) => {
-                let webhook = match config.route(webhook_type, name) {
-                    Ok(w) => w,
-                    Err(e) => {
-                        crate::metrics::bad_request("unknown_webhook");
-                        return status_reply(404, "NotFound", Bounded(e).to_string());
-                    }
-                };
-                // Pinned where it is made: awaited as a temporary, the admission's (large)
-                // future would be copied into this one's state (34,000 instructions of memcpy,
-                // callgrind).
-                let admit =
-                    std::pin::pin!(self.admit(webhook, &review, &body, query, headers, received));
-                let answer = admit.await;
-                self.observe(webhook, &review, &answer, received.elapsed());
-                answer
-            }
-            Route::Chain(webhook_type, name) => {
-                let chain = match config.chain(webhook_type, name) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        crate::metrics::bad_request("unknown_configuration");
-                        return status_reply(404, "NotFound", Bounded(e).to_string());
-                    }
-                };
-                let admit =
-                    std::pin::pin!(self.admit_chain(chain, &review, query, headers, received));
-                let chained = admit.await;
-                self.observe_chain(chain, &review, &chained, received.elapsed());
-                chained.answer
-            }
+        // Pinned where it is made: awaited as a temporary, the admission's (large) future
+        // would be copied into this one's state.
+        let admit = std::pin::pin!(self
+            .state
+            .admissions
+            .admit(route, &review, &body, query, headers, received));
+        let answer = match admit.await {
+            Ok(answer) => answer,
+            Err(unknown) => return status_reply(404, "NotFound", unknown.to_string()),
         };
         let mut response = reply(answer.http_status, "application/json", answer.body);
         response.headers_mut().insert(
@@ -696,328 +597,6 @@ impl AdmissionApp {
             .insert("Retry-After", http::HeaderValue::from_static("1"));
         Some(response)
     }
-
-    /// The admission: a proxy-wide exclusion answers first when one applies ([`exemption`]);
-    /// else the dispatcher decides (its phases in `dispatch/pipeline.rs`; a Shadow
-    /// answer comes back at once and its call is started here, in the background), within the
-    /// proxy's own span when spans are exported, and answered by failurePolicy if the shutdown
-    /// grace period runs out first.
-    async fn admit(
-        &self,
-        webhook: &Arc<crate::config::Webhook>,
-        review: &ParsedReview<'_>,
-        body: &[u8],
-        query: &str,
-        headers: &http::HeaderMap,
-        received: Instant,
-    ) -> Answer {
-        let webhooks = std::slice::from_ref(webhook);
-        // With exclusions the labels are needed first (and looked up once); without, a Shadow
-        // webhook answers before any lookup.
-        let caller_timeout = caller_timeout(query);
-        let time_left = || self.state.dispatcher.time_left(caller_timeout, received);
-        let mut looked_up = None;
-        if self.state.exclusions.is_some() {
-            let namespaces = namespaces_for(&self.state, webhooks, review, time_left()).await;
-            if let Some(exemption) = exemption(&self.state, review, namespaces.as_deref()) {
-                return exemption.answer(review);
-            }
-            looked_up = Some(namespaces);
-        }
-        let _webhook_in_flight = webhook.metrics.in_flight();
-        if let ControlFlow::Break(shadowed) = self.state.dispatcher.mode(webhook, review) {
-            shadow(&self.state, webhook, body, caller_timeout, received);
-            return shadowed;
-        }
-        let trace_context = trace_context(headers);
-        // `--otlp-endpoint`: the proxy's own span for this admission, parented on the caller's
-        // context; without it nothing is allocated.
-        let span = self
-            .state
-            .spans
-            .as_ref()
-            .map(|s| s.admission(&trace_context, received, webhook, review));
-        let answer = {
-            let trace_context = trace_context.with_span(span.as_ref());
-            // Pinned where it is made: moved into `select!`, the admission's (large) future was
-            // copied four times per admission (34,000 instructions of memcpy, callgrind).
-            let admit = std::pin::pin!(async {
-                let namespaces = match looked_up {
-                    Some(namespaces) => namespaces,
-                    None => namespaces_for(&self.state, webhooks, review, time_left()).await,
-                };
-                let dispatcher = &self.state.dispatcher;
-                let namespaces = namespaces.as_deref();
-                dispatcher
-                    .admit(
-                        webhook,
-                        review,
-                        namespaces,
-                        caller_timeout,
-                        received,
-                        trace_context,
-                    )
-                    .await
-            });
-            tokio::select! {
-                biased;
-                answer = admit => answer,
-                () = self.state.grace_expired() => self.state.dispatcher.shutting_down(webhook, review),
-            }
-        };
-        if let Some(span) = span {
-            span.finish(answer.decision, answer.http_status);
-        }
-        answer
-    }
-
-    /// A chain admission (`/configurations/...`): a proxy-wide exclusion answers first when
-    /// one applies ([`exemption`]); else the dispatcher runs the chain's webhooks
-    /// ([`crate::dispatch::chain`]); each webhook's call still under way when the shutdown
-    /// grace period runs out is answered by its failurePolicy; webhooks in mode Shadow are
-    /// started here, in the background, with the review each would have received.
-    async fn admit_chain(
-        &self,
-        chain: &Arc<Chain>,
-        review: &ParsedReview<'_>,
-        query: &str,
-        headers: &http::HeaderMap,
-        received: Instant,
-    ) -> ChainAnswer {
-        let caller_timeout = caller_timeout(query);
-        let time_left = self.state.dispatcher.time_left(caller_timeout, received);
-        let namespaces = namespaces_for(&self.state, &chain.webhooks, review, time_left).await;
-        if let Some(exemption) = exemption(&self.state, review, namespaces.as_deref()) {
-            return ChainAnswer {
-                answer: exemption.answer(review),
-                steps: Vec::new(),
-                rounds: 0,
-                shadows: Vec::new(),
-            };
-        }
-        let trace_context = trace_context(headers);
-        // `--otlp-endpoint`: one span for the chain; each webhook's phases are its children.
-        let span = self
-            .state
-            .spans
-            .as_ref()
-            .map(|s| s.chain_admission(&trace_context, received, chain.name(), review));
-        let trace_context = trace_context.with_span(span.as_ref());
-        let request = ChainRequest {
-            review,
-            namespaces: namespaces.as_deref(),
-            caller_timeout,
-            received,
-            trace_context,
-        };
-        let grace = || self.state.grace_expired();
-        let mut answer = {
-            let run = std::pin::pin!(self.state.dispatcher.chain(chain, request, &grace));
-            run.await
-        };
-        if let Some(span) = span {
-            span.finish(answer.answer.decision, answer.answer.http_status);
-        }
-        for (webhook, body) in std::mem::take(&mut answer.shadows) {
-            shadow(&self.state, &webhook, &body, caller_timeout, received);
-        }
-        answer
-    }
-
-    /// Observation, once per chain admission: one log line with every webhook's decision,
-    /// the redacted body at trace level, a sampled capture, each webhook's metrics (as on its
-    /// single route) and the chain's.
-    fn observe_chain(
-        &self,
-        chain: &Chain,
-        review: &ParsedReview<'_>,
-        chained: &ChainAnswer,
-        latency: Duration,
-    ) {
-        let answer = &chained.answer;
-        let request = &review.request;
-        let webhooks = WebhookSteps(&chained.steps);
-        macro_rules! chain_event {
-            ($level:expr) => { tracing::event!($level,
-            uid = %Bounded(&request.uid),
-            chain = chain.name(),
-            r#type = chain.webhook_type.as_str(),
-            operation = review.operation.as_str(),
-            resource = %Bounded(ResourceLabel(review)),
-            object = %Bounded(ObjectLabel(review)),
-            decision = answer.decision.as_str(),
-            latency_ms = latency.as_secs_f64() * 1000.0,
-            rounds = chained.rounds,
-            webhooks = %webhooks,
-            detail = %Bounded(&answer.detail),
-            "chain admission"
-        ) };
-        }
-        if everyday(answer.decision) {
-            chain_event!(tracing::Level::DEBUG);
-        } else {
-            chain_event!(tracing::Level::INFO);
-        }
-        self.observe_body(review, chain.name(), answer, latency);
-        let operation = review.operation as usize;
-        for step in &chained.steps {
-            let metrics = &step.webhook.metrics;
-            metrics.admission(
-                step.decision,
-                operation,
-                step.took,
-                step.backend,
-                step.conditions,
-            );
-        }
-        chain
-            .metrics
-            .admission(answer.decision, latency, chained.rounds > 1);
-    }
-
-    /// Observation, once per admission: the log line, the redacted body at trace level, a
-    /// sampled capture, and the webhook's metrics.
-    fn observe(
-        &self,
-        webhook: &crate::config::Webhook,
-        review: &ParsedReview<'_>,
-        answer: &Answer,
-        latency: Duration,
-    ) {
-        let request = &review.request;
-        // One line per admission: the everyday decisions at debug, the rest at info.
-        macro_rules! admission_event {
-            ($level:expr) => { tracing::event!($level,
-            uid = %Bounded(&request.uid),
-            webhook = %webhook.name,
-            operation = review.operation.as_str(),
-            resource = %Bounded(ResourceLabel(review)),
-            object = %Bounded(ObjectLabel(review)),
-            decision = answer.decision.as_str(),
-            latency_ms = latency.as_secs_f64() * 1000.0,
-            detail = %Bounded(&answer.detail),
-            "admission"
-        ) };
-        }
-        if everyday(answer.decision) {
-            admission_event!(tracing::Level::DEBUG);
-        } else {
-            admission_event!(tracing::Level::INFO);
-        }
-        self.observe_body(review, &webhook.name, answer, latency);
-        webhook.metrics.admission(
-            answer.decision,
-            review.operation as usize,
-            latency,
-            answer.backend,
-            answer.conditions,
-        );
-    }
-
-    /// The body's part of observation: the redacted body at trace level and a sampled
-    /// capture, under `route` (a webhook's or a chain's name).
-    fn observe_body(
-        &self,
-        review: &ParsedReview<'_>,
-        route: &str,
-        answer: &Answer,
-        latency: Duration,
-    ) {
-        let request = &review.request;
-        // Secret values and --redact-path fields never reach a log line (issue 26 §3).
-        if tracing::enabled!(tracing::Level::TRACE) {
-            let body = crate::redact::redacted_text(review.body(), &self.state.redact_paths);
-            tracing::trace!(uid = %Bounded(&request.uid), body = %body, "admission request body (redacted)");
-        }
-        if let Some(capture) = &self.state.capture {
-            if capture.sampled(&request.uid) {
-                capture.offer(
-                    review.body(),
-                    route,
-                    answer.decision.as_str(),
-                    answer.http_status,
-                    latency.as_secs_f64() * 1000.0,
-                    &answer.detail,
-                );
-            }
-        }
-    }
-}
-
-/// Whether an admission's (or a chain's) log line is written at debug rather than info: the
-/// everyday decisions (allowed, skipped, shadowed, exempt); denials, failures and rejections
-/// are info. At 2000 req/s, info lines for the everyday ones cost ~8% of the CPU.
-fn everyday(decision: Decision) -> bool {
-    matches!(
-        decision,
-        Decision::Allowed | Decision::Skipped | Decision::Shadowed | Decision::Exempt
-    )
-}
-
-/// The caller's W3C trace context (`traceparent`, `tracestate`), borrowed from `headers`.
-fn trace_context(headers: &http::HeaderMap) -> TraceContext<'_> {
-    // Static names: looked up without parsing the name per request.
-    static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
-    static TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
-    let value = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    TraceContext::new(value(&TRACEPARENT), value(&TRACESTATE))
-}
-
-/// `group/version/resource[/subresource]` of a request, for log lines; formatted only when
-/// the line is written.
-struct ResourceLabel<'a>(&'a ParsedReview<'a>);
-
-impl std::fmt::Display for ResourceLabel<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let request = &self.0.request;
-        let resource = request.effective_resource();
-        let sub = request.effective_sub_resource();
-        if !resource.group.is_empty() {
-            write!(f, "{}/", resource.group)?;
-        }
-        write!(f, "{}/{}", resource.version, resource.resource)?;
-        if !sub.is_empty() {
-            write!(f, "/{sub}")?;
-        }
-        Ok(())
-    }
-}
-
-/// `namespace/name` (or `name`) of a request's object, for log lines.
-struct ObjectLabel<'a>(&'a ParsedReview<'a>);
-
-impl std::fmt::Display for ObjectLabel<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let request = &self.0.request;
-        if !request.namespace.is_empty() {
-            write!(f, "{}/", request.namespace)?;
-        }
-        write!(f, "{}", request.name)
-    }
-}
-
-/// Every webhook's decision in a chain, for its log line:
-/// `a.example.com=skipped b.example.com=allowed(patched,12ms) ...`.
-struct WebhookSteps<'a>(&'a [Step]);
-
-impl std::fmt::Display for WebhookSteps<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (n, step) in self.0.iter().enumerate() {
-            let space = if n == 0 { "" } else { " " };
-            write!(f, "{space}{}={}", step.webhook.name, step.decision.as_str())?;
-            if step.round > 0 {
-                write!(f, "[round {}]", step.round)?;
-            }
-            if let Some(backend) = step.backend {
-                let patched = if step.mutated { "patched," } else { "" };
-                write!(f, "({patched}{}ms)", backend.as_millis())?;
-            }
-            if matches!(step.decision, Decision::FailedOpen | Decision::FailedClosed) {
-                write!(f, "({})", Bounded(&step.detail))?;
-            }
-        }
-        Ok(())
-    }
 }
 
 /// An admission request routed: its [`Route`] and the body parsed once.
@@ -1054,146 +633,6 @@ fn resolve<'a>(
             tracing::warn!(path = %Bounded(path), error = %Bounded(&e), "rejected a request that is not an AdmissionReview");
             ControlFlow::Break(status_reply(400, "BadRequest", Bounded(e).to_string()))
         }
-    }
-}
-
-/// kube-apiserver's deadline for this call: the `timeout` query parameter, a Go duration
-/// (`10s`, `1m0s`, `500ms`) as client-go writes it (`Request.Timeout` in
-/// `staging/src/k8s.io/client-go/rest/request.go`). Read as Go's `url.Query` and
-/// `time.ParseDuration` read it, with `form_urlencoded` and kube-core's `Duration`; absent,
-/// malformed or negative is no deadline of the caller's.
-fn caller_timeout(query: &str) -> Option<Duration> {
-    let (_, value) = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "timeout")?;
-    // kube-core reads "" as zero; Go's ParseDuration refuses it.
-    if value.is_empty() {
-        return None;
-    }
-    let duration: kube_core::Duration = value.parse().ok()?;
-    (!duration.is_negative()).then(|| duration.into())
-}
-
-/// Shadow calls running or waiting at once; more are dropped and counted.
-const SHADOW_QUEUE: usize = 256;
-
-/// `mode: Shadow`: calls the backend in the background, as in Enforce mode, and logs and counts
-/// what the webhook decided. Never delays the answer: with [`SHADOW_QUEUE`] calls already under
-/// way the call is dropped (`admission_proxy_shadow_calls_dropped_total`).
-fn shadow(
-    state: &Arc<State>,
-    webhook: &Arc<crate::config::Webhook>,
-    body: &[u8],
-    caller_timeout: Option<Duration>,
-    received: Instant,
-) {
-    let Ok(slot) = state.shadow_slots.clone().try_acquire_owned() else {
-        crate::metrics::shadow_dropped();
-        tracing::debug!(webhook = %webhook.name, "shadow call dropped: the background queue is full");
-        return;
-    };
-    let (state, webhook, body) = (state.clone(), webhook.clone(), body.to_vec());
-    tokio::spawn(async move {
-        let _slot = slot;
-        let Ok(review) = ParsedReview::parse(&body) else {
-            return;
-        };
-        let time_left = state.dispatcher.time_left(caller_timeout, received);
-        let webhooks = std::slice::from_ref(&webhook);
-        let namespaces = namespaces_for(&state, webhooks, &review, time_left).await;
-        let answer = state
-            .dispatcher
-            .admit(
-                &webhook,
-                &review,
-                namespaces.as_deref(),
-                caller_timeout,
-                received,
-                TraceContext::default(),
-            )
-            .await;
-        crate::metrics::shadow_decision(
-            &webhook.name,
-            webhook.webhook_type.as_str(),
-            answer.decision.as_str(),
-        );
-        tracing::info!(
-            uid = %Bounded(&review.request.uid),
-            webhook = %webhook.name,
-            decision = answer.decision.as_str(),
-            detail = %Bounded(&answer.detail),
-            latency_ms = received.elapsed().as_secs_f64() * 1000.0,
-            "shadow admission: what the webhook would have decided (the answer given was allowed)"
-        );
-    });
-}
-
-/// The namespace labels `review` is matched with: the cache, or, with `--watch-namespaces`,
-/// kube-apiserver's live lookup of a namespace the watch has not seen yet: once per admission,
-/// for the proxy-wide exclusions and `webhooks` alike, bounded by the timeout of the first of
-/// `webhooks` whose namespaceSelector needs it (else [`NAMESPACE_LOOKUP_TIMEOUT`]) and by
-/// `time_left` of the caller's deadline, so that failurePolicy still answers in time.
-async fn namespaces_for(
-    state: &State,
-    webhooks: &[Arc<crate::config::Webhook>],
-    review: &ParsedReview<'_>,
-    time_left: Option<Duration>,
-) -> Option<Arc<Namespaces>> {
-    let cache = state.namespaces.load_full();
-    let Some(watch) = &state.namespace_watch else {
-        return cache;
-    };
-    let webhook = webhooks
-        .iter()
-        .find(|w| w.matcher.namespace_missing(review, cache.as_deref()));
-    let exclusions = state
-        .exclusions
-        .as_ref()
-        .is_some_and(|e| e.namespace_missing(review, cache.as_deref()));
-    let timeout = match webhook {
-        Some(webhook) => webhook.timeout,
-        None if exclusions => NAMESPACE_LOOKUP_TIMEOUT,
-        None => return cache,
-    };
-    let timeout = time_left.map_or(timeout, |left| timeout.min(left));
-    live_namespace(watch, &review.request.namespace, timeout)
-        .await
-        .map(Arc::new)
-        .or(cache)
-}
-
-/// Proxy-wide exclusions, before any webhook (`crate::exclusions`): the exemption that applies
-/// to `review`, counted, or `None` (also when none are configured). `namespaces` are the
-/// admission's, from [`namespaces_for`], which looks a namespace the watch has not seen yet
-/// up for the exclusions too.
-pub(crate) fn exemption(
-    state: &State,
-    review: &ParsedReview<'_>,
-    namespaces: Option<&Namespaces>,
-) -> Option<Exemption> {
-    state.exclusions.as_ref()?.exempt(review, namespaces)
-}
-
-/// The longest a live namespace lookup may take (also bounded by the webhook's timeout).
-const NAMESPACE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// kube-apiserver's lister-miss fallback (`Provider.GetNamespace` in
-/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/namespace/matcher.go`)
-/// for a namespace the watch has not (yet) seen: its labels, `None` when it does not exist (the
-/// matcher then answers 404 as usual), or why it cannot be known (failurePolicy decides).
-async fn live_namespace(
-    watch: &NamespaceWatch,
-    name: &str,
-    webhook_timeout: Duration,
-) -> Option<Namespaces> {
-    match watch
-        .lookup(name, webhook_timeout.min(NAMESPACE_LOOKUP_TIMEOUT))
-        .await
-    {
-        Lookup::Found(one) => Some(one),
-        Lookup::NotFound => None,
-        Lookup::Failed(reason) if watch.synced() => Some(Namespaces::unavailable(reason)),
-        Lookup::Failed(reason) => Some(Namespaces::unavailable(format!(
-            "the namespace watch has not listed the cluster's namespaces yet, and {reason}"
-        ))),
     }
 }
 
@@ -1517,32 +956,6 @@ pub fn serve_admission(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// kube-apiserver's `?timeout=` as Go reads it (the cases the hand-written parser this
-    /// replaced was tested with, and Go's percent-decoding and fractions).
-    #[test]
-    fn the_callers_timeout_is_read_as_go_reads_it() {
-        let s = Duration::from_secs;
-        assert_eq!(caller_timeout("timeout=10s"), Some(s(10)));
-        assert_eq!(caller_timeout("dryRun=All&timeout=1m0s"), Some(s(60)));
-        assert_eq!(
-            caller_timeout("timeout=1.5s"),
-            Some(Duration::from_millis(1500))
-        );
-        assert_eq!(
-            caller_timeout("timeout=250ms"),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            caller_timeout("timeout=1%6D0s"),
-            Some(s(60)),
-            "percent-decoded"
-        );
-        assert_eq!(caller_timeout("timeout=ten"), None);
-        assert_eq!(caller_timeout("timeout=-5s"), None);
-        assert_eq!(caller_timeout("timeout="), None);
-        assert_eq!(caller_timeout(""), None);
-    }
 
     /// Issue 26 §10: with Rust's default backlog of 128, connections the accept loop had not
     /// taken yet overflowed it and waited a SYN retry (1 s or more). Nothing accepts here, so

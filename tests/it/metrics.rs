@@ -385,9 +385,13 @@ fn clients_that_never_read_metrics_pin_a_bounded_amount() {
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         assert_eq!(c.peek(&mut [0u8; 1]).unwrap(), 1, "an answer begun");
     }
+    // Before renders were shared, each client pinned two copies: 40 scrapes for 20 clients.
+    // Now at most two renders are alive, plus what a render takes while it is made (the
+    // exporter's text grows by doubling) and what the allocator keeps of it, whichever client
+    // arrives while the next render is under way: a bound well below one copy per client.
     let grown = rss(pid).saturating_sub(before);
     assert!(
-        grown < 4 * scrape,
+        grown < 8 * scrape,
         "20 clients that do not read added {grown} bytes; a scrape is {scrape}"
     );
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::pki::TestPki;
+use admission_proxy::admission::Admissions;
 use admission_proxy::api::{WebhookClientConfig, WebhookType};
 use admission_proxy::config::{self, Backend};
 use admission_proxy::dispatch::{Dispatcher, HttpClient, Target};
@@ -147,10 +148,14 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     let mut webhooks: Vec<_> = snapshot.webhooks().cloned().collect();
     webhooks.sort_by(|a, b| (a.webhook_type as u8, &a.name).cmp(&(b.webhook_type as u8, &b.name)));
     let state = Arc::new(State::new(
-        snapshot,
-        namespaces,
-        Dispatcher::new(Duration::from_millis(250)),
+        Admissions::new(
+            snapshot,
+            namespaces,
+            Dispatcher::new(Duration::from_millis(250)),
+        ),
         server::DEFAULT_MAX_BODY_BYTES,
+        server::Limits::default(),
+        None,
     ));
     let tls = admission_proxy::tls::server_config(
         resolver,

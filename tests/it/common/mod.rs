@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::tools::example_backend::{self, Recorder};
 use crate::tools::pki::TestPki;
+use admission_proxy::admission::Admissions;
 use admission_proxy::api::WebhookClientConfig;
 use admission_proxy::config::{self, Backend};
 use admission_proxy::dispatch::{Dispatcher, HttpClient, HttpReply, Target};
@@ -200,9 +201,12 @@ impl TestProxy {
                 .unwrap_or_else(|e| panic!("{e}"));
         let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
         let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
-        let mut state = State::new(snapshot, namespaces, dispatcher, max_body);
-        state.limits = Arc::new(limits);
-        let state = Arc::new(state);
+        let state = Arc::new(State::new(
+            Admissions::new(snapshot, namespaces, dispatcher),
+            max_body,
+            limits,
+            None,
+        ));
         let handle = server::serve_admission(
             "127.0.0.1:0".parse().unwrap(),
             server_tls(resolver),
