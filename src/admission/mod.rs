@@ -89,6 +89,14 @@ pub(crate) struct Parts {
     pub(crate) exclusions: Option<Exclusions>,
 }
 
+/// When an admission's call was made: kube-apiserver's `?timeout=` and when the request was
+/// received, which together bound every call and lookup of the admission.
+#[derive(Clone, Copy)]
+struct Call {
+    caller_timeout: Option<Duration>,
+    received: Instant,
+}
+
 /// A route naming no loaded webhook or configuration: answered 404, counted
 /// (`bad_requests_total{reason="unknown_webhook"|"unknown_configuration"}`).
 #[derive(Debug, thiserror::Error)]
@@ -243,7 +251,32 @@ impl Admissions {
             self.shadow(webhook, body, caller_timeout, received);
             return shadowed;
         }
-        let trace_context = trace_context(headers);
+        let call = Call {
+            caller_timeout,
+            received,
+        };
+        // Pinned where it is made, as every large admission future is (no copy into this
+        // one's state).
+        let decide =
+            std::pin::pin!(self.decide(webhook, review, looked_up, call, trace_context(headers)));
+        decide.await
+    }
+
+    /// The dispatcher's decision on `review` for `webhook` (the namespace labels looked up
+    /// now unless `looked_up`), within the proxy's own span when spans are exported, and
+    /// answered by failurePolicy if the shutdown grace period runs out first.
+    async fn decide(
+        &self,
+        webhook: &Arc<crate::config::Webhook>,
+        review: &ParsedReview<'_>,
+        looked_up: Option<Option<Arc<Namespaces>>>,
+        call: Call,
+        trace_context: TraceContext<'_>,
+    ) -> Answer {
+        let Call {
+            caller_timeout,
+            received,
+        } = call;
         // `--otlp-endpoint`: the proxy's own span for this admission, parented on the caller's
         // context; without it nothing is allocated.
         let span = self
@@ -257,10 +290,14 @@ impl Admissions {
             let admit = std::pin::pin!(async {
                 let namespaces = match looked_up {
                     Some(namespaces) => namespaces,
-                    None => namespaces_for(self, webhooks, review, time_left()).await,
+                    None => {
+                        let time_left = self.dispatcher.time_left(caller_timeout, received);
+                        let webhooks = std::slice::from_ref(webhook);
+                        namespaces_for(self, webhooks, review, time_left).await
+                    }
                 };
-                let dispatcher = &self.dispatcher;
                 let namespaces = namespaces.as_deref();
+                let dispatcher = &self.dispatcher;
                 dispatcher
                     .admit(
                         webhook,

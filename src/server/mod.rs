@@ -244,13 +244,7 @@ impl<A: Respond> Served<A> {
         if shutdown_began(shutdown) || self.app.closing() {
             http.set_keepalive(None);
         }
-        let header: ResponseHeader = parts.into();
-        let written = match http.write_response_header(Box::new(header)).await {
-            Ok(()) if body.is_empty() => Ok(()),
-            Ok(()) => http.write_response_body(body, true).await.map(|_| ()),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = written {
+        if let Err(e) = write_answer(&mut http, parts.into(), body).await {
             tracing::debug!(error = %e, request = %Bounded(http.request_summary()), "client went away before the answer was written");
             return None;
         }
@@ -271,6 +265,22 @@ impl<A: Respond> Served<A> {
 /// server) is no shutdown; after one, [`Answering`] keeps the sender.
 fn shutdown_began(shutdown: &watch::Receiver<bool>) -> bool {
     shutdown.has_changed().unwrap_or(false)
+}
+
+/// Writes an answer's header, then its body (if any) as the last of the response.
+///
+/// # Errors
+/// pingora's, when the client went away.
+async fn write_answer(
+    http: &mut ServerSession,
+    header: ResponseHeader,
+    body: Bytes,
+) -> pingora::Result<()> {
+    http.write_response_header(Box::new(header)).await?;
+    if !body.is_empty() {
+        http.write_response_body(body, true).await?;
+    }
+    Ok(())
 }
 
 /// A request that could not be read: answered as Go's `net/http` answers one it cannot frame
