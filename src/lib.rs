@@ -15,9 +15,10 @@
 //! - `config` (files → compiled snapshot), `telemetry`, `namespace_watch`, `capture`;
 //!   `authorizer` (matchConditions' `authorizer` through SubjectAccessReviews) uses `matching`,
 //!   `metrics` and `namespace_watch`'s client configuration;
-//! - `dispatch` (one admission's phases, `dispatch/pipeline.rs`) → `exclusions` (proxy-wide
-//!   exemptions, before any webhook) → `server` → `reload`; `registration` → `explain`
-//!   (which also uses `exclusions`);
+//! - `dispatch` (one webhook's admission in phases, `dispatch/pipeline.rs`) → `exclusions`
+//!   (proxy-wide exemptions, before any webhook) → `admission` (one admission from the routed
+//!   request to the answer, its background lane) → `server` (HTTP only) → `reload`;
+//!   `registration` → `explain` (which also uses `exclusions`);
 //! - `serve` (the `serve` command as one call) uses them all; only the binary uses it.
 //!
 //! The binary's tools (`demo`, `bench`, the example backend, the demo PKI) are not part of this
