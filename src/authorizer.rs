@@ -159,7 +159,30 @@ impl Outcome {
 }
 
 /// What a SubjectAccessReview call gave: a decision, or why there is none.
-type Answer = Result<Decision, String>;
+type Answer = Result<Decision, CallError>;
+
+/// Why a SubjectAccessReview gave no decision; its text is what the `authorizer` library's
+/// `error()` reads for the check (never cached).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub(crate) enum CallError {
+    /// The API answered with an error status: its code, ` reason` (empty when none) and
+    /// message.
+    #[error("SubjectAccessReview failed: HTTP {code}{reason}: {message}")]
+    Api {
+        code: u16,
+        reason: String,
+        message: String,
+    },
+    /// The request failed below HTTP (connect, TLS, decoding): the client's text.
+    #[error("SubjectAccessReview failed: {0}")]
+    Client(String),
+    /// No answer within this many milliseconds.
+    #[error("SubjectAccessReview: no answer within {0} ms")]
+    NoAnswer(u128),
+    /// A status both allowed and denied ([`BOTH_ALLOW_AND_DENY`]).
+    #[error("{}", BOTH_ALLOW_AND_DENY)]
+    BothAllowAndDeny,
+}
 
 /// The SHA-256 of a check's SubjectAccessReview spec: the cache key, in place of upstream's
 /// `json.Marshal(r.Spec)` (webhook.go `Authorize`), so that an entry holds 32 bytes of it
@@ -402,7 +425,7 @@ impl SubjectAccessReviews {
                         Some(Ok(decision)) if joined => (decision, Outcome::Coalesced),
                         Some(Ok(decision)) if decision.allowed => (decision, Outcome::Allowed),
                         Some(Ok(decision)) => (decision, Outcome::Denied),
-                        Some(Err(why)) => (errored(why), Outcome::Error),
+                        Some(Err(why)) => (errored(why.to_string()), Outcome::Error),
                         None => (abandoned(), Outcome::Error),
                     },
                     // The call's task ended without answering (the runtime is shutting down).
@@ -504,7 +527,7 @@ impl DecisionCache for SubjectAccessReviews {
 impl Inner {
     /// One SubjectAccessReview, capped at [`CALL_CAP`]: the decision it gives, or why there is
     /// none. Records `admission_proxy_subjectaccessreview_duration_seconds`.
-    async fn call(&self, key: &CheckKey) -> Result<Decision, String> {
+    async fn call(&self, key: &CheckKey) -> Answer {
         let review = SubjectAccessReview {
             spec: spec(key),
             ..Default::default()
@@ -515,21 +538,17 @@ impl Inner {
         crate::metrics::subjectaccessreview_duration(started.elapsed());
         match result {
             Ok(Ok(review)) => answer(review.status.unwrap_or_default()),
-            Ok(Err(kube::Error::Api(status))) => Err(format!(
-                "SubjectAccessReview failed: HTTP {}{}: {}",
-                status.code,
-                if status.reason.is_empty() {
+            Ok(Err(kube::Error::Api(status))) => Err(CallError::Api {
+                code: status.code,
+                reason: if status.reason.is_empty() {
                     String::new()
                 } else {
                     format!(" {}", status.reason)
                 },
-                status.message
-            )),
-            Ok(Err(e)) => Err(format!("SubjectAccessReview failed: {e}")),
-            Err(_) => Err(format!(
-                "SubjectAccessReview: no answer within {} ms",
-                CALL_CAP.as_millis()
-            )),
+                message: status.message,
+            }),
+            Ok(Err(e)) => Err(CallError::Client(e.to_string())),
+            Err(_) => Err(CallError::NoAnswer(CALL_CAP.as_millis())),
         }
     }
 }
@@ -537,9 +556,9 @@ impl Inner {
 /// The decision a SubjectAccessReview status gives (`evaluationError` is what the library's
 /// `error()` reads, `pkg/registry/authorization/subjectaccessreview/rest.go` sets it from the
 /// authorizer's error), or upstream's error for a status both allowed and denied.
-fn answer(status: SubjectAccessReviewStatus) -> Result<Decision, String> {
+fn answer(status: SubjectAccessReviewStatus) -> Answer {
     if status.allowed && status.denied == Some(true) {
-        return Err(BOTH_ALLOW_AND_DENY.to_string());
+        return Err(CallError::BothAllowAndDeny);
     }
     Ok(Decision {
         allowed: status.allowed,
@@ -791,7 +810,7 @@ mod tests {
         );
         assert_eq!(
             answer(status(true, Some(true), "", "")),
-            Err(BOTH_ALLOW_AND_DENY.to_string())
+            Err(CallError::BothAllowAndDeny)
         );
     }
 

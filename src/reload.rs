@@ -393,7 +393,7 @@ impl Sources {
 }
 
 /// Watches again every directory in `recreated`: deleted and created again, it lost its inotify
-/// watch, and its changes were otherwise seen only at the periodic resync (issue 26 §8). Its
+/// watch, and its changes were otherwise seen only at the periodic resync. Its
 /// parent's watch reported the creation (an inode number alone cannot tell: a new directory
 /// often gets the old one's). Does nothing once the watcher is gone.
 fn rearm<W: notify::Watcher, C: notify_debouncer_full::FileIdCache>(

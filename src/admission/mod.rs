@@ -473,7 +473,7 @@ impl Admissions {
         latency: Duration,
     ) {
         let request = &review.request;
-        // Secret values and --redact-path fields never reach a log line (issue 26 §3).
+        // Secret values and --redact-path fields never reach a log line.
         if tracing::enabled!(tracing::Level::TRACE) {
             let body = crate::redact::redacted_text(review.body(), &self.redact_paths);
             tracing::trace!(uid = %Bounded(&request.uid), body = %body, "admission request body (redacted)");

@@ -816,7 +816,7 @@ mod tests {
         assert_fired_at(start.elapsed(), Duration::from_secs(120));
     }
 
-    /// Issue 26 §7: a client that never reads its answer held the connection, and the
+    /// A client that never reads its answer held the connection, and the
     /// answer's memory, forever. The socket must take the answer within the write timeout.
     #[tokio::test(start_paused = true)]
     async fn an_answer_the_client_does_not_read_fails_at_the_write_timeout() {

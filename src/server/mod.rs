@@ -967,7 +967,7 @@ pub fn serve_admission(
 mod tests {
     use super::*;
 
-    /// Issue 26 §10: with Rust's default backlog of 128, connections the accept loop had not
+    /// With Rust's default backlog of 128, connections the accept loop had not
     /// taken yet overflowed it and waited a SYN retry (1 s or more). Nothing accepts here, so
     /// every connection stays in the backlog; 300 complete at once (within the machine's
     /// `net.core.somaxconn`, 4096 on current kernels).

@@ -288,7 +288,7 @@ async fn reloads_under_load_never_answer_wrongly() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Issue 26 §8: a configuration directory deleted and created again took its inotify watch with
+/// A configuration directory deleted and created again took its inotify watch with
 /// it; its changes were then seen only at the periodic resync (60 s here). The watch is re-armed
 /// from the parent directory's event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

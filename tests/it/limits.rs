@@ -330,7 +330,7 @@ async fn an_answer_is_one_tls_record() {
     assert_eq!(backend.recorder.calls(), 2);
 }
 
-/// Issue 26 §6: 50 requests pipelined on one connection (sent before any answer is read, as
+/// 50 requests pipelined on one connection (sent before any answer is read, as
 /// HTTP/1.1 allows) got 1 answer, then the connection closed. Each is answered, in order
 /// (RFC 9112 §9.3.2), and the backend called once per request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,7 +374,7 @@ async fn pipelined_requests_are_answered_in_order() {
     assert_eq!(backend.recorder.calls(), 50);
 }
 
-/// Issue 26 §10: requests pingora cannot frame (two different Content-Length values, a
+/// Requests pingora cannot frame (two different Content-Length values, a
 /// Content-Length that overflows, too many header fields, a header over --max-header-bytes)
 /// closed the connection with no answer; Go's server, which kube-apiserver's peers expect,
 /// answers `400 Bad Request` or `431 Request Header Fields Too Large` and closes.

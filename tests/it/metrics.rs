@@ -27,10 +27,10 @@ const FAMILIES: [&str; 17] = [
     "admission_proxy_config_generation",
     "admission_proxy_config_hash",
     "admission_proxy_serving_certificate_expiry_timestamp_seconds",
-    // Issue 26 §10: these two appeared only with their first increment.
+    // These two appeared only with their first increment.
     "admission_proxy_namespace_watch_errors_total",
     "admission_proxy_namespace_lookups_total",
-    // Issue 28: present without --authorizer too.
+    // Present without --authorizer too.
     "admission_proxy_authorizer_checks_total",
 ];
 

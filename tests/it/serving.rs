@@ -325,7 +325,7 @@ fn logged_address(proxy: &BinaryProxy, serves: &str) -> String {
     v["fields"]["address"].as_str().unwrap().to_string()
 }
 
-/// Issue 26 §2: with `--client-ca-file`, the admission port refuses the kubelet's probes (no
+/// With `--client-ca-file`, the admission port refuses the kubelet's probes (no
 /// client certificate), so the pod never became Ready. The probes and /metrics have plain-HTTP
 /// listeners of their own, as controller-runtime's managers do; each serves only its paths.
 #[test]
@@ -394,7 +394,7 @@ fn probes_and_metrics_have_plain_http_ports_beside_client_certificate_auth() {
     assert!(http_get(&both, "/metrics").starts_with("HTTP/1.1 200"));
 }
 
-/// Issue 26 §4: when `--shutdown-grace-seconds` ran out, the admissions still in flight got a
+/// When `--shutdown-grace-seconds` ran out, the admissions still in flight got a
 /// bare EOF (a transport error for kube-apiserver) and the process exited 0. Each is answered
 /// by its webhook's failurePolicy (Ignore: allowed with the reason; Fail: 500), and the exit
 /// code says the drain was cut.
@@ -475,7 +475,7 @@ async fn admissions_cut_by_the_grace_period_are_answered_by_failure_policy() {
     assert!(proxy.logged("answered by its webhook's failurePolicy"));
 }
 
-/// Issue 29: the grace period's end in a chain. Each webhook whose call is under way, or not
+/// The grace period's end in a chain. Each webhook whose call is under way, or not
 /// started yet, is a failure decided by its own failurePolicy, and no call starts after it. The
 /// validating chain's Ignore webhook fails open and its Fail webhook fails closed. In the
 /// mutating chain, the first webhook (Ignore) is cut and fails open; the second (Fail) is not
