@@ -208,6 +208,47 @@ pub enum ServeError {
 /// `shutdown_delay` (a second signal skips the rest), the listener closes, and requests in
 /// flight get `shutdown_grace` to finish.
 ///
+/// ```no_run
+/// use std::time::Duration;
+/// use admission_proxy::config::options::Mode;
+/// use admission_proxy::serve::{run, ServeConfig};
+///
+/// // What `admission-proxy serve --config config --tls-cert-file tls.crt
+/// // --tls-private-key-file tls.key` runs: every other flag at its default.
+/// let config = ServeConfig {
+///     config: "config".into(),
+///     listen: "0.0.0.0:8443".parse()?,
+///     health_probe_address: None,
+///     metrics_address: None,
+///     tls_cert_file: "tls.crt".into(),
+///     tls_private_key_file: "tls.key".into(),
+///     tls_min_version: admission_proxy::tls::MinVersion::Tls12,
+///     client_ca_file: None,
+///     client_cns: Vec::new(),
+///     namespaces_file: None,
+///     watch_namespaces: false,
+///     authorizer: None,
+///     kubeconfig: None,
+///     max_body_bytes: admission_proxy::server::DEFAULT_MAX_BODY_BYTES,
+///     timeout_margin: Duration::from_millis(250),
+///     conversion_webhook_timeout: Duration::from_secs(30),
+///     max_timeout: None,
+///     breaker: None,
+///     call_queue_timeout: Duration::from_millis(100),
+///     default_mode: Mode::Enforce,
+///     capture: None,
+///     redact_paths: Vec::new(),
+///     resync: Duration::from_secs(30),
+///     shutdown_delay: Duration::from_secs(5),
+///     shutdown_grace: Duration::from_secs(20),
+///     spans: None,
+///     limits: Default::default(),
+///     exclusions: Default::default(),
+/// };
+/// tokio::runtime::Runtime::new()?.block_on(run(config))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # Errors
 /// [`ServeError`] when something `config` names cannot be loaded or bound, or when admissions
 /// were still in flight at the end of the grace ([`ServeError::GraceExpired`]).

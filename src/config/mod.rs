@@ -436,16 +436,6 @@ pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
 /// only, each at most [`files::MAX_CONFIG_FILE_BYTES`], together at most
 /// [`files::MAX_CONFIG_BYTES`], UTF-8. What `serve` loads at start and on every reload.
 ///
-/// ```
-/// // The example configuration the README runs: two files, five webhooks.
-/// let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config"));
-/// let snapshot = admission_proxy::config::load(dir)?;
-/// assert_eq!(snapshot.len(), 5);
-/// let webhook = snapshot.webhook("require-labels.policy.example.com").unwrap();
-/// assert_eq!(webhook.name, "require-labels.policy.example.com");
-/// # Ok::<(), admission_proxy::config::ConfigError>(())
-/// ```
-///
 /// # Errors
 /// [`ConfigError::Io`] naming the file (or the directory, for the total): unreadable, not a
 /// regular file, too large, or not UTF-8 text.
@@ -478,6 +468,16 @@ pub fn read_files(path: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
 }
 
 /// Reads every file of `path` ([`read_files`]) and builds a snapshot.
+///
+/// ```
+/// // The example configuration the README runs: two files, five webhooks.
+/// let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/config"));
+/// let snapshot = admission_proxy::config::load(dir)?;
+/// assert_eq!(snapshot.len(), 5);
+/// let webhook = snapshot.webhook("require-labels.policy.example.com").unwrap();
+/// assert_eq!(webhook.name, "require-labels.policy.example.com");
+/// # Ok::<(), admission_proxy::config::ConfigError>(())
+/// ```
 ///
 /// # Errors
 /// [`ConfigError::Io`] for unreadable paths and files [`read_files`] refuses;
