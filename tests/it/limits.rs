@@ -17,6 +17,16 @@ fn proxy(backend: &TestBackend, limits: Limits) -> TestProxy {
     TestProxy::start_limited(&config, Some(namespaces()), DEFAULT_MAX_BODY_BYTES, limits)
 }
 
+/// A webhook `fast.example.com` whose backend allows at once.
+fn fast(backend: &TestBackend) -> String {
+    validating(
+        "fast.example.com",
+        &backend.client_config("/allow"),
+        ALL,
+        "",
+    )
+}
+
 fn review() -> Vec<u8> {
     fixture("0096-create-core-v1-pods-v1.json")
 }
@@ -305,12 +315,7 @@ fn answer_records(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_is_one_tls_record() {
     let backend = TestBackend::start();
-    let config = validating(
-        "fast.example.com",
-        &backend.client_config("/allow"),
-        ALL,
-        "",
-    );
+    let config = fast(&backend);
     let proxy = TestProxy::start(&config);
     let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
     let request = request_to("fast.example.com", &review());
@@ -336,12 +341,7 @@ async fn an_answer_is_one_tls_record() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_are_answered_in_order() {
     let backend = TestBackend::start();
-    let config = validating(
-        "fast.example.com",
-        &backend.client_config("/allow"),
-        ALL,
-        "",
-    );
+    let config = fast(&backend);
     let proxy = TestProxy::start(&config);
     let (addr, ca) = (proxy.addr, proxy.ca_pem.clone());
     let uids: Vec<String> = (0..50)
@@ -440,12 +440,7 @@ async fn requests_that_cannot_be_framed_get_go_s_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partial_header_pipelined_behind_a_request_is_closed_at_the_header_timeout() {
     let backend = TestBackend::start();
-    let config = validating(
-        "fast.example.com",
-        &backend.client_config("/allow"),
-        ALL,
-        "",
-    );
+    let config = fast(&backend);
     let limits = Limits {
         header_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(30),
