@@ -3,17 +3,22 @@
 //! back. kube-apiserver's rules (`webhook_converter.go`; GitHub kubernetes#91338): a fixed
 //! timeout (30 s by default), no failurePolicy: any failure fails the request with 500
 //! InternalError. Each failure is classified once, like [`super::CallFailure`], for the answer,
-//! the log and `admission_proxy_conversion_webhook_failures_total`. Depends on `conversion`
-//! and the HTTP client.
+//! the log and `admission_proxy_conversion_webhook_failures_total`. The dispatcher's steps
+//! that call it (`Dispatcher::rewrite_by_webhook`, `Dispatcher::convert_by_webhook`, within the
+//! admission's budget) are here too. Depends on `conversion` and the HTTP client.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::conversion::webhook::{conversion_request, converted_object, gvk_string};
+use crate::conversion::{self, EquivalentError, Rewritten};
 use crate::resources::custom::{ConversionWebhook, CustomResource};
+use crate::resources::Equivalent;
+use crate::review::ParsedReview;
 
 use super::client::{HttpClient, Target};
+use super::{Clock, Dispatcher};
 
 /// kube-apiserver's timeout for conversion webhooks; CRDs cannot set one (kubernetes#91338).
 pub(crate) const DEFAULT_CONVERSION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -80,6 +85,72 @@ pub(crate) async fn convert(
 /// A random version-4 UUID for each ConversionReview (`uuid.NewUUID()` upstream).
 fn fresh_uid() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+/// The conversion-webhook steps of an admission: the dispatcher's budget and client, the
+/// conversion above.
+impl Dispatcher {
+    /// Converts one object with the conversion webhook of `invocation`'s custom resource.
+    pub(super) async fn convert_by_webhook(
+        &self,
+        invocation: &Equivalent,
+        object: &Value,
+        desired_api_version: &str,
+        clock: Clock,
+    ) -> Result<Value, EquivalentError> {
+        let crd = invocation.custom.as_deref();
+        let Some((crd, webhook)) = crd.and_then(|c| Some((c, c.conversion_webhook()?))) else {
+            return Err(EquivalentError::ConversionWebhook(
+                "no conversion webhook".into(),
+            ));
+        };
+        let budget = self.budget(self.conversion_timeout, clock);
+        convert(
+            &self.client,
+            crd,
+            webhook,
+            object,
+            desired_api_version,
+            budget,
+        )
+        .await
+        .map_err(|f| EquivalentError::ConversionWebhook(f.message))
+    }
+
+    /// [`Self::convert_by_webhook`] for an object that may be absent (`oldObject` on CREATE).
+    async fn convert_optional(
+        &self,
+        invocation: &Equivalent,
+        object: Option<&Value>,
+        desired_api_version: &str,
+        clock: Clock,
+    ) -> Result<Option<Value>, EquivalentError> {
+        match object {
+            None => Ok(None),
+            Some(o) => self
+                .convert_by_webhook(invocation, o, desired_api_version, clock)
+                .await
+                .map(Some),
+        }
+    }
+
+    /// The request rewritten for `invocation`, its objects converted by the custom resource's
+    /// conversion webhook (`object` and `oldObject` concurrently, one ConversionReview each).
+    pub(super) async fn rewrite_by_webhook(
+        &self,
+        review: &ParsedReview<'_>,
+        invocation: Equivalent,
+        clock: Clock,
+    ) -> Result<Rewritten, EquivalentError> {
+        let objects = conversion::take_objects(review)?;
+        let desired = conversion::api_version((&invocation.kind_group, &invocation.kind_version));
+        let [object, old_object] = &objects;
+        let (object, old_object) = tokio::join!(
+            self.convert_optional(&invocation, object.as_ref(), &desired, clock),
+            self.convert_optional(&invocation, old_object.as_ref(), &desired, clock),
+        );
+        conversion::rewritten(review, invocation, objects, [object?, old_object?])
+    }
 }
 
 #[cfg(test)]

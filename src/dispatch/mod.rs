@@ -18,13 +18,10 @@ mod pipeline;
 pub(crate) mod verify;
 
 use std::collections::BTreeMap;
-use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-
-use serde_json::Value;
 
 use crate::api::FailurePolicy;
 use crate::authorizer::SubjectAccessReviews;
@@ -32,9 +29,8 @@ use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, EquivalentError, Rewritten};
 pub(crate) use crate::decision::Decision;
-use crate::matching::{ConditionsVerdict, Namespaces, SkipReason};
+use crate::matching::Namespaces;
 use crate::metrics::Conditions;
-use crate::resources::Equivalent;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
 use crate::telemetry::TraceContext;
 pub use client::{HttpClient, HttpReply, Target, TransportError};
@@ -366,68 +362,6 @@ impl Dispatcher {
         )
     }
 
-    /// Converts one object with the conversion webhook of `invocation`'s custom resource.
-    async fn convert_by_webhook(
-        &self,
-        invocation: &Equivalent,
-        object: &Value,
-        desired_api_version: &str,
-        clock: Clock,
-    ) -> Result<Value, EquivalentError> {
-        let crd = invocation.custom.as_deref();
-        let Some((crd, webhook)) = crd.and_then(|c| Some((c, c.conversion_webhook()?))) else {
-            return Err(EquivalentError::ConversionWebhook(
-                "no conversion webhook".into(),
-            ));
-        };
-        let budget = self.budget(self.conversion_timeout, clock);
-        conversion_webhook::convert(
-            &self.client,
-            crd,
-            webhook,
-            object,
-            desired_api_version,
-            budget,
-        )
-        .await
-        .map_err(|f| EquivalentError::ConversionWebhook(f.message))
-    }
-
-    /// [`Self::convert_by_webhook`] for an object that may be absent (`oldObject` on CREATE).
-    async fn convert_optional(
-        &self,
-        invocation: &Equivalent,
-        object: Option<&Value>,
-        desired_api_version: &str,
-        clock: Clock,
-    ) -> Result<Option<Value>, EquivalentError> {
-        match object {
-            None => Ok(None),
-            Some(o) => self
-                .convert_by_webhook(invocation, o, desired_api_version, clock)
-                .await
-                .map(Some),
-        }
-    }
-
-    /// The request rewritten for `invocation`, its objects converted by the custom resource's
-    /// conversion webhook (`object` and `oldObject` concurrently, one ConversionReview each).
-    async fn rewrite_by_webhook(
-        &self,
-        review: &ParsedReview<'_>,
-        invocation: Equivalent,
-        clock: Clock,
-    ) -> Result<Rewritten, EquivalentError> {
-        let objects = conversion::take_objects(review)?;
-        let desired = conversion::api_version((&invocation.kind_group, &invocation.kind_version));
-        let [object, old_object] = &objects;
-        let (object, old_object) = tokio::join!(
-            self.convert_optional(&invocation, object.as_ref(), &desired, clock),
-            self.convert_optional(&invocation, old_object.as_ref(), &desired, clock),
-        );
-        conversion::rewritten(review, invocation, objects, [object?, old_object?])
-    }
-
     /// The whole decision for one request to one webhook: match (as `ShouldCallHook`), then
     /// dry-run check, call, verify, and failurePolicy. `caller_timeout` is kube-apiserver's
     /// `?timeout=`; `received` when the request arrived.
@@ -591,83 +525,6 @@ impl Verdict {
     }
 }
 
-/// `mode: Warn` (config options): what the backend decided, recorded but not applied. A denial
-/// becomes `allowed: true` with the warning `admission webhook "N" would deny the request:
-/// MESSAGE` and the audit annotation `would-deny` (kube-apiserver records it as
-/// `N/would-deny`); a patch is dropped, its operations' paths kept in the audit annotation
-/// `would-patch` and the log. The backend's own warnings and audit annotations are kept.
-fn warn_only(webhook: &Webhook, mut response: AdmissionResponse) -> Verdict {
-    if !response.allowed {
-        let message = denial_message(&response).to_string();
-        response.allowed = true;
-        response.status = None;
-        response.patch = None;
-        response.patch_type = None;
-        response.warnings.push(format!(
-            "admission webhook {:?} would deny the request: {message}",
-            webhook.name
-        ));
-        response
-            .audit_annotations
-            .insert("would-deny".to_string(), message.clone());
-        return Verdict::new(response, Decision::WouldDeny, message);
-    }
-    let Some(patch) = response.patch.take() else {
-        return Verdict::new(response, Decision::Allowed, String::new());
-    };
-    response.patch_type = None;
-    let paths = patch_paths(&patch);
-    let detail = format!("patch of {} bytes not applied: {paths}", patch.len());
-    response
-        .audit_annotations
-        .insert("would-patch".to_string(), paths);
-    Verdict::new(response, Decision::WouldPatch, detail)
-}
-
-/// `status.message` of a denial ("" without one).
-fn denial_message(response: &AdmissionResponse) -> &str {
-    // The text kube-apiserver shows after `denied the request: ` (`ToStatusErr` in
-    // `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/statuserror.go`):
-    // `status.message`, else `status.reason` (agnhost denies that way), else none.
-    let field = |name: &str| {
-        response
-            .status
-            .as_ref()
-            .and_then(|s| s.get(name))
-            .and_then(Value::as_str)
-            .filter(|text| !text.is_empty())
-    };
-    field("message")
-        .or_else(|| field("reason"))
-        .unwrap_or("without explanation")
-}
-
-/// `mode: Shadow`'s immediate answer: allowed, as if the webhook did not exist.
-fn shadowed(review: &ParsedReview<'_>) -> Verdict {
-    Verdict::new(
-        AdmissionResponse::allow(&review.request.uid),
-        Decision::Shadowed,
-        "answered at once; the backend is called in the background".to_string(),
-    )
-}
-
-/// `op path` of each operation of a base64 JSON Patch, comma-separated (for logs and audit).
-fn patch_paths(patch_base64: &str) -> String {
-    use base64::Engine;
-    let ops: Vec<Value> = base64::engine::general_purpose::STANDARD
-        .decode(patch_base64)
-        .ok()
-        .and_then(|raw| serde_json::from_slice(&raw).ok())
-        .unwrap_or_default();
-    ops.iter()
-        .map(|op| {
-            let field = |k: &str| op.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
-            format!("{} {}", field("op"), field("path"))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// What [`Dispatcher::admit`] learns on the way, for the webhook's metrics.
 #[derive(Default)]
 struct Trace {
@@ -681,63 +538,6 @@ impl Trace {
         verdict.backend = self.backend;
         verdict.conditions = self.conditions;
     }
-}
-
-/// The `matching` span's `result` for an admission that matching answered: skip and why,
-/// reject and why, or (a namespace whose labels are unavailable) failurePolicy's answer.
-fn answered_summary(verdict: &Verdict) -> String {
-    match verdict.decision {
-        Decision::Skipped => format!("skip: {}", verdict.detail),
-        Decision::FailedOpen | Decision::FailedClosed => {
-            format!("namespace unavailable: {}", verdict.detail)
-        }
-        _ => format!("reject: {}", verdict.detail),
-    }
-}
-
-/// The `matching` span's `result` once matchConditions decided: call (and the version an
-/// Equivalent rule was matched in), or the skip or rejection they caused.
-fn call_summary(invocation: Option<&Equivalent>, flow: &ControlFlow<Verdict>) -> String {
-    match (flow, invocation) {
-        (ControlFlow::Break(verdict), _) => answered_summary(verdict),
-        (ControlFlow::Continue(()), None) => "call".into(),
-        (ControlFlow::Continue(()), Some(i)) => {
-            let slash = if i.group.is_empty() { "" } else { "/" };
-            format!(
-                "call, converted to {}{slash}{} {}",
-                i.group, i.version, i.resource
-            )
-        }
-    }
-}
-
-/// What the webhook's matchConditions did (kube-apiserver counts evaluations, exclusions and
-/// errors: `apiserver_admission_match_condition_*`).
-fn conditions_outcome(verdict: &ConditionsVerdict) -> Conditions {
-    match verdict {
-        ConditionsVerdict::None => Conditions::NotEvaluated,
-        ConditionsVerdict::Match => Conditions::Passed,
-        ConditionsVerdict::Excluded(_) => Conditions::Excluded,
-        ConditionsVerdict::ErrorIgnored(_) | ConditionsVerdict::ErrorRejected(_) => {
-            Conditions::Errored
-        }
-    }
-}
-
-/// A skip: allowed at once, the reason is the log detail.
-fn skipped(review: &ParsedReview<'_>, reason: SkipReason) -> Verdict {
-    let allow = AdmissionResponse::allow(&review.request.uid);
-    Verdict::new(allow, Decision::Skipped, reason.to_string())
-}
-
-/// A denial the proxy itself decides; its message is also the log detail.
-fn deny(review: &ParsedReview<'_>, status: Status, decision: Decision) -> Verdict {
-    let detail = status.message.clone();
-    Verdict::new(
-        AdmissionResponse::deny(&review.request.uid, status),
-        decision,
-        detail,
-    )
 }
 
 #[cfg(test)]
@@ -784,66 +584,5 @@ mod tests {
             CallFailure::Invalid("webhook response was absent".into()).status_message(),
             "received invalid webhook response: webhook response was absent"
         );
-    }
-}
-
-#[cfg(test)]
-mod denial_tests {
-    use super::*;
-
-    /// A denial whose text is only in `status.reason` logged an empty detail.
-    #[test]
-    fn the_denial_text_is_the_message_else_the_reason() {
-        let denial = |status: Value| AdmissionResponse {
-            allowed: false,
-            status: Some(status),
-            ..AdmissionResponse::allow("u")
-        };
-        let both = denial(serde_json::json!({"message": "m", "reason": "r"}));
-        assert_eq!(denial_message(&both), "m");
-        let reason = denial(serde_json::json!({"reason": "pod name contains \"offending\""}));
-        assert_eq!(denial_message(&reason), "pod name contains \"offending\"");
-        let empty = denial(serde_json::json!({"message": "", "code": 403}));
-        assert_eq!(denial_message(&empty), "without explanation");
-    }
-}
-
-#[cfg(test)]
-mod metric_index_tests {
-    use super::*;
-    use crate::review::Operation;
-
-    /// The metrics module indexes its series by `Operation as usize` and names failure
-    /// classes from its table.
-    #[test]
-    fn operation_indices_and_failure_classes_match_the_metric_tables() {
-        for o in [
-            Operation::Create,
-            Operation::Update,
-            Operation::Delete,
-            Operation::Connect,
-        ] {
-            assert_eq!(crate::metrics::OPERATIONS[o as usize], o.as_str());
-        }
-        let classes = [
-            CallFailure::NoKnownReviewVersion,
-            CallFailure::Timeout { url: String::new() },
-            CallFailure::Status {
-                code: 500,
-                message: String::new(),
-            },
-            CallFailure::Invalid(String::new()),
-            CallFailure::NamespaceUnavailable(String::new()),
-        ];
-        for c in classes {
-            assert!(
-                crate::metrics::FAILURE_CLASSES.contains(&c.class()),
-                "{}",
-                c.class()
-            );
-        }
-        for t in ["connect", "tls", "transport"] {
-            assert!(crate::metrics::FAILURE_CLASSES.contains(&t));
-        }
     }
 }
