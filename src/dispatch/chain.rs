@@ -605,19 +605,7 @@ impl Dispatcher {
                 None => break,
             }
         }
-        let patch = match &run.objects {
-            Some((original, current)) if original != current => {
-                match conversion::patch_between(original, current) {
-                    Ok(patch) => patch,
-                    Err(e) => {
-                        run.fold
-                            .reject(json_status(&internal_error(e)), Decision::Rejected);
-                        None
-                    }
-                }
-            }
-            _ => None,
-        };
+        let patch = run.patch();
         let rounds = run.position.0 + 1;
         let (response, decision, detail) = run.fold.finish(review, patch);
         ChainAnswer {
@@ -719,6 +707,43 @@ impl Dispatcher {
         }
         let started = Instant::now();
         let _in_flight = webhook.metrics.in_flight();
+        let (verdict, called) = {
+            let call = pin!(self.mutating_call(webhook, current, run, grace));
+            call.await
+        };
+        let mut record = Step::of(webhook, round, &verdict, started.elapsed());
+        if verdict.decision == Decision::Skipped {
+            run.steps.push(record);
+            return Turn::Next;
+        }
+        if called {
+            run.fold.called = true;
+        }
+        let (turn, changed) = run.take(current, webhook, (round, i), verdict);
+        if called {
+            let if_needed = webhook.reinvocation_policy == ReinvocationPolicy::IfNeeded;
+            run.reinvocation.called(i, if_needed, changed);
+            run.fold.mutation(round, i, webhook, changed);
+        }
+        record.mutated = changed;
+        run.steps.push(record);
+        turn
+    }
+
+    /// `webhook`'s verdict on `current` (the review as patched so far): prepared, then, unless
+    /// that answered, called with a uid of its own, as kube-apiserver gives each webhook call;
+    /// whether it was called.
+    async fn mutating_call<G, F>(
+        &self,
+        webhook: &Arc<Webhook>,
+        current: &ParsedReview<'_>,
+        run: &MutatingRun<'_>,
+        grace: &G,
+    ) -> (Verdict, bool)
+    where
+        G: Fn() -> F + Sync,
+        F: Future<Output = ()> + Send,
+    {
         let a = Admission {
             review: current,
             ..run.request.admission(webhook)
@@ -732,7 +757,6 @@ impl Dispatcher {
         let (mut verdict, called) = match flow {
             std::ops::ControlFlow::Break(verdict) => (verdict, false),
             std::ops::ControlFlow::Continue(prepared) => {
-                // Each call a uid of its own, as kube-apiserver gives each webhook call.
                 let call_uid = uuid::Uuid::new_v4().to_string();
                 let a = Admission {
                     call_uid: Some(&call_uid),
@@ -743,53 +767,7 @@ impl Dispatcher {
             }
         };
         trace.note(&mut verdict);
-        let name = &webhook.name;
-        let mut record = Step::of(webhook, round, &verdict, started.elapsed());
-        if verdict.decision == Decision::Skipped {
-            run.steps.push(record);
-            return Turn::Next;
-        }
-        if called {
-            run.fold.called = true;
-        }
-        let mut turn = Turn::Next;
-        let mut changed = false;
-        let decision = verdict.decision;
-        match verdict.outcome {
-            Outcome::Response(mut response) => {
-                let patch = response.patch.take();
-                let allowed = response.allowed;
-                run.fold.response(i, name, decision, response);
-                if !allowed {
-                    turn = Turn::Stop;
-                } else if let Some(patch) = patch {
-                    match run.apply(current, name, &patch) {
-                        Ok(Some(body)) => {
-                            changed = true;
-                            turn = Turn::Changed(body);
-                        }
-                        Ok(None) => {}
-                        Err(status) => {
-                            run.fold.reject(json_status(&status), Decision::Rejected);
-                            turn = Turn::Stop;
-                        }
-                    }
-                }
-            }
-            Outcome::Failed(failure) => {
-                if run.fold.call_failure(webhook, &failure, round, i) {
-                    turn = Turn::Stop;
-                }
-            }
-        }
-        if called {
-            let if_needed = webhook.reinvocation_policy == ReinvocationPolicy::IfNeeded;
-            run.reinvocation.called(i, if_needed, changed);
-            run.fold.mutation(round, i, webhook, changed);
-        }
-        record.mutated = changed;
-        run.steps.push(record);
-        turn
+        (verdict, called)
     }
 }
 
@@ -808,6 +786,64 @@ struct MutatingRun<'a> {
 }
 
 impl MutatingRun<'_> {
+    /// The chain's patch: from the object kube-apiserver sent to the final one; `None` when
+    /// they are equal (or nothing was patched). A patch that cannot be made rejects the chain
+    /// with kube-apiserver's internal error.
+    fn patch(&mut self) -> Option<String> {
+        let (original, current) = self.objects.as_ref()?;
+        if original == current {
+            return None;
+        }
+        match conversion::patch_between(original, current) {
+            Ok(patch) => patch,
+            Err(e) => {
+                self.fold
+                    .reject(json_status(&internal_error(e)), Decision::Rejected);
+                None
+            }
+        }
+    }
+
+    /// Folds webhook `i`'s `verdict` (of `round`) into the chain's answer: an allowing
+    /// response's patch applied to `current` (the next turn is on the changed review), a
+    /// denial or a patch that does not apply stopping the chain, a failure decided by
+    /// failurePolicy; with whether the object changed.
+    fn take(
+        &mut self,
+        current: &ParsedReview<'_>,
+        webhook: &Arc<Webhook>,
+        (round, i): (u8, usize),
+        verdict: Verdict,
+    ) -> (Turn, bool) {
+        let name = &webhook.name;
+        let decision = verdict.decision;
+        match verdict.outcome {
+            Outcome::Response(mut response) => {
+                let patch = response.patch.take();
+                let allowed = response.allowed;
+                self.fold.response(i, name, decision, response);
+                if !allowed {
+                    return (Turn::Stop, false);
+                }
+                let Some(patch) = patch else {
+                    return (Turn::Next, false);
+                };
+                match self.apply(current, name, &patch) {
+                    Ok(Some(body)) => (Turn::Changed(body), true),
+                    Ok(None) => (Turn::Next, false),
+                    Err(status) => {
+                        self.fold.reject(json_status(&status), Decision::Rejected);
+                        (Turn::Stop, false)
+                    }
+                }
+            }
+            Outcome::Failed(failure) => {
+                let stop = self.fold.call_failure(webhook, &failure, round, i);
+                (if stop { Turn::Stop } else { Turn::Next }, false)
+            }
+        }
+    }
+
     /// Applies webhook `name`'s patch (base64 JSON Patch against `current`'s object, in the
     /// caller's version) with evanphx/json-patch v4 semantics, as `callAttrMutatingHook`
     /// does; the new review when the object changed (`!apiequality.Semantic.DeepEqual`, here

@@ -396,21 +396,9 @@ impl Dispatcher {
         if budget.is_zero() {
             return ControlFlow::Break(out_of_time(webhook));
         }
-        let permit = match &self.breakers {
-            None => None,
-            Some(breakers) => {
-                let backend = &webhook.backend;
-                let breaker = breakers.get(backend.pool_key, || {
-                    format!("{}:{}", backend.host, backend.port)
-                });
-                match breaker.admit() {
-                    Ok(permit) => Some(permit),
-                    Err(reason) => {
-                        let failure = CallFailure::CircuitOpen(reason);
-                        return ControlFlow::Break(self.fail(webhook, failure));
-                    }
-                }
-            }
+        let permit = match self.breaker_permit(webhook) {
+            Ok(permit) => permit,
+            Err(failure) => return ControlFlow::Break(self.fail(webhook, failure)),
         };
         let slot = match self.call_slot(webhook, budget).await {
             Ok(slot) => slot,
@@ -430,6 +418,21 @@ impl Dispatcher {
             permit,
             _slot: slot.map(|(slot, _)| slot),
         })
+    }
+
+    /// The circuit breaker's permit for `webhook`'s backend: `None` without breakers.
+    ///
+    /// # Errors
+    /// [`CallFailure::CircuitOpen`] while the backend's breaker is open.
+    fn breaker_permit(&self, webhook: &Webhook) -> Result<Option<CallPermit>, CallFailure> {
+        let Some(breakers) = &self.breakers else {
+            return Ok(None);
+        };
+        let backend = &webhook.backend;
+        let breaker = breakers.get(backend.pool_key, || {
+            format!("{}:{}", backend.host, backend.port)
+        });
+        breaker.admit().map(Some).map_err(CallFailure::CircuitOpen)
     }
 
     /// A maxConcurrentCalls slot of `webhook`: `None` without the option, else a free slot at
