@@ -165,9 +165,11 @@ type Answer = Result<Decision, CallError>;
 /// `error()` reads for the check (never cached).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub(crate) enum CallError {
-    /// The API answered with an error status: its code, ` reason` (empty when none) and
-    /// message.
-    #[error("SubjectAccessReview failed: HTTP {code}{reason}: {message}")]
+    /// The API answered with an error status: its code, reason (may be empty) and message.
+    #[error(
+        "SubjectAccessReview failed: HTTP {code}{}{reason}: {message}",
+        if reason.is_empty() { "" } else { " " }
+    )]
     Api {
         code: u16,
         reason: String,
@@ -540,11 +542,7 @@ impl Inner {
             Ok(Ok(review)) => answer(review.status.unwrap_or_default()),
             Ok(Err(kube::Error::Api(status))) => Err(CallError::Api {
                 code: status.code,
-                reason: if status.reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", status.reason)
-                },
+                reason: status.reason,
                 message: status.message,
             }),
             Ok(Err(e)) => Err(CallError::Client(e.to_string())),

@@ -22,7 +22,7 @@ use crate::api::WebhookType;
 use crate::capture::Capture;
 use crate::config::{Chain, Snapshot};
 use crate::dispatch::chain::{ChainAnswer, ChainRequest, Step};
-use crate::dispatch::{Answer, Decision, Dispatcher};
+use crate::dispatch::{Answer, Clock, Decision, Dispatcher};
 use crate::exclusions::{Exclusions, Exemption};
 use crate::log_value::Bounded;
 use crate::matching::Namespaces;
@@ -87,14 +87,6 @@ pub(crate) struct Parts {
     pub(crate) redact_paths: Vec<RedactPath>,
     pub(crate) spans: Option<Spans>,
     pub(crate) exclusions: Option<Exclusions>,
-}
-
-/// When an admission's call was made: kube-apiserver's `?timeout=` and when the request was
-/// received, which together bound every call and lookup of the admission.
-#[derive(Clone, Copy)]
-struct Call {
-    caller_timeout: Option<Duration>,
-    received: Instant,
 }
 
 /// A route naming no loaded webhook or configuration: answered 404, counted
@@ -172,7 +164,7 @@ impl Admissions {
         }
     }
 
-    /// The admission of `review` (the body `body`, parsed once) on `route`, from the caller's
+    /// The admission of `review` (parsed once, borrowing its body) on `route`, from the caller's
     /// `query` and `headers` (`?timeout=`, trace context), received at `received`: answered,
     /// observed (log line, trace-level body, capture, metrics), with its Shadow calls handed to
     /// the background lane.
@@ -183,7 +175,6 @@ impl Admissions {
         self: &Arc<Self>,
         route: Route<'_>,
         review: &ParsedReview<'_>,
-        body: &[u8],
         query: &str,
         headers: &http::HeaderMap,
         received: Instant,
@@ -198,9 +189,8 @@ impl Admissions {
                 // Pinned where it is made: awaited as a temporary, the admission's (large)
                 // future would be copied into this one's state (34,000 instructions of memcpy,
                 // callgrind).
-                let admit = std::pin::pin!(
-                    self.admit_webhook(webhook, review, body, query, headers, received)
-                );
+                let admit =
+                    std::pin::pin!(self.admit_webhook(webhook, review, query, headers, received));
                 let answer = admit.await;
                 self.observe(webhook, review, &answer, received.elapsed());
                 Ok(answer)
@@ -228,7 +218,6 @@ impl Admissions {
         self: &Arc<Self>,
         webhook: &Arc<crate::config::Webhook>,
         review: &ParsedReview<'_>,
-        body: &[u8],
         query: &str,
         headers: &http::HeaderMap,
         received: Instant,
@@ -248,17 +237,17 @@ impl Admissions {
         }
         let _webhook_in_flight = webhook.metrics.in_flight();
         if let ControlFlow::Break(shadowed) = self.dispatcher.mode(webhook, review) {
-            self.shadow(webhook, body, caller_timeout, received);
+            self.shadow(webhook, review.body(), caller_timeout, received);
             return shadowed;
         }
-        let call = Call {
+        let clock = Clock {
             caller_timeout,
             received,
         };
         // Pinned where it is made, as every large admission future is (no copy into this
         // one's state).
         let decide =
-            std::pin::pin!(self.decide(webhook, review, looked_up, call, trace_context(headers)));
+            std::pin::pin!(self.decide(webhook, review, looked_up, clock, trace_context(headers)));
         decide.await
     }
 
@@ -270,13 +259,13 @@ impl Admissions {
         webhook: &Arc<crate::config::Webhook>,
         review: &ParsedReview<'_>,
         looked_up: Option<Option<Arc<Namespaces>>>,
-        call: Call,
+        clock: Clock,
         trace_context: TraceContext<'_>,
     ) -> Answer {
-        let Call {
+        let Clock {
             caller_timeout,
             received,
-        } = call;
+        } = clock;
         // `--otlp-endpoint`: the proxy's own span for this admission, parented on the caller's
         // context; without it nothing is allocated.
         let span = self

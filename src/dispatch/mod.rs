@@ -239,9 +239,9 @@ pub struct Dispatcher {
 /// When the request arrived and kube-apiserver's `?timeout=`: what every deadline of one
 /// admission is measured against.
 #[derive(Clone, Copy, Debug)]
-struct Clock {
-    received: Instant,
-    caller_timeout: Option<Duration>,
+pub(crate) struct Clock {
+    pub(crate) received: Instant,
+    pub(crate) caller_timeout: Option<Duration>,
 }
 
 /// The backend deadline: `min(timeoutSeconds, caller's ?timeout - margin - time already spent)`,

@@ -409,8 +409,7 @@ mod tests {
     fn sel(
         labels: &[(&str, &str)],
         exprs: &[(&str, &str, &[&str])],
-    ) -> Result<LabelSelector, String> {
-        // As text: the tests look for kube-apiserver's words in the message.
+    ) -> Result<LabelSelector, FieldError> {
         LabelSelector::compile(Some(&api::LabelSelector {
             match_labels: Some(
                 labels
@@ -429,7 +428,6 @@ mod tests {
                     .collect(),
             ),
         }))
-        .map_err(|e| e.to_string())
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -485,12 +483,15 @@ mod tests {
     fn invalid_requirements_are_errors() {
         assert!(sel(&[], &[("k", "In", &[])])
             .unwrap_err()
+            .to_string()
             .contains("Required value"));
         assert!(sel(&[], &[("k", "Exists", &["v"])])
             .unwrap_err()
+            .to_string()
             .contains("Forbidden"));
         assert!(sel(&[], &[("k", "Equals", &["v"])])
             .unwrap_err()
+            .to_string()
             .contains("Unsupported value"));
     }
     /// `labels.Parse`'s syntax (its `TestParse`-style cases), as the selector it means.

@@ -539,7 +539,7 @@ impl Respond for AdmissionApp {
         let admit = std::pin::pin!(self
             .state
             .admissions
-            .admit(route, &review, &body, query, headers, received));
+            .admit(route, &review, query, headers, received));
         let answer = match admit.await {
             Ok(answer) => answer,
             Err(unknown) => return status_reply(404, "NotFound", unknown.to_string()),
