@@ -10,9 +10,12 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::Arc;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use yoke::{Yoke, Yokeable};
 
 /// An AdmissionReview version kube-apiserver knows (`CreateAdmissionObjects`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -135,7 +138,7 @@ impl Operation {
 
 /// `request` of an AdmissionReview, borrowing the request body: `object`, `oldObject`,
 /// `userInfo` and `options` stay raw JSON so that nothing is parsed that no decision needs.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionRequest<'a> {
     /// The request's uid, echoed in the response.
@@ -263,7 +266,7 @@ struct Whole<'a> {
 }
 
 /// An AdmissionReview request parsed once, borrowing the body it came from.
-#[derive(Debug)]
+#[derive(Clone, Debug, Yokeable)]
 pub struct ParsedReview<'a> {
     /// The version the caller (kube-apiserver) used; the answer must use it too.
     pub version: ReviewVersion,
@@ -415,6 +418,46 @@ impl<'a> ParsedReview<'a> {
     /// The body exactly as received.
     pub(crate) fn body(&self) -> &'a [u8] {
         self.body
+    }
+}
+
+/// An AdmissionReview parsed once together with the body it borrows, so that work after the
+/// answer (a Shadow call) takes the review as it is, with no copy of the body and no second
+/// parse. Cloning it shares the body (a reference count) and copies the parsed fields' borrows.
+///
+/// ```
+/// use admission_proxy::review::SharedReview;
+///
+/// let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",
+///   "request":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","operation":"CREATE",
+///   "kind":{"group":"","version":"v1","kind":"Pod"},
+///   "resource":{"group":"","version":"v1","resource":"pods"},"namespace":"default"}}"#;
+/// let review = SharedReview::parse(bytes::Bytes::from_static(body)).unwrap();
+/// let later = review.clone();
+/// assert_eq!(later.get().request.namespace, "default");
+/// ```
+#[derive(Clone)]
+pub struct SharedReview(Yoke<ParsedReview<'static>, Arc<Bytes>>);
+
+impl SharedReview {
+    /// Parses `body` as [`ParsedReview::parse`] does, keeping the body alive beside the review.
+    ///
+    /// # Errors
+    /// [`ReviewError`], as [`ParsedReview::parse`].
+    pub fn parse(body: Bytes) -> Result<Self, ReviewError> {
+        Yoke::try_attach_to_cart(Arc::new(body), |body: &Bytes| ParsedReview::parse(body))
+            .map(SharedReview)
+    }
+
+    /// The parsed review, borrowing the shared body.
+    pub fn get(&self) -> &ParsedReview<'_> {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Debug for SharedReview {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
     }
 }
 

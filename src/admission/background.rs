@@ -32,6 +32,13 @@ impl Background {
     pub(crate) fn slot(&self) -> Option<Slot> {
         self.places.clone().try_acquire_owned().ok().map(Slot)
     }
+
+    /// Resolves once every piece of work started so far has ended (all places free).
+    #[cfg(test)]
+    pub(crate) async fn finished(&self) {
+        let all = u32::try_from(BACKGROUND_LIMIT).unwrap_or(u32::MAX);
+        drop(self.places.acquire_many(all).await);
+    }
 }
 
 impl Slot {

@@ -22,13 +22,14 @@ use crate::api::WebhookType;
 use crate::capture::Capture;
 use crate::config::{Chain, Snapshot};
 use crate::dispatch::chain::{ChainAnswer, ChainRequest, Step};
-use crate::dispatch::{Answer, Clock, Decision, Dispatcher};
+
+use crate::dispatch::{Answer, Clock, Decision, Dispatcher, Shadow};
 use crate::exclusions::{Exclusions, Exemption};
 use crate::log_value::Bounded;
 use crate::matching::Namespaces;
 use crate::namespace_watch::{Lookup, NamespaceWatch};
 use crate::redact::RedactPath;
-use crate::review::ParsedReview;
+use crate::review::{ParsedReview, SharedReview};
 use crate::telemetry::{Spans, TraceContext};
 
 use background::Background;
@@ -164,22 +165,23 @@ impl Admissions {
         }
     }
 
-    /// The admission of `review` (parsed once, borrowing its body) on `route`, from the caller's
+    /// The admission of `shared` (parsed once, with its body) on `route`, from the caller's
     /// `query` and `headers` (`?timeout=`, trace context), received at `received`: answered,
     /// observed (log line, trace-level body, capture, metrics), with its Shadow calls handed to
-    /// the background lane.
+    /// the background lane (the review as it is, not parsed again).
     ///
     /// # Errors
     /// [`UnknownRoute`] when `route` names no loaded webhook or configuration (counted).
     pub(crate) async fn admit(
         self: &Arc<Self>,
         route: Route<'_>,
-        review: &ParsedReview<'_>,
+        shared: &SharedReview,
         query: &str,
         headers: &http::HeaderMap,
         received: Instant,
     ) -> Result<Answer, UnknownRoute> {
         let config = self.config.load();
+        let review = shared.get();
         match route {
             Route::Webhook(webhook_type, name) => {
                 let webhook = config.route(webhook_type, name).map_err(|e| {
@@ -190,7 +192,7 @@ impl Admissions {
                 // future would be copied into this one's state (34,000 instructions of memcpy,
                 // callgrind).
                 let admit =
-                    std::pin::pin!(self.admit_webhook(webhook, review, query, headers, received));
+                    std::pin::pin!(self.admit_webhook(webhook, shared, query, headers, received));
                 let answer = admit.await;
                 self.observe(webhook, review, &answer, received.elapsed());
                 Ok(answer)
@@ -201,7 +203,7 @@ impl Admissions {
                     UnknownRoute(Bounded(e).to_string())
                 })?;
                 let admit =
-                    std::pin::pin!(self.admit_chain(chain, review, query, headers, received));
+                    std::pin::pin!(self.admit_chain(chain, shared, query, headers, received));
                 let chained = admit.await;
                 self.observe_chain(chain, review, &chained, received.elapsed());
                 Ok(chained.answer)
@@ -217,11 +219,12 @@ impl Admissions {
     async fn admit_webhook(
         self: &Arc<Self>,
         webhook: &Arc<crate::config::Webhook>,
-        review: &ParsedReview<'_>,
+        shared: &SharedReview,
         query: &str,
         headers: &http::HeaderMap,
         received: Instant,
     ) -> Answer {
+        let review = shared.get();
         let webhooks = std::slice::from_ref(webhook);
         // With exclusions the labels are needed first (and looked up once); without, a Shadow
         // webhook answers before any lookup.
@@ -236,9 +239,10 @@ impl Admissions {
             looked_up = Some(namespaces);
         }
         let _webhook_in_flight = webhook.metrics.in_flight();
-        if let ControlFlow::Break(shadowed) = self.dispatcher.mode(webhook, review) {
-            self.shadow(webhook, review.body(), caller_timeout, received);
-            return shadowed;
+        if let ControlFlow::Break(shadow) = self.dispatcher.mode(webhook, shared) {
+            let answer = shadow.answer();
+            self.shadow(shadow, caller_timeout, received);
+            return answer;
         }
         let clock = Clock {
             caller_timeout,
@@ -318,11 +322,12 @@ impl Admissions {
     async fn admit_chain(
         self: &Arc<Self>,
         chain: &Arc<Chain>,
-        review: &ParsedReview<'_>,
+        shared: &SharedReview,
         query: &str,
         headers: &http::HeaderMap,
         received: Instant,
     ) -> ChainAnswer {
+        let review = shared.get();
         let caller_timeout = caller_timeout(query);
         let time_left = self.dispatcher.time_left(caller_timeout, received);
         let namespaces = namespaces_for(self, &chain.webhooks, review, time_left).await;
@@ -342,7 +347,7 @@ impl Admissions {
             .map(|s| s.chain_admission(&trace_context, received, chain.name(), review));
         let trace_context = trace_context.with_span(span.as_ref());
         let request = ChainRequest {
-            review,
+            review: shared,
             namespaces: namespaces.as_deref(),
             caller_timeout,
             received,
@@ -356,8 +361,8 @@ impl Admissions {
         if let Some(span) = span {
             span.finish(answer.answer.decision, answer.answer.http_status);
         }
-        for (webhook, body) in std::mem::take(&mut answer.shadows) {
-            self.shadow(&webhook, &body, caller_timeout, received);
+        for shadow in std::mem::take(&mut answer.shadows) {
+            self.shadow(shadow, caller_timeout, received);
         }
         answer
     }
@@ -486,29 +491,27 @@ impl Admissions {
     /// the lane full the call is shed and counted (`admission_proxy_shadow_calls_dropped_total`).
     fn shadow(
         self: &Arc<Self>,
-        webhook: &Arc<crate::config::Webhook>,
-        body: &[u8],
+        shadow: Shadow,
         caller_timeout: Option<Duration>,
         received: Instant,
     ) {
         let Some(slot) = self.background.slot() else {
             crate::metrics::shadow_dropped();
-            tracing::debug!(webhook = %webhook.name, "shadow call dropped: the background lane is full");
+            tracing::debug!(webhook = %shadow.webhook.name, "shadow call dropped: the background lane is full");
             return;
         };
-        let (admissions, webhook, body) = (self.clone(), webhook.clone(), body.to_vec());
+        let admissions = self.clone();
         slot.run(async move {
-            let Ok(review) = ParsedReview::parse(&body) else {
-                return;
-            };
+            let Shadow { webhook, review } = shadow;
+            let review = review.get();
             let time_left = admissions.dispatcher.time_left(caller_timeout, received);
             let webhooks = std::slice::from_ref(&webhook);
-            let namespaces = namespaces_for(&admissions, webhooks, &review, time_left).await;
+            let namespaces = namespaces_for(&admissions, webhooks, review, time_left).await;
             let answer = admissions
                 .dispatcher
                 .admit(
                     &webhook,
-                    &review,
+                    review,
                     namespaces.as_deref(),
                     caller_timeout,
                     received,
@@ -722,5 +725,40 @@ mod tests {
         assert_eq!(caller_timeout("timeout=-5s"), None);
         assert_eq!(caller_timeout("timeout="), None);
         assert_eq!(caller_timeout(""), None);
+    }
+
+    /// A Shadow webhook's call after the answer takes the review as the request parsed it:
+    /// one parse for the admission and its background call together (a second parse of a
+    /// copied body was how the background lane was fed).
+    #[tokio::test]
+    async fn a_shadow_call_reads_the_review_parsed_for_the_answer() {
+        use crate::config::options::Mode;
+        // Nothing listens on port 1: the Shadow call fails fast, after the review was read.
+        let yaml = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
+             metadata: {name: c}\nwebhooks:\n- name: w.example.com\n  \
+             clientConfig: {url: \"https://127.0.0.1:1/\"}\n  \
+             rules: [{operations: [CREATE], apiGroups: [\"*\"], apiVersions: [\"*\"], resources: [\"*\"]}]\n  \
+             sideEffects: None\n  admissionReviewVersions: [v1]\n  failurePolicy: Fail\n";
+        let snapshot = crate::config::load_contents(&[("t.yaml".into(), yaml.to_string())])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let dispatcher =
+            Dispatcher::new(Duration::from_millis(250)).with_default_mode(Mode::Shadow);
+        let admissions = Arc::new(Admissions::new(snapshot, None, dispatcher));
+        let body = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/admission-reviews/0064-create-apps-v1-deployments-v1.json"
+        ))
+        .unwrap();
+        crate::review::PARSES.with(|n| n.set(0));
+        let review = SharedReview::parse(body.into()).unwrap();
+        let route = Route::Webhook(Some(WebhookType::Validating), "w.example.com");
+        let answer = admissions
+            .admit(route, &review, "", &http::HeaderMap::new(), Instant::now())
+            .await
+            .unwrap();
+        assert_eq!(answer.decision, Decision::Shadowed, "{}", answer.detail);
+        // The background call runs on this (current-thread) runtime; its end frees its place.
+        admissions.background.finished().await;
+        assert_eq!(crate::review::PARSES.with(std::cell::Cell::get), 1);
     }
 }

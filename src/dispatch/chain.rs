@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,15 +28,14 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::pipeline::{Admission, Prepared};
+use super::pipeline::{Admission, Prepared, Shadow};
 use super::{Answer, CallFailure, Clock, Decision, Dispatcher, Outcome, Trace, Verdict};
 use crate::api::{FailurePolicy, ReinvocationPolicy, WebhookType};
-use crate::config::options::Mode;
 use crate::config::{Chain, Webhook};
 use crate::conversion::{self, Rewritten};
 use crate::matching::Namespaces;
 use crate::metrics::Conditions;
-use crate::review::{AdmissionResponse, ParsedReview, Status};
+use crate::review::{AdmissionResponse, ParsedReview, SharedReview, Status};
 use crate::telemetry::TraceContext;
 
 /// What one webhook of a chain did: for the chain's log line and the webhook's own metrics
@@ -65,8 +65,8 @@ pub(crate) struct ChainAnswer {
     /// 1, or 2 when a mutating chain reinvoked; 0 when a proxy-wide exclusion answered.
     pub(crate) rounds: u8,
     /// Webhooks in mode Shadow, with the AdmissionReview each would have received: the
-    /// caller (the server) runs them in the background.
-    pub(crate) shadows: Vec<(Arc<Webhook>, Vec<u8>)>,
+    /// admission layer puts them on its background lane.
+    pub(crate) shadows: Vec<Shadow>,
 }
 
 /// kube-apiserver's `ToStatusErr`
@@ -369,7 +369,8 @@ enum Turn {
 /// measured against.
 #[derive(Clone, Copy)]
 pub(crate) struct ChainRequest<'a> {
-    pub(crate) review: &'a ParsedReview<'a>,
+    /// The request as kube-apiserver sent it, parsed once.
+    pub(crate) review: &'a SharedReview,
     /// Namespace labels for namespaceSelectors (looked up once for the chain).
     pub(crate) namespaces: Option<&'a Namespaces>,
     /// kube-apiserver's `?timeout=`: the whole chain's deadline.
@@ -417,7 +418,7 @@ impl Dispatcher {
         G: Fn() -> F + Sync,
         F: Future<Output = ()> + Send,
     {
-        let review = request.review;
+        let review = request.review.get();
         let mut run = ValidatingRun {
             fold: Fold::new(),
             steps: Vec::new(),
@@ -454,10 +455,9 @@ impl Dispatcher {
     ) -> Option<Vec<Relevant<'s, 'c>>> {
         let mut relevant = Vec::new();
         for (i, (webhook, slot)) in chain.webhooks.iter().zip(slots.iter_mut()).enumerate() {
-            if self.mode_of(webhook) == Mode::Shadow {
-                run.shadows
-                    .push((webhook.clone(), request.review.body().to_vec()));
+            if let ControlFlow::Break(shadow) = self.mode(webhook, request.review) {
                 run.steps.push(Step::shadowed(webhook));
+                run.shadows.push(shadow);
                 continue;
             }
             let a = request.admission(webhook);
@@ -579,32 +579,24 @@ impl Dispatcher {
             position: (0, 0),
         };
         // The review as patched so far; parsed again only after a change.
-        let mut patched: Option<Vec<u8>> = None;
+        let mut patched: Option<SharedReview> = None;
         loop {
             let changed = {
-                let owned;
-                let current = match &patched {
-                    None => review,
-                    Some(body) => match ParsedReview::parse(body) {
-                        Ok(r) => {
-                            owned = r;
-                            &owned
-                        }
-                        Err(e) => {
-                            let status = json_status(&internal_error(e));
-                            run.fold.reject(status, Decision::Rejected);
-                            break;
-                        }
-                    },
-                };
+                let current = patched.as_ref().unwrap_or(review);
                 let segment = pin!(self.run_until_changed(chain, current, &mut run, grace));
                 segment.await
             };
-            match changed {
-                Some(body) => patched = Some(body),
-                None => break,
+            let Some(body) = changed else { break };
+            match SharedReview::parse(body.into()) {
+                Ok(next) => patched = Some(next),
+                Err(e) => {
+                    let status = json_status(&internal_error(e));
+                    run.fold.reject(status, Decision::Rejected);
+                    break;
+                }
             }
         }
+        let review = review.get();
         let patch = run.patch();
         let rounds = run.position.0 + 1;
         let (response, decision, detail) = run.fold.finish(review, patch);
@@ -648,7 +640,7 @@ impl Dispatcher {
     async fn run_until_changed<G, F>(
         &self,
         chain: &Chain,
-        current: &ParsedReview<'_>,
+        current: &SharedReview,
         run: &mut MutatingRun<'_>,
         grace: &G,
     ) -> Option<Vec<u8>>
@@ -690,7 +682,7 @@ impl Dispatcher {
         webhook: &Arc<Webhook>,
         round: u8,
         i: usize,
-        current: &ParsedReview<'_>,
+        current: &SharedReview,
         run: &mut MutatingRun<'_>,
         grace: &G,
     ) -> Turn
@@ -698,13 +690,14 @@ impl Dispatcher {
         G: Fn() -> F + Sync,
         F: Future<Output = ()> + Send,
     {
-        if self.mode_of(webhook) == Mode::Shadow {
+        if let ControlFlow::Break(shadow) = self.mode(webhook, current) {
             if round == 0 {
-                run.shadows.push((webhook.clone(), current.body().to_vec()));
                 run.steps.push(Step::shadowed(webhook));
+                run.shadows.push(shadow);
             }
             return Turn::Next;
         }
+        let current = current.get();
         let started = Instant::now();
         let _in_flight = webhook.metrics.in_flight();
         let (verdict, called) = {
@@ -780,7 +773,7 @@ struct MutatingRun<'a> {
     /// version; parsed at the first patch.
     objects: Option<(Value, Value)>,
     steps: Vec<Step>,
-    shadows: Vec<(Arc<Webhook>, Vec<u8>)>,
+    shadows: Vec<Shadow>,
     /// (round, the next webhook's position).
     position: (u8, usize),
 }
@@ -886,7 +879,7 @@ impl<'a> ChainRequest<'a> {
     fn admission(&self, webhook: &'a Webhook) -> Admission<'a> {
         Admission {
             webhook,
-            review: self.review,
+            review: self.review.get(),
             clock: Clock {
                 received: self.received,
                 caller_timeout: self.caller_timeout,
@@ -901,7 +894,7 @@ impl<'a> ChainRequest<'a> {
 struct ValidatingRun {
     fold: Fold,
     steps: Vec<Step>,
-    shadows: Vec<(Arc<Webhook>, Vec<u8>)>,
+    shadows: Vec<Shadow>,
 }
 
 impl Step {

@@ -15,6 +15,8 @@ pub(crate) mod chain;
 pub(crate) mod client;
 pub(crate) mod conversion_webhook;
 mod pipeline;
+
+pub(crate) use pipeline::Shadow;
 pub(crate) mod verify;
 
 use std::collections::BTreeMap;

@@ -26,12 +26,13 @@
 //! ([`decide_and_call`](Dispatcher::decide_and_call)); a chain ([`super::chain`]) selects a
 //! validating chain's webhooks before calling any. Each ends in a [`Verdict`]; any failure on
 //! the way is one [`CallFailure`] ([`Dispatcher::fail`]), which the route answers by
-//! failurePolicy. Each phase's answer builders (`skipped`, `deny`, `warn_only`, `shadowed`)
+//! failurePolicy. Each phase's answer builders (`skipped`, `deny`, `warn_only`, [`Shadow`])
 //! are at the end of this file. Uses what `dispatch` uses: `config`, `matching`,
 //! `conversion`, `resources`, `review` and `telemetry`.
 
 use std::ops::ControlFlow;
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -51,7 +52,7 @@ use crate::matching::{
 };
 use crate::metrics::Conditions;
 use crate::resources::Equivalent;
-use crate::review::{AdmissionResponse, ParsedReview, ReviewVersion, Status};
+use crate::review::{AdmissionResponse, ParsedReview, ReviewVersion, SharedReview, Status};
 use crate::telemetry::{PhaseSpan, TraceContext};
 use serde_json::Value;
 
@@ -92,13 +93,21 @@ struct Guarded<'w> {
 }
 
 impl Dispatcher {
-    /// Phase 0, mode: `mode: Shadow` (config options) answers allowed at once, before anything
-    /// else, and the admission runs in the background ([`Dispatcher::admit`], started by the
-    /// server, which owns the background queue); Enforce and Warn continue. Shadow must not
-    /// delay the answer, not even by a namespace lookup, so it comes first.
-    pub(crate) fn mode(&self, webhook: &Webhook, review: &ParsedReview<'_>) -> ControlFlow<Answer> {
+    /// Phase 0, mode: `mode: Shadow` (config options) is decided here and only here, for
+    /// single routes and chains alike: the webhook's answer is allowed at once
+    /// ([`Shadow::answer`]) and the [`Shadow`] call, with the review the webhook would have
+    /// received, goes to the caller's background lane; Enforce and Warn continue. Shadow must
+    /// not delay the answer, not even by a namespace lookup, so it comes first.
+    pub(crate) fn mode(
+        &self,
+        webhook: &Arc<Webhook>,
+        review: &SharedReview,
+    ) -> ControlFlow<Shadow> {
         if self.mode_of(webhook) == Mode::Shadow {
-            return ControlFlow::Break(shadowed(review).into_answer(webhook, review));
+            return ControlFlow::Break(Shadow {
+                webhook: webhook.clone(),
+                review: review.clone(),
+            });
         }
         ControlFlow::Continue(())
     }
@@ -657,13 +666,30 @@ fn denial_message(response: &AdmissionResponse) -> &str {
         .unwrap_or("without explanation")
 }
 
-/// `mode: Shadow`'s immediate answer: allowed, as if the webhook did not exist.
-fn shadowed(review: &ParsedReview<'_>) -> Verdict {
-    Verdict::new(
-        AdmissionResponse::allow(&review.request.uid),
-        Decision::Shadowed,
-        "answered at once; the backend is called in the background".to_string(),
-    )
+/// A webhook in `mode: Shadow` ([`Dispatcher::mode`]): called after the answer, in the
+/// background, with the review it would have received (the caller's, or in a mutating chain
+/// the one patched so far), parsed once already.
+#[derive(Debug)]
+pub(crate) struct Shadow {
+    pub(crate) webhook: Arc<Webhook>,
+    pub(crate) review: SharedReview,
+}
+
+impl Shadow {
+    /// `mode: Shadow`'s immediate answer: allowed, as if the webhook did not exist.
+    pub(crate) fn verdict(&self) -> Verdict {
+        Verdict::new(
+            AdmissionResponse::allow(&self.review.get().request.uid),
+            Decision::Shadowed,
+            "answered at once; the backend is called in the background".to_string(),
+        )
+    }
+
+    /// The single route's answer: [`Self::verdict`] in the caller's AdmissionReview version.
+    pub(crate) fn answer(&self) -> Answer {
+        let review = self.review.get();
+        self.verdict().into_answer(&self.webhook, review)
+    }
 }
 
 /// `op path` of each operation of a base64 JSON Patch, comma-separated (for logs and audit).

@@ -25,7 +25,7 @@ use tokio::sync::{watch, Notify};
 use crate::admission::{Admissions, Route};
 use crate::api::WebhookType;
 use crate::log_value::Bounded;
-use crate::review::{encode_status, ParsedReview, Status};
+use crate::review::{encode_status, SharedReview, Status};
 
 mod connection;
 
@@ -529,7 +529,7 @@ impl Respond for AdmissionApp {
             Ok(body) => body,
             Err(e) => return self.body_refusal(session, e),
         };
-        let Routed { route, review } = match resolve(&method, path, &body) {
+        let Routed { route, review } = match resolve(&method, path, body) {
             ControlFlow::Continue(routed) => routed,
             ControlFlow::Break(response) => return response,
         };
@@ -609,10 +609,11 @@ impl AdmissionApp {
     }
 }
 
-/// An admission request routed: its [`Route`] and the body parsed once.
+/// An admission request routed: its [`Route`] and the body parsed once (shared with work
+/// after the answer).
 struct Routed<'a> {
     route: Route<'a>,
-    review: ParsedReview<'a>,
+    review: SharedReview,
 }
 
 /// The admission route and its AdmissionReview, or the answer: 404 for no route (a GET on an
@@ -621,7 +622,7 @@ struct Routed<'a> {
 fn resolve<'a>(
     method: &http::Method,
     path: &'a str,
-    body: &'a [u8],
+    body: Bytes,
 ) -> ControlFlow<Response<Bytes>, Routed<'a>> {
     let Some(route) = parse_route(path) else {
         return ControlFlow::Break(status_reply(404, "NotFound", format!("no route for {}: admission requests go to POST /webhooks/{{validating|mutating}}/{{webhook name}}, /webhooks/{{webhook name}}, /configurations/{{validating|mutating}}/{{configuration name}} or /configurations/{{validating|mutating}}", Bounded(format_args!("{path:?}")))));
@@ -636,7 +637,7 @@ fn resolve<'a>(
             ),
         ));
     }
-    match ParsedReview::parse(body) {
+    match SharedReview::parse(body) {
         Ok(review) => ControlFlow::Continue(Routed { route, review }),
         Err(e) => {
             crate::metrics::bad_request("malformed");
