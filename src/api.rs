@@ -272,6 +272,16 @@ pub(crate) enum MatchPolicy {
     Equivalent,
 }
 
+impl MatchPolicy {
+    /// The configuration spelling.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            MatchPolicy::Exact => "Exact",
+            MatchPolicy::Equivalent => "Equivalent",
+        }
+    }
+}
+
 /// `sideEffects`. `Unknown` and `Some` only come from configurations stored through v1beta1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SideEffects {
@@ -282,6 +292,16 @@ pub(crate) enum SideEffects {
 }
 
 impl SideEffects {
+    /// The configuration spelling.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            SideEffects::None => "None",
+            SideEffects::NoneOnDryRun => "NoneOnDryRun",
+            SideEffects::Some => "Some",
+            SideEffects::Unknown => "Unknown",
+        }
+    }
+
     /// Whether the webhook may be called for a dry-run request (the dispatchers' `callHook`).
     pub(crate) fn supports_dry_run(self) -> bool {
         matches!(self, SideEffects::None | SideEffects::NoneOnDryRun)
@@ -313,4 +333,61 @@ impl WebhookType {
             WebhookType::Mutating => "MutatingWebhookConfiguration",
         }
     }
+}
+
+/// `admission-proxy.io/v1alpha1` `Candidate`: a replacement for one legacy webhook, decided in
+/// the background beside it on the same requests and compared with it. The proxy's own kind;
+/// strictly decoded like the webhook configurations.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[allow(
+    dead_code,
+    reason = "declared so that deny_unknown_fields accepts them"
+)]
+pub(crate) struct CandidateObject {
+    #[serde(default)]
+    pub(crate) api_version: String,
+    #[serde(default)]
+    pub(crate) kind: String,
+    #[serde(default)]
+    pub(crate) metadata: ObjectMeta,
+    #[serde(default)]
+    pub(crate) spec: CandidateSpec,
+}
+
+/// `Candidate.spec`: the legacy webhook and exactly one of `backend` or `policy`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct CandidateSpec {
+    /// `webhooks[].name` of the legacy webhook.
+    #[serde(default)]
+    pub(crate) webhook: String,
+    /// `Validating` or `Mutating`; needed only when both types have a webhook of that name.
+    #[serde(default)]
+    pub(crate) webhook_type: Option<String>,
+    #[serde(default)]
+    pub(crate) backend: Option<CandidateBackend>,
+    #[serde(default)]
+    pub(crate) policy: Option<PolicyReference>,
+}
+
+/// A mirrored backend: sent the AdmissionReview the legacy webhook is sent (its own uid).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct CandidateBackend {
+    #[serde(default)]
+    pub(crate) client_config: Option<WebhookClientConfig>,
+    #[serde(default)]
+    pub(crate) admission_review_versions: Option<Vec<String>>,
+    #[serde(default)]
+    pub(crate) timeout_seconds: Option<i64>,
+}
+
+/// A `ValidatingAdmissionPolicy` in the configuration directory, by `metadata.name`; its
+/// `ValidatingAdmissionPolicyBinding`s are those whose `spec.policyName` names it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct PolicyReference {
+    #[serde(default)]
+    pub(crate) name: String,
 }

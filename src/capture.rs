@@ -42,6 +42,8 @@ struct Entry {
     http_status: u16,
     latency_ms: f64,
     detail: String,
+    /// A candidate's comparison with the legacy webhook (a disagreement).
+    candidate: Option<Value>,
 }
 
 /// The request path's handle: samples and queues; never blocks.
@@ -114,7 +116,39 @@ impl Capture {
             http_status,
             latency_ms,
             detail: detail.to_string(),
+            candidate: None,
         };
+        self.queue_entry(entry);
+    }
+
+    /// Queues a capture of `body` with a candidate's disagreement with the legacy webhook
+    /// (`record`: the candidate, both decisions and how they differ). Every disagreement is
+    /// captured, whatever the sample rate; dropped and counted when the writer is behind.
+    pub(crate) fn offer_comparison(&self, body: &[u8], webhook: &str, record: Value) {
+        let decision = |side: &str| {
+            record
+                .pointer(&format!("/{side}/decision"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let entry = Entry {
+            body: body.to_vec(),
+            webhook: webhook.to_string(),
+            decision: "candidate-disagrees",
+            http_status: 200,
+            latency_ms: 0.0,
+            detail: format!(
+                "legacy {}, candidate {}",
+                decision("legacy"),
+                decision("candidate")
+            ),
+            candidate: Some(record),
+        };
+        self.queue_entry(entry);
+    }
+
+    fn queue_entry(&self, entry: Entry) {
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
             self.queue.try_send(entry)
         {
@@ -181,6 +215,11 @@ fn write_capture(
                 "capturedAtUnixMs": now.as_millis() as u64,
             }),
         );
+        if let (Some(candidate), Some(capture)) =
+            (entry.candidate, map.get_mut("admissionProxyCapture"))
+        {
+            capture["candidate"] = candidate;
+        }
     }
     let text = serde_json::to_vec_pretty(&review).map_err(std::io::Error::other)?;
     let path = settings.dir.join(capture_name(

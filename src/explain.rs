@@ -41,6 +41,9 @@ pub struct Explanation {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) exclusion: Option<ExclusionCheck>,
     pub(crate) webhooks: Vec<WebhookExplanation>,
+    /// When the review is a capture of a candidate's disagreement: both recorded decisions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) captured_comparison: Option<CapturedComparison>,
     /// The chain routes (`/configurations/{type}/{name}`): each configuration's webhooks in
     /// the order a chain runs them.
     pub(crate) chains: Vec<ChainExplanation>,
@@ -136,6 +139,10 @@ pub(crate) struct WebhookExplanation {
     /// For `call`: what would be sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) call: Option<CallPlan>,
+    /// The candidates attached to the webhook ([`crate::config::candidates`]): what each is,
+    /// and for a policy its decision on this request.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) candidates: Vec<CandidateExplanation>,
 }
 
 /// namespaceSelector: the selector, the labels used and where they came from.
@@ -226,6 +233,30 @@ pub(crate) struct CallPlan {
     /// The body, exactly as sent except Secret values and `--redact-path` fields, which are
     /// redacted ([`crate::redact`]).
     pub(crate) body: Option<Box<RawValue>>,
+}
+
+/// A candidate attached to a webhook: decided beside it whenever it is called.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CandidateExplanation {
+    pub(crate) name: String,
+    /// `backend` or `policy`.
+    pub(crate) kind: &'static str,
+    /// The file it is declared in.
+    pub(crate) source: String,
+    /// What it does with a request the legacy webhook is called for: for a backend, where it
+    /// is sent; for a policy, its decision on this request.
+    pub(crate) decides: String,
+}
+
+/// A captured disagreement (`serve --capture-dir`): both decisions as the proxy recorded them
+/// when the request was live.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CapturedComparison {
+    pub(crate) webhook: String,
+    /// The candidate's record: its name, the differences, and each side's decision.
+    pub(crate) comparison: serde_json::Value,
 }
 
 /// Answers an `authorizer` check for `explain`: the binary asks the cluster (a
@@ -321,8 +352,50 @@ pub fn explain(
         request,
         exclusion: exclusions.map(|e| exclusion_check(e, review, namespaces)),
         webhooks,
+        captured_comparison: captured_comparison(review),
         chains,
     }
+}
+
+/// The candidate record of a disagreement capture (`admissionProxyCapture.candidate`), if
+/// `review` is one.
+fn captured_comparison(review: &ParsedReview<'_>) -> Option<CapturedComparison> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Captured<'a> {
+        #[serde(borrow)]
+        admission_proxy_capture: Option<&'a RawValue>,
+    }
+    let captured: Captured<'_> = serde_json::from_slice(review.body()).ok()?;
+    let meta: serde_json::Value =
+        serde_json::from_str(captured.admission_proxy_capture?.get()).ok()?;
+    let comparison = meta.get("candidate")?.clone();
+    Some(CapturedComparison {
+        webhook: meta.get("webhook")?.as_str()?.to_string(),
+        comparison,
+    })
+}
+
+/// What each of `webhook`'s candidates does with `review`.
+fn candidate_explanations(webhook: &Webhook) -> Vec<CandidateExplanation> {
+    use crate::config::candidates::CandidateKind;
+    webhook
+        .candidates
+        .iter()
+        .map(|c| CandidateExplanation {
+            name: c.name.clone(),
+            kind: c.kind_str(),
+            source: c.source.display().to_string(),
+            decides: match &c.kind {
+                CandidateKind::Backend(backend) => format!(
+                    "sent the request the legacy webhook is sent (its own uid) at {}, timeout {}s, in the background; its answer is compared with the legacy answer",
+                    backend.backend.url,
+                    backend.timeout.as_secs()
+                ),
+                CandidateKind::Policy(_) => "a ValidatingAdmissionPolicy, evaluated in the background".to_string(),
+            },
+        })
+        .collect()
 }
 
 /// The exclusions' verdict on `review` ([`Exclusions`]'s own decision, as `serve` makes it)
@@ -511,6 +584,7 @@ fn explain_webhook(
         mode: mode_name(webhook.mode.unwrap_or_default()),
         max_concurrent_calls: webhook.call_slots.as_ref().map(|c| c.max),
         call,
+        candidates: candidate_explanations(webhook),
     }
 }
 
@@ -833,6 +907,16 @@ pub fn render(explanation: &Explanation) -> String {
         if let Some(call) = &w.call {
             render_call(&mut out, call, w.on_call_failure);
         }
+        for c in &w.candidates {
+            let _ = writeln!(
+                out,
+                "  candidate {:?} ({}, {}): {}",
+                c.name, c.kind, c.source, c.decides
+            );
+        }
+    }
+    if let Some(captured) = &explanation.captured_comparison {
+        render_captured(&mut out, captured);
     }
     for chain in &explanation.chains {
         let _ = writeln!(
@@ -856,6 +940,42 @@ pub fn render(explanation: &Explanation) -> String {
         }
     }
     out
+}
+
+/// A captured disagreement: the legacy webhook's and the candidate's decisions side by side.
+fn render_captured(out: &mut String, captured: &CapturedComparison) {
+    let c = &captured.comparison;
+    let side = |key: &str| {
+        let s = &c[key];
+        let mut words = s["decision"].as_str().unwrap_or("?").to_string();
+        if let Some(code) = s["code"].as_i64() {
+            let _ = write!(words, " {code}");
+        }
+        if let Some(m) = s["message"].as_str() {
+            let _ = write!(words, ": {m}");
+        }
+        if let Some(w) = s["warnings"].as_array() {
+            let w: Vec<&str> = w.iter().filter_map(|v| v.as_str()).collect();
+            let _ = write!(words, " (warnings: {})", w.join("; "));
+        }
+        if let Some(ops) = s["patch"].as_str() {
+            let _ = write!(words, " (patch: {ops})");
+        }
+        words
+    };
+    let differences: Vec<&str> = c["differences"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\ncaptured disagreement of candidate {:?} with webhook {:?} (differs in: {}):",
+        c["name"].as_str().unwrap_or(""),
+        captured.webhook,
+        differences.join(", ")
+    );
+    let _ = writeln!(out, "  legacy webhook: {}", side("legacy"));
+    let _ = writeln!(out, "  candidate:      {}", side("candidate"));
 }
 
 /// The proxy-wide exclusions' verdict, then a line per exclusion matchCondition.

@@ -77,6 +77,8 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels, circuit_open, overloaded); failurePolicy decided the answer."),
     ("admission_proxy_webhook_shadow_decisions_total", Kind::Counter, "What webhooks in mode Shadow decided in the background, per webhook and decision (the answer given was allowed)."),
     ("admission_proxy_shadow_calls_dropped_total", Kind::Counter, "Shadow calls not made because the background queue was full."),
+    ("admission_proxy_candidate_comparisons_total", Kind::Counter, "Requests a candidate (a replacement attached to a legacy webhook) decided beside the legacy webhook, per webhook and candidate, by result: agree; disagree_allowed, disagree_code, disagree_patch, disagree_warnings (the first difference found); candidate_error (the candidate's call failed or it could not be evaluated); shed (not decided: the background lane was full)."),
+    ("admission_proxy_candidate_duration_seconds", Kind::Histogram, "Seconds a candidate took to decide, per webhook and candidate (in the background, after the legacy answer)."),
     ("admission_proxy_captures_total", Kind::Counter, "AdmissionReviews written to --capture-dir (sampled by --capture-sample, redacted)."),
     ("admission_proxy_captures_dropped_total", Kind::Counter, "Sampled captures not written because the capture queue was full."),
     ("admission_proxy_circuit_breaker_state", Kind::Gauge, "Each backend's circuit breaker: 0 closed, 1 open, 2 half-open (one probe call under way); --breaker-failures."),
@@ -596,6 +598,16 @@ pub(crate) fn shadow_decision(name: &str, webhook_type: &'static str, decision: 
 /// `admission_proxy_shadow_calls_dropped_total`.
 pub(crate) fn shadow_dropped() {
     metrics::counter!("admission_proxy_shadow_calls_dropped_total").increment(1);
+}
+
+/// One candidate comparison: `admission_proxy_candidate_comparisons_total`.
+pub(crate) fn candidate_comparison(webhook: &str, candidate: &str, result: &'static str) {
+    metrics::counter!("admission_proxy_candidate_comparisons_total", "webhook" => webhook.to_string(), "candidate" => candidate.to_string(), "result" => result).increment(1);
+}
+
+/// How long a candidate took: `admission_proxy_candidate_duration_seconds`.
+pub(crate) fn candidate_duration(webhook: &str, candidate: &str, took: Duration) {
+    metrics::histogram!("admission_proxy_candidate_duration_seconds", "webhook" => webhook.to_string(), "candidate" => candidate.to_string()).record(took.as_secs_f64());
 }
 
 /// A capture written: `admission_proxy_captures_total`.

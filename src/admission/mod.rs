@@ -8,6 +8,8 @@
 //! `exclusions`, `namespace_watch`, `capture`, `telemetry`, `review`, `metrics`.
 
 mod background;
+mod candidates;
+mod compare;
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -252,7 +254,11 @@ impl Admissions {
         // one's state).
         let decide =
             std::pin::pin!(self.decide(webhook, review, looked_up, clock, trace_context(headers)));
-        decide.await
+        let answer = decide.await;
+        if !webhook.candidates.is_empty() {
+            self.candidates(webhook, shared, &answer);
+        }
+        answer
     }
 
     /// The dispatcher's decision on `review` for `webhook` (the namespace labels looked up

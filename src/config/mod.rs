@@ -6,6 +6,7 @@
 //! CustomResourceDefinitions in the same files declare custom resources for matchPolicy
 //! Equivalent. Depends on `api`, `backend`, `review`, `conversion`, `matching` and `field_error`.
 
+pub mod candidates;
 pub(crate) mod crd;
 pub mod options;
 mod removed;
@@ -64,6 +65,9 @@ pub struct Webhook {
     pub(crate) backend: std::sync::Arc<Backend>,
     /// Its metric series, resolved once here so that the request path never hashes labels.
     pub(crate) metrics: WebhookMetrics,
+    /// Replacements decided beside it in the background and compared with it
+    /// ([`candidates`]); empty for most webhooks.
+    pub(crate) candidates: Vec<Arc<candidates::Candidate>>,
 }
 
 /// A webhook's `maxConcurrentCalls`: how many, and the semaphore handing them out. A reload
@@ -553,6 +557,14 @@ struct Load {
     compiled: Vec<Webhook>,
     custom: CustomResources,
     backends: Backends,
+    /// `Candidate`s, attached to their webhooks once every file is read.
+    candidates: Vec<candidates::Declared>,
+    /// `ValidatingAdmissionPolicy` objects by `metadata.name`, with where each was found.
+    policies: BTreeMap<String, (Problem, serde_json::Value)>,
+    /// `ValidatingAdmissionPolicyBinding` objects.
+    bindings: Vec<serde_json::Value>,
+    /// Objects of any other kind: a policy's parameters (its `paramKind`), or a problem.
+    others: Vec<(Problem, String, serde_json::Value)>,
 }
 
 impl Load {
@@ -615,9 +627,35 @@ impl Load {
             }
         };
         for (prefix, item) in configuration_items(value, base, &mut self.errors) {
-            if item.get("kind").and_then(|k| k.as_str()) == Some("CustomResourceDefinition") {
-                declare_custom_resource(item, &prefix, base, &mut self.custom, &mut self.errors);
-                continue;
+            match item.get("kind").and_then(|k| k.as_str()).unwrap_or("") {
+                "CustomResourceDefinition" => {
+                    declare_custom_resource(
+                        item,
+                        &prefix,
+                        base,
+                        &mut self.custom,
+                        &mut self.errors,
+                    );
+                    continue;
+                }
+                "Candidate" => {
+                    self.candidates.extend(candidates::decode(
+                        &item,
+                        &prefix,
+                        base,
+                        &mut self.errors,
+                    ));
+                    continue;
+                }
+                "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
+                    self.policy_object(item, &prefix, base);
+                    continue;
+                }
+                "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {}
+                _ => {
+                    self.others.push((base.clone(), prefix, item));
+                    continue;
+                }
             }
             let Some(webhooks) = compile_configuration(
                 item,
@@ -698,8 +736,106 @@ impl Load {
         self.compiled.push(webhook);
     }
 
+    /// A ValidatingAdmissionPolicy (kept by name; a second of one name is a problem) or a
+    /// binding, for the policy candidates that name them.
+    fn policy_object(&mut self, item: serde_json::Value, prefix: &str, base: &Problem) {
+        let name = item
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("")
+            .to_string();
+        if item.get("kind").and_then(|k| k.as_str()) == Some("ValidatingAdmissionPolicyBinding") {
+            self.bindings.push(item);
+            return;
+        }
+        let base = Problem {
+            kind: Some("ValidatingAdmissionPolicy".into()),
+            configuration: Some(name.clone()),
+            ..base.clone()
+        };
+        if let Some((other, _)) = self.policies.get(&name) {
+            let duplicate = FieldError::new(
+                ErrorType::Duplicate,
+                format!("{prefix}metadata.name"),
+                BadValue::from(name.as_str()),
+                format!(
+                    "ValidatingAdmissionPolicy names are unique in a cluster (also in {})",
+                    other.file.display()
+                ),
+            );
+            self.errors.push(base.located(duplicate));
+            return;
+        }
+        self.policies.insert(name, (base, item));
+    }
+
+    /// Objects of other kinds: parameters of a policy whose `paramKind` names their
+    /// apiVersion and kind are kept; anything else is refused as before.
+    fn parameters(&mut self) -> Vec<serde_json::Value> {
+        let param_kinds: HashSet<(String, String)> = self
+            .policies
+            .values()
+            .filter_map(|(_, p)| crate::policy::Policy::param_kind_of(p))
+            .collect();
+        let mut params = Vec::new();
+        for (base, prefix, item) in std::mem::take(&mut self.others) {
+            let text = |k: &str| {
+                item.get(k)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            if param_kinds.contains(&(text("apiVersion"), text("kind"))) {
+                params.push(item);
+                continue;
+            }
+            self.errors.push(Problem {
+                kind: Some(text("kind")),
+                ..base.located(FieldError::new(
+                    ErrorType::NotSupported,
+                    format!("{prefix}kind"),
+                    text("kind").into(),
+                    "expected ValidatingWebhookConfiguration, MutatingWebhookConfiguration, CustomResourceDefinition, Candidate, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, a policy's paramKind, or a List of them",
+                ))
+            });
+        }
+        params
+    }
+
+    /// Attaches every candidate to its webhook (policy candidates compiled here, with their
+    /// bindings and the parameter objects).
+    fn attach_candidates(&mut self) {
+        let params = self.parameters();
+        let (policies, bindings) = (&self.policies, &self.bindings);
+        let policy = |name: &str| {
+            let Some((_, object)) = policies.get(name) else {
+                return Err(vec![FieldError::new(
+                    ErrorType::NotFound,
+                    "name",
+                    BadValue::from(name),
+                    "no ValidatingAdmissionPolicy of that name is in the configuration directory",
+                )]);
+            };
+            let of_policy = |b: &&serde_json::Value| {
+                b.pointer("/spec/policyName").and_then(|n| n.as_str()) == Some(name)
+            };
+            let bindings: Vec<serde_json::Value> =
+                bindings.iter().filter(of_policy).cloned().collect();
+            crate::policy::Policy::compile(object, &bindings, &params).map(Arc::new)
+        };
+        let declared = std::mem::take(&mut self.candidates);
+        candidates::attach(
+            declared,
+            &mut self.compiled,
+            &mut self.backends,
+            policy,
+            &mut self.errors,
+        );
+    }
+
     /// The snapshot, or every problem found.
-    fn finish(self, hash: u64) -> Result<Snapshot, ConfigError> {
+    fn finish(mut self, hash: u64) -> Result<Snapshot, ConfigError> {
+        self.attach_candidates();
         let mut snapshot = Snapshot {
             files: self.files,
             warnings: self.warnings,
@@ -1530,6 +1666,7 @@ fn build_webhook(
         review_version,
         backend,
         metrics: WebhookMetrics::new(&hook.name, webhook_type.as_str()),
+        candidates: Vec::new(),
     }
 }
 

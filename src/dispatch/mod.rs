@@ -16,7 +16,7 @@ pub(crate) mod client;
 pub(crate) mod conversion_webhook;
 mod pipeline;
 
-pub(crate) use pipeline::Shadow;
+pub(crate) use pipeline::{patch_paths, Shadow};
 pub(crate) mod verify;
 
 use std::collections::BTreeMap;
@@ -376,20 +376,69 @@ impl Dispatcher {
         received: Instant,
         trace_context: TraceContext<'_>,
     ) -> Answer {
+        let clock = Clock {
+            received,
+            caller_timeout,
+        };
+        let admit = std::pin::pin!(self.admit_call(
+            webhook,
+            review,
+            namespaces,
+            clock,
+            trace_context,
+            None
+        ));
+        admit.await
+    }
+
+    /// [`Self::admit`] for a call of the proxy's own beside kube-apiserver's (a candidate
+    /// backend): the review carries `call_uid`, a uid of its own, as kube-apiserver gives
+    /// each webhook call one (`CreateAdmissionObjects`), and the answer must echo it.
+    pub(crate) async fn admit_own_call(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        call_uid: &str,
+    ) -> Answer {
+        let clock = Clock {
+            received: Instant::now(),
+            caller_timeout: None,
+        };
+        let trace_context = TraceContext::default();
+        let admit = std::pin::pin!(self.admit_call(
+            webhook,
+            review,
+            namespaces,
+            clock,
+            trace_context,
+            Some(call_uid)
+        ));
+        admit.await
+    }
+
+    /// [`Self::admit`], the call carrying `call_uid` when given.
+    async fn admit_call(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        clock: Clock,
+        trace_context: TraceContext<'_>,
+        call_uid: Option<&str>,
+    ) -> Answer {
         let mut trace = Trace::default();
-        let mut verdict = self
-            .decide_and_call(
+        let mut verdict = {
+            let decide = std::pin::pin!(self.decide_and_call(
                 webhook,
                 review,
                 namespaces,
-                Clock {
-                    received,
-                    caller_timeout,
-                },
+                (clock, call_uid),
                 trace_context,
                 &mut trace,
-            )
-            .await;
+            ));
+            decide.await
+        };
         trace.note(&mut verdict);
         verdict.into_answer(webhook, review)
     }

@@ -119,7 +119,7 @@ impl Dispatcher {
         webhook: &Webhook,
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
-        clock: Clock,
+        (clock, call_uid): (Clock, Option<&str>),
         trace_context: TraceContext<'_>,
         trace: &mut Trace,
     ) -> Verdict {
@@ -131,7 +131,7 @@ impl Dispatcher {
             review,
             clock,
             trace_context,
-            call_uid: None,
+            call_uid,
         };
         let mut rewritten = None;
         let prepared = {
@@ -693,7 +693,7 @@ impl Shadow {
 }
 
 /// `op path` of each operation of a base64 JSON Patch, comma-separated (for logs and audit).
-fn patch_paths(patch_base64: &str) -> String {
+pub(crate) fn patch_paths(patch_base64: &str) -> String {
     use base64::Engine;
     let ops: Vec<Value> = base64::engine::general_purpose::STANDARD
         .decode(patch_base64)

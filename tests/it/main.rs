@@ -12,6 +12,7 @@ mod authorizer;
 mod authorizer_sar;
 mod backends;
 mod bench;
+mod candidates;
 mod chain_observability;
 mod chains;
 mod check;

@@ -56,6 +56,24 @@ pub(crate) enum Command {
     /// call it and why (rules, namespaceSelector and objectSelector with the labels used, each
     /// matchCondition's value or error, failurePolicy), and the exact body a call would send.
     Explain(ExplainArgs),
+    /// The candidate report: per candidate (a replacement attached to a legacy webhook), how
+    /// many requests it was compared on, the agreement rate, and its distinct disagreements
+    /// grouped, from the proxy's metrics and its disagreement captures.
+    Candidates(CandidatesArgs),
+}
+
+#[derive(clap::Args)]
+pub(crate) struct CandidatesArgs {
+    /// The proxy's metrics: a file holding a `/metrics` scrape, or an `http://` URL of
+    /// `serve --metrics-bind-address` (e.g. `http://127.0.0.1:8080/metrics`).
+    #[arg(long)]
+    pub(crate) metrics: String,
+    /// The proxy's `serve --capture-dir`, where every disagreement is captured.
+    #[arg(long)]
+    pub(crate) capture_dir: Option<PathBuf>,
+    /// `text` (default) or `json`.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub(crate) output: String,
 }
 
 #[derive(clap::Args)]

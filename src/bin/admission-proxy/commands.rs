@@ -11,7 +11,9 @@ use admission_proxy::matching::authz::{CheckKey, Decision};
 use admission_proxy::{config, matching::Namespaces, namespace_watch, serve, tls};
 use anyhow::{bail, Context};
 
-use crate::cli::{BenchArgs, CheckArgs, DemoArgs, DiscoveryArgs, ExplainArgs, RegistrationArgs};
+use crate::cli::{
+    BenchArgs, CandidatesArgs, CheckArgs, DemoArgs, DiscoveryArgs, ExplainArgs, RegistrationArgs,
+};
 use crate::{bench, demo, example_backend};
 
 impl DiscoveryArgs {
@@ -310,4 +312,44 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         bail!("some demo requests got no answer");
     }
     Ok(())
+}
+
+/// `candidates`: the candidate report, from a metrics scrape (file or `http://` URL) and the
+/// capture directory.
+pub(crate) fn candidates(args: &CandidatesArgs) -> anyhow::Result<()> {
+    use admission_proxy::candidate_report::{render, report};
+    let metrics = match args.metrics.strip_prefix("http://") {
+        Some(rest) => http_get(rest).with_context(|| format!("scrape {}", args.metrics))?,
+        None => admission_proxy::files::read_to_string(
+            std::path::Path::new(&args.metrics),
+            admission_proxy::files::MAX_CONFIG_FILE_BYTES * 8,
+        )
+        .with_context(|| format!("read {}", args.metrics))?,
+    };
+    let reports = report(&metrics, args.capture_dir.as_deref())?;
+    if args.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        print!("{}", render(&reports));
+    }
+    Ok(())
+}
+
+/// A plain-HTTP GET of `host:port/path` (the metrics listener is plain HTTP); the body.
+fn http_get(rest: &str) -> anyhow::Result<String> {
+    use std::io::{Read as _, Write as _};
+    let (host, path) = rest.split_once('/').unwrap_or((rest, "metrics"));
+    let mut stream = std::net::TcpStream::connect(host)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    write!(
+        stream,
+        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.take(256 << 20).read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").context("not an HTTP answer")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("{}", head.lines().next().unwrap_or(""));
+    }
+    Ok(body.to_string())
 }

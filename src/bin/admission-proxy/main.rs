@@ -189,6 +189,9 @@ fn run() -> anyhow::Result<()> {
     if let Command::Registration(args) = &cli.command {
         return commands::registration(args);
     }
+    if let Command::Candidates(args) = &cli.command {
+        return commands::candidates(args);
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.thread_stack_size(deep_json::THREAD_STACK_BYTES);
     if let Command::Serve(args) = &cli.command {
@@ -205,7 +208,10 @@ fn run() -> anyhow::Result<()> {
         }
         Command::Bench(args) => runtime.block_on(commands::bench(args)),
         Command::Demo(args) => runtime.block_on(commands::demo(args)),
-        Command::Check(_) | Command::Explain(_) | Command::Registration(_) => {
+        Command::Check(_)
+        | Command::Explain(_)
+        | Command::Registration(_)
+        | Command::Candidates(_) => {
             unreachable!("handled before the runtime starts")
         }
     }

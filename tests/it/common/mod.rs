@@ -106,7 +106,7 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
-    fn from(r: HttpReply) -> Self {
+    pub(crate) fn from(r: HttpReply) -> Self {
         let decision = r.header(DECISION_HEADER).unwrap_or_default().to_string();
         Reply {
             status: r.status,

@@ -1,0 +1,190 @@
+//! Candidates at work: after the legacy webhook's answer, each of its candidates
+//! ([`crate::config::candidates`]) decides the same request on the background lane, and the two
+//! decisions are compared ([`compare`](super::compare)). The legacy answer is what
+//! kube-apiserver got, already: a candidate never delays or changes it. A candidate slower than
+//! the legacy call, down, or over its own timeout is counted; with the lane full, its work is
+//! shed and counted.
+//!
+//! Each comparison is counted (`admission_proxy_candidate_comparisons_total` by webhook,
+//! candidate and result; the candidate's own time in
+//! `admission_proxy_candidate_duration_seconds`). A disagreement is logged once and, with
+//! `--capture-dir`, captured (redacted like every capture) with both decisions, so that
+//! `explain --review` replays it and `candidates report` groups it.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::compare::{differences, Outcome};
+use super::{namespaces_for, Admissions};
+use crate::config::candidates::{Candidate, CandidateKind};
+use crate::config::Webhook;
+use crate::dispatch::{Answer, Decision};
+use crate::log_value::Bounded;
+use crate::review::SharedReview;
+
+/// The legacy webhook's answer, as the background work needs it (copied once, shared by
+/// every candidate of the webhook).
+struct Legacy {
+    http_status: u16,
+    body: Vec<u8>,
+    decision: Decision,
+}
+
+/// Whether the legacy webhook was called for the request (or its call was attempted and
+/// failurePolicy decided): the requests a candidate is proven on. Skips, rejections before
+/// the call, Shadow and exemptions are not.
+fn called(decision: Decision) -> bool {
+    matches!(
+        decision,
+        Decision::Allowed
+            | Decision::Denied
+            | Decision::FailedOpen
+            | Decision::FailedClosed
+            | Decision::WouldDeny
+            | Decision::WouldPatch
+    )
+}
+
+/// Whether a candidate's own decision is a failure of the candidate (its call failed, or it
+/// could not be evaluated) rather than a decision to compare.
+fn failed(decision: Decision) -> bool {
+    matches!(
+        decision,
+        Decision::FailedOpen | Decision::FailedClosed | Decision::Rejected
+    )
+}
+
+impl Admissions {
+    /// Starts each of `webhook`'s candidates on the background lane, after `legacy` answered
+    /// `review` (only when the legacy webhook was called). Costs the request path one copy of
+    /// the answer, only for webhooks with candidates.
+    pub(super) fn candidates(
+        self: &Arc<Self>,
+        webhook: &Arc<Webhook>,
+        review: &SharedReview,
+        legacy: &Answer,
+    ) {
+        if !called(legacy.decision) {
+            return;
+        }
+        let shared = Arc::new(Legacy {
+            http_status: legacy.http_status,
+            body: legacy.body.clone(),
+            decision: legacy.decision,
+        });
+        for candidate in &webhook.candidates {
+            let Some(slot) = self.background.slot() else {
+                crate::metrics::candidate_comparison(&webhook.name, &candidate.name, "shed");
+                continue;
+            };
+            let (admissions, webhook, candidate) =
+                (self.clone(), webhook.clone(), candidate.clone());
+            let (review, legacy) = (review.clone(), shared.clone());
+            slot.run(async move {
+                admissions
+                    .compare(&webhook, &candidate, &review, &legacy)
+                    .await;
+            });
+        }
+    }
+
+    /// One candidate's decision on `review`, compared with the legacy webhook's and recorded.
+    async fn compare(
+        &self,
+        webhook: &Webhook,
+        candidate: &Candidate,
+        shared: &SharedReview,
+        legacy: &Legacy,
+    ) {
+        let started = Instant::now();
+        let (decision, outcome) = self.candidate_decision(candidate, shared).await;
+        crate::metrics::candidate_duration(&webhook.name, &candidate.name, started.elapsed());
+        let review = shared.get();
+        if failed(decision) {
+            crate::metrics::candidate_comparison(&webhook.name, &candidate.name, "candidate_error");
+            tracing::debug!(uid = %Bounded(&review.request.uid), webhook = %webhook.name, candidate = %candidate.name, error = %Bounded(&outcome.message), "candidate failed");
+            return;
+        }
+        let legacy = Outcome::of_answer(legacy.http_status, &legacy.body, legacy.decision.as_str());
+        let object = || {
+            crate::conversion::take_objects(review)
+                .ok()
+                .and_then(|[object, _]| object)
+        };
+        let found = differences(&legacy, &outcome, object);
+        let Some(first) = found.first() else {
+            crate::metrics::candidate_comparison(&webhook.name, &candidate.name, "agree");
+            return;
+        };
+        crate::metrics::candidate_comparison(&webhook.name, &candidate.name, first.result());
+        let names: Vec<&str> = found.iter().map(|d| d.result()).collect();
+        tracing::info!(
+            uid = %Bounded(&review.request.uid),
+            webhook = %webhook.name,
+            candidate = %candidate.name,
+            difference = %names.join(","),
+            legacy = %Bounded(format_args!("{} {}", legacy.decision, legacy.message)),
+            candidate_decision = %Bounded(format_args!("{} {}", outcome.decision, outcome.message)),
+            "candidate disagrees with the legacy webhook"
+        );
+        if let Some(capture) = &self.capture {
+            let record = serde_json::json!({
+                "name": candidate.name,
+                "kind": candidate.kind_str(),
+                "differences": found,
+                "legacy": legacy,
+                "candidate": outcome,
+            });
+            capture.offer_comparison(review.body(), &webhook.name, record);
+        }
+    }
+
+    /// What `candidate` decides on `shared`: its decision word and outcome.
+    async fn candidate_decision(
+        &self,
+        candidate: &Candidate,
+        shared: &SharedReview,
+    ) -> (Decision, Outcome) {
+        let review = shared.get();
+        match &candidate.kind {
+            CandidateKind::Backend(backend) => {
+                let webhooks = std::slice::from_ref(backend);
+                let namespaces = namespaces_for(self, webhooks, review, None).await;
+                let uid = uuid::Uuid::new_v4().to_string();
+                let answer = {
+                    let call = std::pin::pin!(self.dispatcher.admit_own_call(
+                        backend,
+                        review,
+                        namespaces.as_deref(),
+                        &uid
+                    ));
+                    call.await
+                };
+                let outcome =
+                    Outcome::of_answer(answer.http_status, &answer.body, answer.decision.as_str());
+                let outcome = if failed(answer.decision) {
+                    Outcome {
+                        message: answer.detail,
+                        ..outcome
+                    }
+                } else {
+                    outcome
+                };
+                (answer.decision, outcome)
+            }
+            CandidateKind::Policy(_policy) => {
+                let outcome = Outcome {
+                    allowed: false,
+                    code: None,
+                    message: "ValidatingAdmissionPolicy candidates are not evaluated yet".into(),
+                    warnings: Vec::new(),
+                    patch: None,
+                    patch_operations: None,
+                    decision: Decision::Rejected.as_str(),
+                };
+                (Decision::Rejected, outcome)
+            }
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The candidate report (`admission-proxy candidates`): what a team reads before cutting a
+//! legacy webhook over to its replacement. From the proxy's metrics
+//! (`admission_proxy_candidate_comparisons_total`, a `/metrics` scrape) and its disagreement
+//! captures (`serve --capture-dir`), per candidate: how many requests it was compared on, the
+//! agreement rate, its errors and shed work, and its distinct disagreements grouped (what each
+//! side decided, how often, and a capture of each to replay with `explain --review`).
+//!
+//! ```
+//! use admission_proxy::candidate_report::{report, render};
+//!
+//! let metrics = r#"
+//! admission_proxy_candidate_comparisons_total{webhook="pods.example.com",candidate="pods-v2",result="agree"} 98
+//! admission_proxy_candidate_comparisons_total{webhook="pods.example.com",candidate="pods-v2",result="disagree_allowed"} 2
+//! "#;
+//! let reports = report(metrics, None).unwrap();
+//! assert_eq!(reports[0].compared, 100);
+//! assert!(render(&reports).contains("98.00% agreement"));
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Why the report cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The capture directory cannot be listed.
+    #[error("cannot read the capture directory {dir}: {source}")]
+    Captures {
+        /// The directory.
+        dir: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// One candidate's report.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateReport {
+    /// The legacy webhook (`webhooks[].name`).
+    pub webhook: String,
+    /// The candidate (`metadata.name`).
+    pub candidate: String,
+    /// Requests both decided: agreements and disagreements.
+    pub compared: u64,
+    /// Requests on which they agreed.
+    pub agreed: u64,
+    /// Every `result` of the metric with its count (agree, disagree_*, candidate_error, shed).
+    pub results: BTreeMap<String, u64>,
+    /// The distinct disagreements found in the captures, most frequent first.
+    pub disagreements: Vec<Disagreement>,
+}
+
+/// Disagreements that read the same: the same differences, and the same decision on each side.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Disagreement {
+    /// How they differ (`allowed`, `code`, `patch`, `warnings`).
+    pub differences: Vec<String>,
+    /// The legacy webhook's decision, e.g. `allowed`, or `denied 403: message`.
+    pub legacy: String,
+    /// The candidate's decision, in the same words.
+    pub candidate: String,
+    /// How many captures read so.
+    pub count: u64,
+    /// Up to three of them, for `explain --review`.
+    pub captures: Vec<PathBuf>,
+}
+
+impl CandidateReport {
+    /// Agreements over comparisons, 0.0 to 1.0 (1.0 with no comparison yet).
+    pub fn agreement(&self) -> f64 {
+        if self.compared == 0 {
+            return 1.0;
+        }
+        self.agreed as f64 / self.compared as f64
+    }
+}
+
+/// The report of every candidate in `metrics` (the text of a `/metrics` scrape), with the
+/// disagreements of `captures` (a `--capture-dir`) grouped when given; ordered by webhook and
+/// candidate.
+///
+/// # Errors
+/// [`ReportError::Captures`] when the capture directory cannot be listed.
+pub fn report(metrics: &str, captures: Option<&Path>) -> Result<Vec<CandidateReport>, ReportError> {
+    let mut reports: BTreeMap<(String, String), CandidateReport> = BTreeMap::new();
+    for (labels, value) in series(metrics, "admission_proxy_candidate_comparisons_total") {
+        let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        let key = (label("webhook"), label("candidate"));
+        let entry = reports.entry(key.clone()).or_insert_with(|| empty(key));
+        let result = label("result");
+        let n = value as u64;
+        if result == "agree" {
+            entry.agreed += n;
+        }
+        if result == "agree" || result.starts_with("disagree_") {
+            entry.compared += n;
+        }
+        *entry.results.entry(result).or_default() += n;
+    }
+    if let Some(dir) = captures {
+        for (key, group) in disagreements(dir)? {
+            let entry = reports.entry(key.clone()).or_insert_with(|| empty(key));
+            entry.disagreements = group;
+        }
+    }
+    Ok(reports.into_values().collect())
+}
+
+fn empty((webhook, candidate): (String, String)) -> CandidateReport {
+    CandidateReport {
+        webhook,
+        candidate,
+        compared: 0,
+        agreed: 0,
+        results: BTreeMap::new(),
+        disagreements: Vec::new(),
+    }
+}
+
+/// The report as text, one block per candidate.
+pub fn render(reports: &[CandidateReport]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if reports.is_empty() {
+        out.push_str("no candidate comparisons yet\n");
+    }
+    for r in reports {
+        let _ = writeln!(
+            out,
+            "candidate {} for webhook {}: compared on {} requests, {:.2}% agreement ({} disagreements)",
+            r.candidate,
+            r.webhook,
+            r.compared,
+            r.agreement() * 100.0,
+            r.compared - r.agreed
+        );
+        let other: Vec<String> = r
+            .results
+            .iter()
+            .filter(|(k, _)| !(k.as_str() == "agree" || k.starts_with("disagree_")))
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        if !other.is_empty() {
+            let _ = writeln!(out, "  not compared: {}", other.join(", "));
+        }
+        for d in &r.disagreements {
+            let _ = writeln!(
+                out,
+                "  {} x {}: legacy {}; candidate {}",
+                d.count,
+                d.differences.join("+"),
+                d.legacy,
+                d.candidate
+            );
+            for capture in &d.captures {
+                let _ = writeln!(out, "      {}", capture.display());
+            }
+        }
+    }
+    out
+}
+
+/// The series of `family` in Prometheus text: each one's labels and value.
+fn series(metrics: &str, family: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    metrics
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix(family))
+        .filter_map(|rest| {
+            let (labels, value) = rest.strip_prefix('{')?.rsplit_once('}')?;
+            let value: f64 = value.trim().parse().ok()?;
+            Some((parse_labels(labels), value))
+        })
+        .collect()
+}
+
+/// `k="v",k2="v2"` (Prometheus text escapes `\\`, `\"` and `\n` in values).
+fn parse_labels(text: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut rest = text;
+    while let Some((key, after)) = rest.split_once("=\"") {
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, other)) => value.push(other),
+                    None => {}
+                },
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => value.push(c),
+            }
+        }
+        labels.insert(key.trim_start_matches(',').trim().to_string(), value);
+        rest = &after[end..];
+    }
+    labels
+}
+
+/// The largest capture file read: a review of `serve --max-body-bytes`, pretty-printed.
+const MAX_CAPTURE_BYTES: u64 = 64 << 20;
+
+/// Disagreements of one candidate by (differences, legacy decision, candidate decision).
+type ByReading = BTreeMap<(Vec<String>, String, String), Disagreement>;
+
+type Groups = BTreeMap<(String, String), Vec<Disagreement>>;
+
+/// The disagreement captures of `dir`, grouped per (webhook, candidate).
+fn disagreements(dir: &Path) -> Result<Groups, ReportError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| ReportError::Captures {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".capture.json"))
+        .collect();
+    files.sort();
+    let mut groups: BTreeMap<(String, String), ByReading> = BTreeMap::new();
+    for file in files {
+        // Captures are bounded by the writer (--capture-max-bytes); a file that does not read
+        // is not one of ours.
+        let Ok(text) = crate::files::read_to_string(&file, MAX_CAPTURE_BYTES) else {
+            continue;
+        };
+        // As deep as the captured review (kube-apiserver's depth, `deep_json`).
+        let Ok(capture) = crate::deep_json::parse_value(&text) else {
+            continue;
+        };
+        let meta = &capture["admissionProxyCapture"];
+        let record = &meta["candidate"];
+        if !record.is_object() {
+            continue;
+        }
+        let webhook = meta["webhook"].as_str().unwrap_or("").to_string();
+        let candidate = record["name"].as_str().unwrap_or("").to_string();
+        let differences: Vec<String> = record["differences"]
+            .as_array()
+            .map(|d| {
+                d.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (legacy, theirs) = (said(&record["legacy"]), said(&record["candidate"]));
+        let group = groups
+            .entry((webhook, candidate))
+            .or_default()
+            .entry((differences.clone(), legacy.clone(), theirs.clone()))
+            .or_insert_with(|| Disagreement {
+                differences,
+                legacy,
+                candidate: theirs,
+                count: 0,
+                captures: Vec::new(),
+            });
+        group.count += 1;
+        if group.captures.len() < 3 {
+            group.captures.push(file);
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(key, found)| {
+            let mut found: Vec<Disagreement> = found.into_values().collect();
+            found.sort_by_key(|d| std::cmp::Reverse(d.count));
+            (key, found)
+        })
+        .collect())
+}
+
+/// One side's decision in words: `allowed`, `allowed with a patch`, `denied 403: message`.
+fn said(outcome: &Value) -> String {
+    let mut words = outcome["decision"].as_str().unwrap_or("?").to_string();
+    if let Some(code) = outcome["code"].as_i64() {
+        words.push_str(&format!(" {code}"));
+    }
+    if let Some(ops) = outcome["patch"].as_str() {
+        words.push_str(&format!(" with a patch ({ops})"));
+    }
+    if let Some(message) = outcome["message"].as_str() {
+        words.push_str(&format!(": {}", crate::log_value::Bounded(message)));
+    }
+    if let Some(warnings) = outcome["warnings"].as_array() {
+        let warnings: Vec<&str> = warnings.iter().filter_map(Value::as_str).collect();
+        words.push_str(&format!(" (warnings: {})", warnings.join("; ")));
+    }
+    words
+}

@@ -1,0 +1,278 @@
+//! Candidates: `admission-proxy.io/v1alpha1` `Candidate` objects in the configuration
+//! directory, each attaching a replacement to one legacy webhook. The replacement decides in
+//! the background, on the requests the legacy webhook is called for, and the two decisions are
+//! compared (`admission::candidates`); the legacy webhook's answer is what kube-apiserver gets.
+//!
+//! ```yaml
+//! apiVersion: admission-proxy.io/v1alpha1
+//! kind: Candidate
+//! metadata: {name: pods-v2}
+//! spec:
+//!   webhook: pods.example.com        # webhooks[].name of the legacy webhook
+//!   webhookType: Validating          # only when a mutating webhook has the same name
+//!   backend:                         # a mirrored backend ...
+//!     clientConfig: {url: "https://pods-v2.example.com/validate", caBundle: "..."}
+//!     admissionReviewVersions: [v1]
+//!     timeoutSeconds: 10
+//!   # policy: {name: pods-policy}     # ... or a ValidatingAdmissionPolicy in the directory
+//! ```
+//!
+//! Decoded strictly (unknown fields refused), like the webhook configurations; every problem
+//! names its file, document and field, and refuses the whole load (the last good
+//! configuration keeps serving).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{Backends, Problem, Webhook};
+use crate::api::{self, WebhookType};
+use crate::field_error::{BadValue, Error as FieldError, ErrorType};
+use crate::metrics::WebhookMetrics;
+
+/// The candidate kind's `apiVersion`.
+pub const API_VERSION: &str = "admission-proxy.io/v1alpha1";
+
+/// One compiled candidate, attached to its legacy webhook ([`Webhook::candidates`]).
+#[derive(Debug)]
+pub struct Candidate {
+    /// `metadata.name`: the `candidate` label of its metrics.
+    pub name: String,
+    /// The file it was loaded from.
+    pub(crate) source: PathBuf,
+    /// What decides.
+    pub(crate) kind: CandidateKind,
+}
+
+/// What a candidate is.
+#[derive(Debug)]
+pub(crate) enum CandidateKind {
+    /// A mirrored backend: the legacy webhook's selection (rules, selectors, matchPolicy,
+    /// matchConditions, failurePolicy, sideEffects) with the candidate's `clientConfig`,
+    /// `admissionReviewVersions` and `timeoutSeconds`, run through the same pipeline.
+    Backend(Arc<Webhook>),
+    /// A ValidatingAdmissionPolicy with its bindings, evaluated in the proxy.
+    Policy(Arc<crate::policy::Policy>),
+}
+
+impl Candidate {
+    /// `backend` or `policy`: the `kind` label of reports.
+    pub(crate) fn kind_str(&self) -> &'static str {
+        match self.kind {
+            CandidateKind::Backend(_) => "backend",
+            CandidateKind::Policy(_) => "policy",
+        }
+    }
+}
+
+/// A candidate as decoded, waiting for every webhook and policy of the load.
+pub(super) struct Declared {
+    base: Problem,
+    prefix: String,
+    object: api::CandidateObject,
+}
+
+/// Decodes one `Candidate` document (strictly); `None`, with the problem in `errors`, when it
+/// cannot be.
+pub(super) fn decode(
+    value: &serde_json::Value,
+    prefix: &str,
+    base: &Problem,
+    errors: &mut Vec<Problem>,
+) -> Option<Declared> {
+    let base = Problem {
+        kind: Some("Candidate".into()),
+        configuration: value
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .map(str::to_string),
+        ..base.clone()
+    };
+    let object: api::CandidateObject = match serde_path_to_error::deserialize(value) {
+        Ok(object) => object,
+        Err(e) => {
+            errors.push(Problem {
+                field: format!("{prefix}{}", e.path()),
+                message: e.into_inner().to_string(),
+                ..base
+            });
+            return None;
+        }
+    };
+    let before = errors.len();
+    let mut bad = |error: FieldError| errors.push(base.located(error.prefixed(prefix)));
+    if object.api_version != API_VERSION {
+        bad(FieldError::not_supported(
+            "apiVersion",
+            &object.api_version,
+            &[API_VERSION],
+        ));
+    }
+    if !crate::names::is_dns1123_subdomain(&object.metadata.name) {
+        bad(FieldError::invalid(
+            "metadata.name",
+            &object.metadata.name,
+            "a candidate name must be a DNS-1123 subdomain",
+        ));
+    }
+    let spec = &object.spec;
+    if spec.webhook.is_empty() {
+        bad(FieldError::required(
+            "spec.webhook",
+            "the legacy webhook's webhooks[].name",
+        ));
+    }
+    if let Some(t) = spec.webhook_type.as_deref() {
+        if !matches!(t, "Validating" | "Mutating") {
+            bad(FieldError::not_supported(
+                "spec.webhookType",
+                t,
+                &["Validating", "Mutating"],
+            ));
+        }
+    }
+    match (&spec.backend, &spec.policy) {
+        (Some(_), None) | (None, Some(_)) => {}
+        _ => bad(FieldError::new(
+            ErrorType::Invalid,
+            "spec",
+            BadValue::Omitted,
+            "exactly one of backend or policy must be set",
+        )),
+    }
+    (errors.len() == before).then(|| Declared {
+        base,
+        prefix: prefix.to_string(),
+        object,
+    })
+}
+
+/// Resolves each declared candidate's legacy webhook among `compiled`, compiles it, and
+/// attaches it there. `policy` compiles a policy candidate from the referenced
+/// ValidatingAdmissionPolicy's name (`Err`: the problems, field paths relative to the
+/// candidate).
+pub(super) fn attach(
+    declared: Vec<Declared>,
+    compiled: &mut [Webhook],
+    backends: &mut Backends,
+    mut policy: impl FnMut(&str) -> Result<Arc<crate::policy::Policy>, Vec<FieldError>>,
+    errors: &mut Vec<Problem>,
+) {
+    let mut names = std::collections::HashSet::new();
+    for Declared {
+        base,
+        prefix,
+        object,
+    } in declared
+    {
+        let located = |error: FieldError| base.located(error.prefixed(&prefix));
+        if !names.insert(object.metadata.name.clone()) {
+            errors.push(located(FieldError::duplicate(
+                "metadata.name",
+                object.metadata.name.as_str(),
+            )));
+            continue;
+        }
+        let legacy = match legacy_index(compiled, &object.spec) {
+            Ok(i) => i,
+            Err(e) => {
+                errors.push(located(e));
+                continue;
+            }
+        };
+        // Problems as `(field relative to the candidate, message)`.
+        let kind =
+            match (&object.spec.backend, &object.spec.policy) {
+                (Some(backend), _) => mirrored(&compiled[legacy], backend, &object, backends)
+                    .map(|w| CandidateKind::Backend(Arc::new(w))),
+                (None, Some(reference)) => policy(&reference.name)
+                    .map(CandidateKind::Policy)
+                    .map_err(|problems| {
+                        let at = |e: FieldError| super::field_problem(e.prefixed("spec.policy."));
+                        problems.into_iter().map(at).collect()
+                    }),
+                (None, None) => continue,
+            };
+        match kind {
+            Ok(kind) => compiled[legacy].candidates.push(Arc::new(Candidate {
+                name: object.metadata.name.clone(),
+                source: base.file.clone(),
+                kind,
+            })),
+            Err(problems) => errors.extend(problems.into_iter().map(|(field, message)| Problem {
+                field: format!("{prefix}{field}"),
+                message,
+                ..base.clone()
+            })),
+        }
+    }
+}
+
+/// Where the candidate's legacy webhook is among `compiled`.
+fn legacy_index(compiled: &[Webhook], spec: &api::CandidateSpec) -> Result<usize, FieldError> {
+    let wanted = |w: &Webhook| match spec.webhook_type.as_deref() {
+        Some("Validating") => w.webhook_type == WebhookType::Validating,
+        Some("Mutating") => w.webhook_type == WebhookType::Mutating,
+        _ => true,
+    };
+    let found: Vec<usize> = (0..compiled.len())
+        .filter(|&i| compiled[i].name == spec.webhook && wanted(&compiled[i]))
+        .collect();
+    match found.as_slice() {
+        [i] => Ok(*i),
+        [] => Err(FieldError::new(
+            ErrorType::NotFound,
+            "spec.webhook",
+            BadValue::from(spec.webhook.as_str()),
+            "no webhook of that name (and type) is in the configuration directory",
+        )),
+        _ => Err(FieldError::required(
+            "spec.webhookType",
+            format!(
+                "both a validating and a mutating webhook are named {:?}: say which",
+                spec.webhook
+            ),
+        )),
+    }
+}
+
+/// The mirrored backend's webhook: the legacy webhook's selection, defaults written out as
+/// the legacy webhook has them, with the candidate's `clientConfig`,
+/// `admissionReviewVersions` and `timeoutSeconds` (validated as a v1 webhook's are). Mode
+/// Enforce whatever `--default-mode` says: the candidate's own decision is what is compared.
+fn mirrored(
+    legacy: &Webhook,
+    backend: &api::CandidateBackend,
+    object: &api::CandidateObject,
+    backends: &mut Backends,
+) -> Result<Webhook, super::FieldProblems> {
+    let mutating = legacy.webhook_type == WebhookType::Mutating;
+    let spec = api::Webhook {
+        client_config: backend.client_config.clone(),
+        admission_review_versions: backend.admission_review_versions.clone(),
+        timeout_seconds: backend.timeout_seconds,
+        failure_policy: Some(legacy.failure_policy().as_str().into()),
+        match_policy: Some(legacy.matcher.match_policy.as_str().into()),
+        side_effects: Some(legacy.side_effects.as_str().into()),
+        reinvocation_policy: mutating.then(|| legacy.reinvocation_policy.as_str().into()),
+        ..legacy.spec.clone()
+    };
+    match super::compile_webhook(&spec, false, legacy.webhook_type, backends) {
+        Ok((webhook, _warnings)) => Ok(Webhook {
+            configuration: legacy.configuration.clone(),
+            index: legacy.index,
+            source: legacy.source.clone(),
+            mode: Some(super::options::Mode::Enforce),
+            // Its own series: the legacy webhook's are not touched by its calls.
+            metrics: WebhookMetrics::new(
+                &format!("{}~candidate~{}", legacy.name, object.metadata.name),
+                legacy.webhook_type.as_str(),
+            ),
+            ..webhook
+        }),
+        // The legacy webhook compiled: only the candidate's own fields can be wrong here.
+        Err(problems) => Err(problems
+            .into_iter()
+            .map(|(field, message)| (format!("spec.backend.{field}"), message))
+            .collect()),
+    }
+}

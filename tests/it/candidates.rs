@@ -1,0 +1,276 @@
+//! Candidates: a replacement attached to a legacy webhook decides in the background on the
+//! requests the legacy webhook is called for; every disagreement is counted, captured and
+//! reported, and the legacy answers are those of a proxy without the candidate.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::common::*;
+use crate::tools::pki::TestPki;
+use admission_proxy::dispatch::HttpClient;
+
+const ALL: &str =
+    "[{operations: [\"*\"], apiGroups: [\"*\"], apiVersions: [\"*\"], resources: [\"*\"]}]";
+const LEGACY: &str = "legacy.example.com";
+
+fn candidate_backend(name: &str, client_config: &str) -> String {
+    format!(
+        "apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: {name}}}\n\
+         spec:\n  webhook: {LEGACY}\n  backend:\n    clientConfig: {client_config}\n    \
+         admissionReviewVersions: [v1]\n    timeoutSeconds: 5\n"
+    )
+}
+
+/// Every other validating fixture, as kube-apiserver sent them.
+fn validating_fixtures() -> Vec<(String, Vec<u8>)> {
+    index()
+        .iter()
+        .filter(|e| e["webhookType"] == "validating")
+        .step_by(2)
+        .map(|e| e["file"].as_str().unwrap().to_string())
+        .map(|f| (f.clone(), fixture(&f)))
+        .collect()
+}
+
+/// Whether the example backend's `/require-labels` allows the review: the object or the old
+/// object carries a label.
+fn labelled(body: &[u8]) -> bool {
+    let review: serde_json::Value = serde_json::from_slice(body).unwrap();
+    ["object", "oldObject"].iter().any(|side| {
+        review["request"][side]["metadata"]["labels"]
+            .as_object()
+            .is_some_and(|l| !l.is_empty())
+    })
+}
+
+/// The sum of `admission_proxy_candidate_comparisons_total` for `candidate`, by result.
+fn comparisons(metrics: &str, candidate: &str) -> Vec<(String, f64)> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("admission_proxy_candidate_comparisons_total{"))
+        .filter(|l| l.contains(&format!("candidate=\"{candidate}\"")))
+        .filter_map(|l| {
+            let result = l.split("result=\"").nth(1)?.split('"').next()?.to_string();
+            Some((result, l.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Waits (bounded) until `candidate` has `n` comparisons; returns the scrape.
+fn scrape_when_compared(proxy: &BinaryProxy, pki: &TestPki, candidate: &str, n: f64) -> String {
+    for _ in 0..500 {
+        let metrics = proxy.scrape(pki);
+        let total: f64 = comparisons(&metrics, candidate)
+            .iter()
+            .map(|(_, v)| v)
+            .sum();
+        if total >= n {
+            return metrics;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the candidate never compared {n} requests");
+}
+
+fn capture_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().ends_with(".capture.json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// A candidate backend that denies unlabelled objects, beside a legacy webhook that allows
+/// everything: exactly the unlabelled requests disagree, each counted once, captured once and
+/// reported; the legacy answers are byte for byte those of a proxy without the candidate, and
+/// the candidate backend is called once per request the legacy webhook was called for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirrored_backend_is_compared_on_every_called_request_and_its_disagreements_reported() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-backend");
+    let captures = ws.dir.join("captures");
+    let legacy = validating(LEGACY, &backend.client_config("/allow"), ALL, "");
+    std::fs::write(ws.conf.join("webhooks.yaml"), &legacy).unwrap();
+    let plain = ws.dir.join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    std::fs::write(plain.join("webhooks.yaml"), &legacy).unwrap();
+    let candidate = candidate_backend("labels-required", &backend.client_config("/require-labels"));
+    std::fs::write(ws.conf.join("candidate.yaml"), candidate).unwrap();
+    let (with, without) = tokio::task::block_in_place(|| {
+        let capture_dir = captures.to_str().unwrap();
+        let flags = ["--capture-dir", capture_dir, "--capture-sample", "0"];
+        (
+            BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &flags),
+            BinaryProxy::start(&plain, &ws.cert, &ws.key, &[]),
+        )
+    });
+    let path = format!("/webhooks/{LEGACY}?timeout=10s");
+    let client = HttpClient::new();
+    let targets = [with.target(&ws.pki), without.target(&ws.pki)];
+    let post = |i: usize, body: &[u8]| {
+        let (client, target) = (&client, &targets[i]);
+        let (path, body) = (path.clone(), body.to_vec());
+        async move { Reply::from(client.post(target, &path, &body, &[]).await.unwrap()) }
+    };
+    let (mut called, mut unlabelled) = (0u64, Vec::new());
+    for (file, body) in validating_fixtures() {
+        let a = post(0, &body).await;
+        let b = post(1, &body).await;
+        assert_eq!(
+            (a.status, &a.body),
+            (b.status, &b.body),
+            "{file}: the answer changed with a candidate"
+        );
+        if a.decision == "allowed" {
+            called += 1;
+            if !labelled(&body) {
+                unlabelled.push(file);
+            }
+        }
+    }
+    assert!(called > 50 && !unlabelled.is_empty() && (unlabelled.len() as u64) < called);
+    let metrics = tokio::task::block_in_place(|| {
+        scrape_when_compared(&with, &ws.pki, "labels-required", called as f64)
+    });
+    let mut results = comparisons(&metrics, "labels-required");
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        results,
+        vec![
+            (
+                "agree".to_string(),
+                (called - unlabelled.len() as u64) as f64
+            ),
+            ("disagree_allowed".to_string(), unlabelled.len() as f64),
+        ]
+    );
+    assert_eq!(backend.recorder.calls_to("/require-labels"), called);
+    assert_eq!(backend.recorder.calls_to("/allow"), 2 * called);
+    let files = tokio::task::block_in_place(|| {
+        for _ in 0..500 {
+            if capture_files(&captures).len() >= unlabelled.len() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        capture_files(&captures)
+    });
+    assert_eq!(
+        files.len(),
+        unlabelled.len(),
+        "one capture per disagreement"
+    );
+    let capture: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    let record = &capture["admissionProxyCapture"]["candidate"];
+    assert_eq!(record["name"], "labels-required");
+    // The example backend's denial also carries a warning the legacy allow has not.
+    assert_eq!(
+        record["differences"],
+        serde_json::json!(["allowed", "warnings"])
+    );
+    assert_eq!(record["legacy"]["allowed"], true);
+    assert_eq!(record["candidate"]["allowed"], false);
+    assert_eq!(record["candidate"]["code"], 403);
+    // The report: from the scrape and the captures.
+    let scrape = ws.dir.join("metrics.txt");
+    std::fs::write(&scrape, &metrics).unwrap();
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["candidates", "--metrics"])
+        .arg(&scrape)
+        .arg("--capture-dir")
+        .arg(&captures)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{report:?}");
+    let text = String::from_utf8(report.stdout).unwrap();
+    let agreement = 100.0 * (called - unlabelled.len() as u64) as f64 / called as f64;
+    let head = format!(
+        "candidate labels-required for webhook {LEGACY}: compared on {called} requests, {agreement:.2}% agreement ({} disagreements)",
+        unlabelled.len()
+    );
+    assert!(text.starts_with(&head), "{text}");
+    let group = format!(
+        "  {} x allowed+warnings: legacy allowed; candidate denied 403: objects must carry labels (require-labels policy)",
+        unlabelled.len()
+    );
+    assert!(text.contains(&group), "{text}");
+    // explain on a captured disagreement: both decisions side by side, and the candidate.
+    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["explain", "--config"])
+        .arg(&ws.conf)
+        .arg("--review")
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    assert!(explain.status.success(), "{explain:?}");
+    let text = String::from_utf8(explain.stdout).unwrap();
+    for line in [
+        format!("captured disagreement of candidate \"labels-required\" with webhook \"{LEGACY}\" (differs in: allowed, warnings):"),
+        "  legacy webhook: allowed".to_string(),
+        "  candidate:      denied 403: objects must carry labels (require-labels policy) (warnings:".to_string(),
+        "  candidate \"labels-required\" (backend, ".to_string(),
+    ] {
+        assert!(text.contains(&line), "missing {line:?} in {text}");
+    }
+    let logs = with.stop();
+    let logged = logs
+        .iter()
+        .filter(|l| l.contains("candidate disagrees with the legacy webhook"))
+        .count();
+    assert_eq!(logged, unlabelled.len(), "each disagreement logged once");
+    drop(without);
+}
+
+/// A candidate file that cannot be used is refused with its file, field and reason, like any
+/// bad configuration file (`check` loads as `serve` does).
+#[test]
+fn bad_candidate_files_are_refused_with_their_fields() {
+    let ws = Workspace::new("candidates-check");
+    let url = "{url: \"https://127.0.0.1:1/\"}";
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(LEGACY, url, ALL, ""),
+    )
+    .unwrap();
+    let docs = [
+        // 0: an unknown field.
+        format!("apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: a}}\nspec:\n  webhook: {LEGACY}\n  backnd: {{}}\n"),
+        // 1: neither backend nor policy.
+        format!("apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: b}}\nspec:\n  webhook: {LEGACY}\n"),
+        // 2: no such webhook.
+        format!("apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: c}}\nspec:\n  webhook: nope.example.com\n  backend: {{clientConfig: {url}, admissionReviewVersions: [v1]}}\n"),
+        // 3: a backend without admissionReviewVersions.
+        format!("apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: d}}\nspec:\n  webhook: {LEGACY}\n  backend: {{clientConfig: {url}}}\n"),
+        // 4: a policy that is not in the directory.
+        format!("apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: e}}\nspec:\n  webhook: {LEGACY}\n  policy: {{name: missing}}\n"),
+        // 5: the wrong apiVersion.
+        format!("apiVersion: admission-proxy.io/v1\nkind: Candidate\nmetadata: {{name: f}}\nspec:\n  webhook: {LEGACY}\n  backend: {{clientConfig: {url}, admissionReviewVersions: [v1]}}\n"),
+    ];
+    std::fs::write(ws.conf.join("candidates.yaml"), docs.join("---\n")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["check", "--config"])
+        .arg(&ws.conf)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for want in [
+        "candidates.yaml (document 0): Candidate \"a\": spec.backnd: unknown field `backnd`, expected one of `webhook`, `webhookType`, `backend`, `policy`",
+        "candidates.yaml (document 1): Candidate \"b\": spec: Invalid value: exactly one of backend or policy must be set",
+        "candidates.yaml (document 2): Candidate \"c\": spec.webhook: Not found: \"nope.example.com\"",
+        "candidates.yaml (document 3): Candidate \"d\": spec.backend.admissionReviewVersions: Required value",
+        "candidates.yaml (document 4): Candidate \"e\": spec.policy.name: Not found: \"missing\"",
+        "candidates.yaml (document 5): Candidate \"f\": apiVersion: Unsupported value: \"admission-proxy.io/v1\"",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with("error: ") && l.contains(want)),
+            "missing {want:?} in {text}"
+        );
+    }
+}
