@@ -274,3 +274,187 @@ fn bad_candidate_files_are_refused_with_their_fields() {
         );
     }
 }
+
+/// Waits (bounded) until `candidate`'s comparisons reach `n` in all; the results by name.
+async fn results_when(
+    proxy: &BinaryProxy,
+    pki: &TestPki,
+    candidate: &str,
+    n: f64,
+) -> std::collections::BTreeMap<String, f64> {
+    let metrics = tokio::task::block_in_place(|| scrape_when_compared(proxy, pki, candidate, n));
+    comparisons(&metrics, candidate).into_iter().collect()
+}
+
+fn start(ws: &Workspace, extra: &[&str]) -> BinaryProxy {
+    tokio::task::block_in_place(|| BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, extra))
+}
+
+/// A mutating legacy webhook and two candidates: one patches the object as the legacy webhook
+/// does (agrees), one adds another label (disagrees on the object after the patch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_candidate_is_compared_on_the_object_after_its_patch() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-patch");
+    let legacy = webhook_config(
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+        LEGACY,
+        &backend.client_config("/patch"),
+        ALL,
+        "sideEffects: None\n  admissionReviewVersions: [v1]",
+    );
+    let candidates = [
+        candidate_backend("same-patch", &backend.client_config("/patch")),
+        candidate_backend("other-label", &backend.client_config("/upstream/addLabel")),
+    ];
+    std::fs::write(ws.conf.join("webhooks.yaml"), legacy).unwrap();
+    std::fs::write(ws.conf.join("candidates.yaml"), candidates.join("---\n")).unwrap();
+    let proxy = start(&ws, &[]);
+    let path = format!("/webhooks/mutating/{LEGACY}?timeout=10s");
+    for name in [
+        "0096-create-core-v1-pods-v1.json",
+        "0064-create-apps-v1-deployments-v1.json",
+    ] {
+        let reply = proxy.post(&ws.pki, &path, &fixture(name)).await;
+        assert_eq!(reply.decision, "allowed", "{name}");
+        assert!(reply.json["response"]["patch"].is_string(), "{name}");
+    }
+    let same = results_when(&proxy, &ws.pki, "same-patch", 2.0).await;
+    assert_eq!(same.get("agree"), Some(&2.0), "{same:?}");
+    let other = results_when(&proxy, &ws.pki, "other-label", 2.0).await;
+    assert_eq!(other.get("disagree_patch"), Some(&2.0), "{other:?}");
+}
+
+/// A candidate over its own timeout and one that is down are counted as candidate errors;
+/// neither delays the legacy answer (answered before the slow one's timeout ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_or_dead_candidate_is_counted_and_never_delays_the_answer() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-slow");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
+    )
+    .unwrap();
+    let slow = candidate_backend("slow", &backend.client_config("/slow/5000"))
+        .replace("timeoutSeconds: 5", "timeoutSeconds: 1");
+    let dead = candidate_backend(
+        "dead",
+        &format!(
+            "{{url: \"https://127.0.0.1:1/\", caBundle: \"{}\"}}",
+            backend.pki.ca_bundle()
+        ),
+    );
+    std::fs::write(ws.conf.join("candidates.yaml"), [slow, dead].join("---\n")).unwrap();
+    let proxy = start(&ws, &[]);
+    let path = format!("/webhooks/{LEGACY}?timeout=10s");
+    let reply = proxy
+        .post(&ws.pki, &path, &fixture("0096-create-core-v1-pods-v1.json"))
+        .await;
+    assert_eq!(reply.decision, "allowed");
+    let at_answer = tokio::task::block_in_place(|| proxy.scrape(&ws.pki));
+    assert!(
+        comparisons(&at_answer, "slow").is_empty(),
+        "the answer came before the slow candidate's timeout"
+    );
+    let slow = results_when(&proxy, &ws.pki, "slow", 1.0).await;
+    assert_eq!(slow.get("candidate_error"), Some(&1.0), "{slow:?}");
+    let dead = results_when(&proxy, &ws.pki, "dead", 1.0).await;
+    assert_eq!(dead.get("candidate_error"), Some(&1.0), "{dead:?}");
+}
+
+/// Candidates follow the configuration directory: one added is compared from the next
+/// request on; a bad candidate file is refused and the last good configuration (its candidate
+/// included) keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidates_are_hot_reloaded_and_a_bad_one_keeps_the_last_good() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-reload");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
+    )
+    .unwrap();
+    let proxy = start(&ws, &[]);
+    let path = format!("/webhooks/{LEGACY}?timeout=10s");
+    let pod = fixture("0096-create-core-v1-pods-v1.json");
+    std::fs::write(
+        ws.conf.join("candidates.yaml"),
+        candidate_backend("mirror", &backend.client_config("/allow")),
+    )
+    .unwrap();
+    // Bounded: the reload is picked up within a few of these.
+    let mut compared = false;
+    for _ in 0..100 {
+        proxy.post(&ws.pki, &path, &pod).await;
+        let metrics = tokio::task::block_in_place(|| proxy.scrape(&ws.pki));
+        if !comparisons(&metrics, "mirror").is_empty() {
+            compared = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(compared, "the new candidate is compared");
+    std::fs::write(
+        ws.conf.join("broken.yaml"),
+        "apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {name: broken}\nspec: {webhook: nope.example.com, backend: {}}\n",
+    )
+    .unwrap();
+    let mut refused = false;
+    for _ in 0..100 {
+        if proxy.logged("spec.webhook: Not found") {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(refused, "the bad candidate file is refused with its field");
+    let before = tokio::task::block_in_place(|| proxy.scrape(&ws.pki));
+    let agreed = |m: &str| {
+        comparisons(m, "mirror")
+            .into_iter()
+            .find(|(r, _)| r == "agree")
+            .map_or(0.0, |(_, v)| v)
+    };
+    let n = agreed(&before);
+    proxy.post(&ws.pki, &path, &pod).await;
+    let after = results_when(&proxy, &ws.pki, "mirror", n + 1.0).await;
+    assert_eq!(
+        after.get("agree"),
+        Some(&(n + 1.0)),
+        "the last good candidate still compares"
+    );
+}
+
+/// Candidate work is shed, and counted, when the background lane is full: 300 admissions
+/// with a candidate that takes 5 s leave at least 44 of them uncompared (the lane holds 256),
+/// and every admission is still answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidate_work_is_shed_and_counted_when_the_background_lane_is_full() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-shed");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
+    )
+    .unwrap();
+    let slow = candidate_backend("slow", &backend.client_config("/slow/5000"))
+        .replace("timeoutSeconds: 5", "timeoutSeconds: 10");
+    std::fs::write(ws.conf.join("candidates.yaml"), slow).unwrap();
+    let proxy = start(&ws, &[]);
+    let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
+    let path = format!("/webhooks/{LEGACY}?timeout=10s");
+    let pod = fixture("0096-create-core-v1-pods-v1.json");
+    let sends = (0..300).map(|_| client.post(&target, &path, &pod, &[]));
+    let replies = futures::future::join_all(sends).await;
+    assert!(replies
+        .iter()
+        .all(|r| r.as_ref().is_ok_and(|r| r.status == 200)));
+    let metrics = tokio::task::block_in_place(|| proxy.scrape(&ws.pki));
+    let shed = comparisons(&metrics, "slow")
+        .into_iter()
+        .find(|(r, _)| r == "shed")
+        .map_or(0.0, |(_, v)| v);
+    assert!(shed >= 44.0, "shed {shed}: {metrics}");
+}
