@@ -317,6 +317,17 @@ async fn a_slow_api_is_an_errored_decision_after_the_budget_and_its_late_answer_
     .await;
 }
 
+/// Waits until `key`'s cached answer has expired (bounded: 100 x 10 ms).
+async fn expired(sar: &SubjectAccessReviews, key: &CheckKey) {
+    for _ in 0..100 {
+        if sar.peek(key).is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the cached answer never expired");
+}
+
 #[tokio::test]
 async fn answers_expire_after_their_ttl() {
     bounded(async {
@@ -332,14 +343,15 @@ async fn answers_expire_after_their_ttl() {
         assert!(!sar.decide(&denied, BUDGET).await.allowed);
         assert_eq!(api.calls(), 2);
 
-        // The denial expires first: after its 100 ms the allowed answer is still fresh.
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // The denial expires first (a wait on its expiry, bounded): the allowed answer is
+        // still fresh then.
+        expired(&sar, &denied).await;
         assert_eq!(sar.check(&allowed, BUDGET).await.1, Outcome::Cached);
         assert_eq!(sar.check(&denied, BUDGET).await.1, Outcome::Denied);
         assert_eq!(api.calls(), 3);
 
-        // After 600 ms the allowed answer has expired too.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Then the allowed answer expires too.
+        expired(&sar, &allowed).await;
         assert_eq!(sar.peek(&allowed), None);
         assert_eq!(sar.check(&allowed, BUDGET).await.1, Outcome::Allowed);
         assert_eq!(api.calls(), 4);

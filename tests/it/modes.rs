@@ -264,9 +264,27 @@ async fn the_circuit_breaker_opens_fails_fast_half_opens_and_closes() {
     let still_open = proxy.review("breaker.example.com", &fixture(POD)).await;
     assert!(warning(&still_open).contains("failing fast"));
     assert_eq!(recorder.calls(), 0, "no call while open");
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let probe = proxy.review("breaker.example.com", &fixture(POD)).await;
-    assert_eq!(probe.decision, "allowed", "the probe reached the backend");
+    // Waits for the cool-down's end, an event the answers show (bounded: 60 x 50 ms); while
+    // open, each admission fails fast without a call.
+    let mut probe = None;
+    for _ in 0..60 {
+        let reply = proxy.review("breaker.example.com", &fixture(POD)).await;
+        if reply.decision == "allowed" {
+            probe = Some(reply);
+            break;
+        }
+        assert!(
+            warning(&reply).contains("failing fast"),
+            "{}",
+            warning(&reply)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        probe.is_some(),
+        "the probe reached the backend after the cool-down"
+    );
+    assert_eq!(recorder.calls(), 1, "one probe call");
     let closed = proxy.review("breaker.example.com", &fixture(POD)).await;
     assert_eq!(closed.decision, "allowed");
     assert_eq!(recorder.calls(), 2);
