@@ -128,7 +128,7 @@ enum Kind {
 /// The upkeep matters: with `install_recorder` the exporter keeps every histogram sample until
 /// someone calls `run_upkeep` (or scrapes `/metrics`); without it RSS grew by about 20 bytes
 /// per request, 20 MB per million (benches/README.md, "What the profiles found").
-pub(crate) fn install(version: &'static str, commit: &'static str) -> Option<PrometheusHandle> {
+pub fn install(version: &'static str, commit: &'static str) -> Option<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("duration_seconds".into()), &BUCKETS)
         .ok()?

@@ -79,6 +79,12 @@ pub(crate) struct CallSlots {
 }
 
 impl Webhook {
+    /// The candidates attached to this webhook (decided beside it in the background), in
+    /// the order their files were loaded.
+    pub fn candidates(&self) -> &[Arc<candidates::Candidate>] {
+        &self.candidates
+    }
+
     /// `failurePolicy`, kept once, in the matcher, which needs it for matchCondition errors.
     pub(crate) fn failure_policy(&self) -> FailurePolicy {
         self.matcher.failure_policy
@@ -652,8 +658,12 @@ impl Load {
                     continue;
                 }
                 "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {}
-                _ => {
+                _ if could_be_parameter(&item) => {
                     self.others.push((base.clone(), prefix, item));
+                    continue;
+                }
+                _ => {
+                    self.errors.push(unsupported_kind(&item, &prefix, base));
                     continue;
                 }
             }
@@ -778,6 +788,8 @@ impl Load {
             .filter_map(|(_, p)| crate::policy::Policy::param_kind_of(p))
             .collect();
         let mut params = Vec::new();
+        // Refused ones are listed at most MAX_PROBLEMS_PER_FILE a file, as in `file`.
+        let mut refused: BTreeMap<PathBuf, usize> = BTreeMap::new();
         for (base, prefix, item) in std::mem::take(&mut self.others) {
             let text = |k: &str| {
                 item.get(k)
@@ -789,15 +801,20 @@ impl Load {
                 params.push(item);
                 continue;
             }
-            self.errors.push(Problem {
-                kind: Some(text("kind")),
-                ..base.located(FieldError::new(
-                    ErrorType::NotSupported,
-                    format!("{prefix}kind"),
-                    text("kind").into(),
-                    "expected ValidatingWebhookConfiguration, MutatingWebhookConfiguration, CustomResourceDefinition, Candidate, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, a policy's paramKind, or a List of them",
-                ))
-            });
+            let n = refused.entry(base.file.clone()).or_default();
+            *n += 1;
+            if *n <= MAX_PROBLEMS_PER_FILE {
+                self.errors.push(unsupported_kind(&item, &prefix, &base));
+            }
+        }
+        for (file, n) in refused {
+            if n > MAX_PROBLEMS_PER_FILE {
+                let more = n - MAX_PROBLEMS_PER_FILE;
+                self.errors.push(Problem::of_file(
+                    &file,
+                    format!("and {more} more problems in this file, not listed"),
+                ));
+            }
         }
         params
     }
@@ -875,6 +892,38 @@ impl Load {
             }
         }
         Ok(snapshot)
+    }
+}
+
+/// Whether a document of a kind the proxy does not know may be a policy's parameter object
+/// (`paramKind`): it names an apiVersion and has a `metadata.name`. Kept until every file is
+/// read; anything else is refused at once.
+fn could_be_parameter(item: &serde_json::Value) -> bool {
+    let named = item
+        .pointer("/metadata/name")
+        .and_then(|n| n.as_str())
+        .is_some_and(|n| !n.is_empty());
+    item.get("apiVersion")
+        .and_then(|v| v.as_str())
+        .is_some_and(|v| !v.is_empty())
+        && named
+}
+
+/// The problem of a document whose kind the proxy does not load.
+fn unsupported_kind(item: &serde_json::Value, prefix: &str, base: &Problem) -> Problem {
+    let kind = item
+        .get("kind")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_string();
+    Problem {
+        kind: Some(kind.clone()),
+        ..base.located(FieldError::new(
+            ErrorType::NotSupported,
+            format!("{prefix}kind"),
+            kind.into(),
+            "expected ValidatingWebhookConfiguration, MutatingWebhookConfiguration, CustomResourceDefinition, Candidate, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, a policy's paramKind, or a List of them",
+        ))
     }
 }
 

@@ -92,12 +92,17 @@ fn config_with_ca(
             })
             .collect::<Result<_, _>>()?;
         for (j, mut doc) in docs.into_iter().enumerate() {
-            for hook in doc
-                .get_mut("webhooks")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
+            // A candidate's backend holds a clientConfig too.
+            let holders: Vec<&mut Value> = match doc.get("kind").and_then(Value::as_str) {
+                Some("Candidate") => doc.pointer_mut("/spec/backend").into_iter().collect(),
+                _ => doc
+                    .get_mut("webhooks")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+            };
+            for hook in holders {
                 if let Some(cc) = hook.get_mut("clientConfig").and_then(Value::as_object_mut) {
                     cc.entry("caBundle")
                         .or_insert_with(|| Value::String(ca_bundle.to_string()));
@@ -147,6 +152,9 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     }
     let mut webhooks: Vec<_> = snapshot.webhooks().cloned().collect();
     webhooks.sort_by(|a, b| (a.webhook_type as u8, &a.name).cmp(&(b.webhook_type as u8, &b.name)));
+    // Candidates are counted in the metrics; the summary reads them back (None when a
+    // recorder is already installed in this process: no candidate summary then).
+    let metrics = admission_proxy::metrics::install(env!("CARGO_PKG_VERSION"), "demo");
     let state = Arc::new(State::new(
         Admissions::new(
             snapshot,
@@ -201,6 +209,7 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     };
     let index = read_index(&opts.reviews);
     let mut summary = Summary::new();
+    let mut compared = 0;
     let started = Instant::now();
     for file in &files {
         let body = std::fs::read(file).map_err(io(format!("read {}", file.display())))?;
@@ -252,6 +261,9 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
                 }
                 Err(e) => ("error".to_string(), e.to_string()),
             };
+            if CALLED.contains(&decision.as_str()) {
+                compared += webhook.candidates().len();
+            }
             *summary.entry(decision.clone()).or_default() += 1;
             println!(
                 "{name:<62} {user:<18} → {:<36} {decision:<16} {:>8.2} ms  {what}",
@@ -268,9 +280,46 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     for (decision, count) in &summary {
         println!("  {decision:<18} {count}");
     }
+    if let Some(metrics) = metrics {
+        candidate_summary(&metrics, compared).await;
+    }
     proxy.shutdown().await;
     backend.shutdown().await;
     Ok(summary)
+}
+
+/// The decisions for which the legacy webhook was called, and its candidates with it.
+const CALLED: [&str; 6] = [
+    "allowed",
+    "denied",
+    "failed-open",
+    "failed-closed",
+    "would-deny",
+    "would-patch",
+];
+
+/// Waits (bounded: 250 x 20 ms) for the candidates' `compared` comparisons in the background,
+/// then prints their report (`admission-proxy candidates`).
+async fn candidate_summary(
+    metrics: &metrics_exporter_prometheus::PrometheusHandle,
+    compared: usize,
+) {
+    use admission_proxy::candidate_report::{render, report};
+    let mut reports = Vec::new();
+    for _ in 0..250 {
+        reports = report(&metrics.render(), None).unwrap_or_default();
+        let done: u64 = reports.iter().flat_map(|r| r.results.values()).sum();
+        if done as usize >= compared {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if !reports.is_empty() {
+        println!("\ncandidates (decided in the background beside their legacy webhooks):");
+        for line in render(&reports).lines() {
+            println!("  {line}");
+        }
+    }
 }
 
 fn read_index(dir: &Path) -> BTreeMap<String, String> {
