@@ -343,6 +343,7 @@ impl Admissions {
                 steps: Vec::new(),
                 rounds: 0,
                 shadows: Vec::new(),
+                called: Vec::new(),
             };
         }
         let trace_context = trace_context(headers);
@@ -369,6 +370,9 @@ impl Admissions {
         }
         for shadow in std::mem::take(&mut answer.shadows) {
             self.shadow(shadow, caller_timeout, received);
+        }
+        for called in std::mem::take(&mut answer.called) {
+            self.candidates(&called.webhook, &called.review, &called.answer);
         }
         answer
     }

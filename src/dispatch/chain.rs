@@ -67,6 +67,33 @@ pub(crate) struct ChainAnswer {
     /// Webhooks in mode Shadow, with the AdmissionReview each would have received: the
     /// admission layer puts them on its background lane.
     pub(crate) shadows: Vec<Shadow>,
+    /// Webhooks with candidates that were called: the admission layer starts their
+    /// candidates on its background lane.
+    pub(crate) called: Vec<Called>,
+}
+
+/// A webhook of a chain that has candidates, as its own route would have answered: the
+/// review it was sent (in a mutating chain, as patched so far) and its answer.
+#[derive(Debug)]
+pub(crate) struct Called {
+    pub(crate) webhook: Arc<Webhook>,
+    pub(crate) review: SharedReview,
+    pub(crate) answer: Answer,
+}
+
+impl Called {
+    /// `Some` only for a webhook with candidates (a copy of its verdict, rare).
+    fn of(webhook: &Arc<Webhook>, review: &SharedReview, verdict: &Verdict) -> Option<Self> {
+        if webhook.candidates.is_empty() {
+            return None;
+        }
+        let answer = verdict.clone().into_answer(webhook, review.get());
+        Some(Called {
+            webhook: webhook.clone(),
+            review: review.clone(),
+            answer,
+        })
+    }
 }
 
 /// kube-apiserver's `ToStatusErr`
@@ -423,6 +450,7 @@ impl Dispatcher {
             fold: Fold::new(),
             steps: Vec::new(),
             shadows: Vec::new(),
+            called: Vec::new(),
         };
         let mut slots: Vec<Option<Rewritten>> = chain.webhooks.iter().map(|_| None).collect();
         let relevant = {
@@ -439,6 +467,7 @@ impl Dispatcher {
             steps: run.steps,
             rounds: 1,
             shadows: run.shadows,
+            called: run.called,
         }
     }
 
@@ -545,6 +574,8 @@ impl Dispatcher {
         while let Some((index, i, verdict, took)) = running.next().await {
             let webhook = &chain.webhooks[i];
             run.steps.push(Step::of(webhook, 0, &verdict, took));
+            run.called
+                .extend(Called::of(webhook, request.review, &verdict));
             run.fold.called = true;
             match verdict.outcome {
                 Outcome::Response(r) => run.fold.response(i, &webhook.name, verdict.decision, r),
@@ -576,6 +607,7 @@ impl Dispatcher {
             objects: None,
             steps: Vec::new(),
             shadows: Vec::new(),
+            called: Vec::new(),
             position: (0, 0),
         };
         // The review as patched so far; parsed again only after a change.
@@ -605,6 +637,7 @@ impl Dispatcher {
             steps: run.steps,
             rounds,
             shadows: run.shadows,
+            called: run.called,
         }
     }
 
@@ -697,6 +730,7 @@ impl Dispatcher {
             }
             return Turn::Next;
         }
+        let shared = current;
         let current = current.get();
         let started = Instant::now();
         let _in_flight = webhook.metrics.in_flight();
@@ -711,6 +745,9 @@ impl Dispatcher {
         }
         if called {
             run.fold.called = true;
+        }
+        if called {
+            run.called.extend(Called::of(webhook, shared, &verdict));
         }
         let (turn, changed) = run.take(current, webhook, (round, i), verdict);
         if called {
@@ -774,6 +811,7 @@ struct MutatingRun<'a> {
     objects: Option<(Value, Value)>,
     steps: Vec<Step>,
     shadows: Vec<Shadow>,
+    called: Vec<Called>,
     /// (round, the next webhook's position).
     position: (u8, usize),
 }
@@ -895,6 +933,7 @@ struct ValidatingRun {
     fold: Fold,
     steps: Vec<Step>,
     shadows: Vec<Shadow>,
+    called: Vec<Called>,
 }
 
 impl Step {

@@ -507,7 +507,7 @@ impl Dispatcher {
 /// What one webhook decided for one admission, before a route renders it: a single route
 /// answers it as it is ([`Verdict::into_answer`]); a chain folds the verdicts of its webhooks
 /// into one answer ([`chain`]).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Verdict {
     pub(crate) outcome: Outcome,
     /// What happened, for the log line and metrics.
@@ -521,7 +521,7 @@ pub(crate) struct Verdict {
 }
 
 /// The substance of a [`Verdict`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Outcome {
     /// A response to pass on: a skip, the backend's verified answer (its patch in the caller's
     /// version; mode Warn applied), Shadow's allow, or a rejection the proxy decided itself.

@@ -458,3 +458,34 @@ async fn candidate_work_is_shed_and_counted_when_the_background_lane_is_full() {
         .map_or(0.0, |(_, v)| v);
     assert!(shed >= 44.0, "shed {shed}: {metrics}");
 }
+
+/// On a chain route (`/configurations/...`), each webhook with candidates is compared as on
+/// its own route: the candidate receives the review the legacy webhook was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn candidates_are_compared_on_chain_routes_too() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-chain");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
+    )
+    .unwrap();
+    let candidate = candidate_backend("labels", &backend.client_config("/require-labels"));
+    std::fs::write(ws.conf.join("candidates.yaml"), candidate).unwrap();
+    let proxy = start(&ws, &[]);
+    let chain = format!(
+        "/configurations/validating/cfg-{}?timeout=10s",
+        LEGACY.replace('.', "-")
+    );
+    let (labelled_pod, bare_pod) = (
+        pod_create("default", serde_json::json!({"app": "web"})),
+        pod_create("default", serde_json::json!({})),
+    );
+    for body in [&labelled_pod, &bare_pod, &bare_pod] {
+        assert_eq!(proxy.post(&ws.pki, &chain, body).await.decision, "allowed");
+    }
+    let results = results_when(&proxy, &ws.pki, "labels", 3.0).await;
+    assert_eq!(results.get("agree"), Some(&1.0), "{results:?}");
+    assert_eq!(results.get("disagree_allowed"), Some(&2.0), "{results:?}");
+    assert_eq!(backend.recorder.calls_to("/require-labels"), 3);
+}
