@@ -203,11 +203,16 @@ fn static_kind(expr: &Ast) -> Option<&'static str> {
 }
 
 /// Collects the names selected on `variables` (`variables.x`, `has(variables.x)`); false when
-/// `variables` appears any other way.
+/// `variables` appears any other way (then every variable counts, so the walk may stop).
 fn references(expr: &Ast, out: &mut Vec<String>) -> bool {
     use cel::common::ast::EntryExpr;
     let all = |list: &mut dyn Iterator<Item = &Ast>, out: &mut Vec<String>| {
-        list.fold(true, |ok, e| references(e, out) && ok)
+        for e in list {
+            if !references(e, out) {
+                return false;
+            }
+        }
+        true
     };
     match expr {
         Ast::Ident(name) => name != "variables",

@@ -667,7 +667,7 @@ fn audit_annotations() {
         config_map("a", "two", "3", json!({})),
         config_map("a", "three", "4", json!({})),
     ];
-    let policy = compile(&p, &[b.clone()], &params);
+    let policy = compile(&p, std::slice::from_ref(&b), &params);
     let v = verdict(&policy, &deployment("a", 1, json!({})), None);
     assert_eq!(v.decision, PolicyDecision::Allowed);
     assert_eq!(
@@ -737,10 +737,9 @@ fn policy_resources_are_exempt() {
     );
 }
 
-/// Compile errors as `ValidateValidatingAdmissionPolicy`, `...Binding` and the CEL compiler
-/// word them.
+/// CEL compile errors at their fields, as the CEL compiler words them.
 #[test]
-fn compile_errors_name_fields() {
+fn compile_errors_cel() {
     let with = |validations: Json| failing_policy("Fail", json!({"validations": validations}));
     let errors = compile_errors(&with(json!([{"expression": "object."}])), &[]);
     assert!(
@@ -793,6 +792,12 @@ fn compile_errors_name_fields() {
         errors[0].starts_with("spec.matchConditions[0].expression"),
         "{errors:?}"
     );
+}
+
+/// Structural errors as `ValidateValidatingAdmissionPolicy` and `...Binding` word them.
+#[test]
+fn compile_errors_structure() {
+    let with = |validations: Json| failing_policy("Fail", json!({"validations": validations}));
     let errors = compile_errors(
         &with(json!([{"expression": "true", "reason": "Teapot", "message": "a\nb"}])),
         &[],
