@@ -44,9 +44,10 @@ pub(crate) enum ExpressionError {
     /// variable as it compiles it, so later ones are not visible either).
     #[error("compilation failed: undefined field '{0}'")]
     UndefinedVariable(String),
-    /// The result is statically of a type the field does not allow.
-    #[error("must evaluate to {0}")]
-    ReturnType(&'static str),
+    /// The result is statically of a type the field does not allow: what it must be, what it
+    /// is.
+    #[error("must evaluate to {0} but got {1}")]
+    ReturnType(&'static str, &'static str),
 }
 
 /// The result type a kind of expression must have (`ReturnTypes` of its accessor).
@@ -82,6 +83,8 @@ pub(crate) struct Expression {
     /// The policy variables it needs, directly or through other variables, by index,
     /// ascending (so each one's own needs come before it).
     needs: Vec<usize>,
+    /// It reads `namespaceObject`.
+    pub(crate) reads_namespace: bool,
 }
 
 /// Compiles `text`; `variables` are the policy variables compiled so far, in order.
@@ -104,7 +107,7 @@ pub(crate) fn compile(
     if declarations.variables {
         declared.push("variables");
     }
-    let (program, _) = conditions::compile_program(text, &declared)?;
+    let (program, free) = conditions::compile_program(text, &declared)?;
     check_returns(&program.expression().expr, returns)?;
     if matches!(returns, Returns::Bool) {
         conditions::check_bool(&program)?;
@@ -131,6 +134,7 @@ pub(crate) fn compile(
         text: text.to_string(),
         program,
         needs,
+        reads_namespace: free.iter().any(|v| v == "namespaceObject"),
     })
 }
 
@@ -139,16 +143,17 @@ pub(crate) fn compile(
 fn check_returns(expr: &Ast, returns: Returns) -> Result<(), ExpressionError> {
     let allowed: &[&str] = match returns {
         Returns::String => &["string"],
-        Returns::StringOrNull => &["string", "null"],
+        Returns::StringOrNull => &["string", "null_type"],
         Returns::Bool | Returns::Any => return Ok(()),
     };
     match static_kind(expr) {
         Some(kind) if !allowed.contains(&kind) => {
-            Err(ExpressionError::ReturnType(if allowed.len() == 1 {
+            let want = if allowed.len() == 1 {
                 "string"
             } else {
                 "one of [string null_type]"
-            }))
+            };
+            Err(ExpressionError::ReturnType(want, kind))
         }
         _ => Ok(()),
     }
@@ -160,8 +165,11 @@ fn static_kind(expr: &Ast) -> Option<&'static str> {
     match expr {
         Ast::Literal(LiteralValue::Boolean(_)) => Some("bool"),
         Ast::Literal(LiteralValue::String(_)) => Some("string"),
-        Ast::Literal(LiteralValue::Null) => Some("null"),
-        Ast::Literal(_) => Some("a number or bytes"),
+        Ast::Literal(LiteralValue::Null) => Some("null_type"),
+        Ast::Literal(LiteralValue::Int(_)) => Some("int"),
+        Ast::Literal(LiteralValue::UInt(_)) => Some("uint"),
+        Ast::Literal(LiteralValue::Double(_)) => Some("double"),
+        Ast::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
         Ast::List(_) => Some("list"),
         Ast::Map(_) => Some("map"),
         Ast::Call(call) => match call.func_name.as_str() {
@@ -180,8 +188,8 @@ fn static_kind(expr: &Ast) -> Option<&'static str> {
                 let kinds: Vec<_> = call.args.iter().map(|a| static_kind(&a.expr)).collect();
                 if kinds.contains(&Some("string")) {
                     Some("string")
-                } else if kinds.iter().all(|k| *k == Some("a number or bytes")) {
-                    Some("a number or bytes")
+                } else if kinds.windows(2).all(|w| w[0] == w[1]) {
+                    kinds.first().copied().flatten()
                 } else {
                     None
                 }

@@ -52,7 +52,7 @@ struct Compiler<'b, B> {
     bad: &'b mut B,
     /// An expression did not compile.
     failed: bool,
-    /// An expression mentions `namespaceObject`.
+    /// An expression reads `namespaceObject`.
     uses_namespace: bool,
     /// The variables compiled so far.
     variables: Vec<(String, Expression)>,
@@ -69,9 +69,11 @@ impl<B: FnMut(FieldError)> Compiler<'_, B> {
         declarations: Declarations,
         returns: Returns,
     ) -> Option<Expression> {
-        self.uses_namespace |= text.contains("namespaceObject");
         match cel::compile(text, declarations, returns, &self.variables) {
-            Ok(e) => Some(e),
+            Ok(e) => {
+                self.uses_namespace |= e.reads_namespace;
+                Some(e)
+            }
             Err(e) => {
                 self.fail(FieldError::invalid(at, text, e.to_string()));
                 None

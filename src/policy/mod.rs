@@ -172,7 +172,8 @@ pub struct PolicyVerdict {
     pub audit_annotations: BTreeMap<String, String>,
     /// Errors met, denying (failurePolicy Fail) or ignored.
     pub errors: Vec<PolicyError>,
-    /// Every binding's outcome, in the order given to [`Policy::compile`].
+    /// Every binding's outcome, in the order given to [`Policy::compile`]; empty when the
+    /// policy itself did not match, or failed before its bindings were looked at.
     pub bindings: Vec<BindingOutcome>,
 }
 

@@ -767,7 +767,10 @@ fn compile_errors_cel() {
         &with(json!([{"expression": "true", "messageExpression": "1 + 1"}])),
         &[],
     );
-    assert!(errors[0].ends_with("must evaluate to string"), "{errors:?}");
+    assert!(
+        errors[0].ends_with("must evaluate to string but got int"),
+        "{errors:?}"
+    );
     let errors = compile_errors(
         &failing_policy(
             "Fail",
@@ -838,4 +841,67 @@ fn param_kind_of() {
         Policy::param_kind_of(&failing_policy("Fail", json!({}))),
         None
     );
+}
+
+/// validator_test "test Object null in delete", on a recorded DELETE.
+#[test]
+fn delete_has_null_object() {
+    let p = policy_with(
+        "p",
+        json!({"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["DELETE"], "resources": ["secrets"]}]},
+            "validations": [{"expression": "object == null && oldObject != null && request.operation == 'DELETE'"},
+                            {"expression": "false", "message": "deletes are audited"}]}),
+    );
+    let policy = compile(
+        &p,
+        &[binding("b", "p", json!({"validationActions": ["Audit"]}))],
+        &[],
+    );
+    let v = verdict(
+        &policy,
+        &fixture("0705-delete-core-v1-secrets-v1.json"),
+        None,
+    );
+    assert_eq!(v.decision, PolicyDecision::Allowed);
+    let BindingResult::Evaluated(outcomes) = &v.bindings[0].result else {
+        panic!("{v:?}")
+    };
+    assert_eq!(outcomes[0].decisions[0].evaluation, Evaluation::Admit);
+    assert!(v.audit_annotations[VALIDATION_FAILURE_ANNOTATION].contains(
+        r#""message":"deletes are audited","policy":"p","binding":"b","expressionIndex":1"#
+    ));
+}
+
+/// A Namespace is matched by namespaceSelector on its own labels and sees a null
+/// `namespaceObject` (`Dispatch` unsets the namespace of a v1 Namespace).
+#[test]
+fn namespace_requests_use_their_own_labels() {
+    let p = policy_with(
+        "p",
+        json!({"matchConstraints": {"namespaceSelector": {"matchLabels": {"env": "dev"}},
+            "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["UPDATE"], "resources": ["namespaces"]}]},
+            "validations": [{"expression": "namespaceObject == null && has(object.metadata.labels.team)",
+                "message": "namespaces need a team"}]}),
+    );
+    let policy = compile(&p, &[binding("b", "p", json!({}))], &[]);
+    let v = verdict(
+        &policy,
+        &fixture("0561-update-core-v1-namespaces-v1.json"),
+        None,
+    );
+    assert_eq!(v.decision, PolicyDecision::Allowed, "{v:?}");
+    let v = verdict(
+        &policy,
+        &fixture("0564-update-core-v1-namespaces-v1.json"),
+        None,
+    );
+    assert!(denial(&v).cause.ends_with("namespaces need a team"));
+    let v = verdict(
+        &policy,
+        &fixture("0567-update-core-v1-namespaces-v1.json"),
+        None,
+    );
+    assert_eq!(v.decision, PolicyDecision::NotApplicable);
 }
