@@ -12,6 +12,8 @@
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
 //! - `conversion` (objects between versions) and `matching` (`ShouldCallHook`'s selection and
 //!   matchConditions), side by side: neither uses the other;
+//! - `policy` (ValidatingAdmissionPolicy evaluation) uses `matching`, `conversion`, `resources`,
+//!   `review`, `field_error`;
 //! - `config` (files → compiled snapshot), `telemetry`, `namespace_watch`, `capture`;
 //!   `authorizer` (matchConditions' `authorizer` through SubjectAccessReviews) uses `matching`,
 //!   `metrics` and `namespace_watch`'s client configuration;

@@ -326,7 +326,7 @@ pub(crate) const MAX_AUTHORIZATION_ROUNDS: usize = 4;
 
 /// The outcome of an evaluation with authorization checks: final, or waiting for decisions.
 #[derive(Debug)]
-pub(crate) enum Authorized<T> {
+pub enum Authorized<T> {
     /// Every check reached had a decision: the result.
     Done(T),
     /// Checks reached without a decision (at most one per condition, the first): resolve
@@ -376,44 +376,71 @@ impl MatchCondition {
     /// `CompileError`: a syntax error, an undeclared variable, a Kubernetes CEL function
     /// this build cannot evaluate, or an expression whose result is statically not a bool.
     pub fn compile(name: &str, expression: &str) -> Result<Self, CompileError> {
-        let program = env().compile(expression).map_err(CompileError::Parse)?;
-        let mut names = Names::default();
-        free_variables(&program.expression().expr, &mut Vec::new(), &mut names)?;
-        // Functions first: an unsupported macro's loop variables would read as undeclared.
-        cel_env::check_functions(names.functions.iter().map(String::as_str))?;
-        for variable in &names.variables {
-            if !VARIABLES.contains(&variable.as_str()) {
-                return Err(CompileError::UndeclaredVariable(variable.clone()));
-            }
-        }
-        for pattern in &names.patterns {
-            cel_env::precompile_regex(pattern).map_err(|source| CompileError::Regex {
-                pattern: pattern.clone(),
-                source,
-            })?;
-        }
-        if let Some(kind) = static_non_bool(&program.expression().expr) {
-            return Err(CompileError::NotBool(kind));
-        }
-        match authz::static_type(&program.expression().expr, &mut Vec::new())? {
-            authz::StaticType::Other(kind) | authz::StaticType::Authz(kind) if kind != "bool" => {
-                return Err(CompileError::NotBool(kind))
-            }
-            _ => {}
-        }
+        let (program, variables) = compile_program(expression, &VARIABLES)?;
+        check_bool(&program)?;
         Ok(MatchCondition {
             name: name.to_string(),
             expression: expression.to_string(),
-            uses_authorizer: names.variables.iter().any(|v| v == "authorizer"),
+            uses_authorizer: variables.iter().any(|v| v == "authorizer"),
             program,
         })
+    }
+}
+
+/// Parses `expression` and checks what it uses: its functions exist in this build, its
+/// variables are among `variables`, its literal patterns compile, its `authorizer` calls are
+/// well typed. Returns the program and its free variables. The result type is the caller's to
+/// check ([`check_bool`] for conditions).
+/// Shared with the ValidatingAdmissionPolicy evaluator (`crate::policy`), whose environments
+/// declare more variables (`params`, `variables`).
+///
+/// # Errors
+/// As [`MatchCondition::compile`], except [`CompileError::NotBool`].
+pub(crate) fn compile_program(
+    expression: &str,
+    variables: &[&str],
+) -> Result<(Program, Vec<String>), CompileError> {
+    let program = env().compile(expression).map_err(CompileError::Parse)?;
+    let mut names = Names::default();
+    free_variables(&program.expression().expr, &mut Vec::new(), &mut names)?;
+    // Functions first: an unsupported macro's loop variables would read as undeclared.
+    cel_env::check_functions(names.functions.iter().map(String::as_str))?;
+    for variable in &names.variables {
+        if !variables.contains(&variable.as_str()) {
+            return Err(CompileError::UndeclaredVariable(variable.clone()));
+        }
+    }
+    for pattern in &names.patterns {
+        cel_env::precompile_regex(pattern).map_err(|source| CompileError::Regex {
+            pattern: pattern.clone(),
+            source,
+        })?;
+    }
+    authz::static_type(&program.expression().expr, &mut Vec::new())?;
+    Ok((program, names.variables))
+}
+
+/// Refuses a program whose result is statically not a bool (what kube-apiserver's type checker
+/// refuses for conditions).
+///
+/// # Errors
+/// [`CompileError::NotBool`] with what it evaluates to.
+pub(crate) fn check_bool(program: &Program) -> Result<(), CompileError> {
+    if let Some(kind) = static_non_bool(&program.expression().expr) {
+        return Err(CompileError::NotBool(kind));
+    }
+    match authz::static_type(&program.expression().expr, &mut Vec::new())? {
+        authz::StaticType::Other(kind) | authz::StaticType::Authz(kind) if kind != "bool" => {
+            Err(CompileError::NotBool(kind))
+        }
+        _ => Ok(()),
     }
 }
 
 /// The static type of an expression when it is certainly not bool. Without a type checker in
 /// the `cel` crate, only literals and arithmetic are known; everything else is `dyn`, which
 /// kube-apiserver's checker accepts as well.
-fn static_non_bool(expr: &cel::common::ast::Expr) -> Option<&'static str> {
+pub(crate) fn static_non_bool(expr: &cel::common::ast::Expr) -> Option<&'static str> {
     use cel::common::ast::{operators, Expr, LiteralValue};
     match expr {
         Expr::Literal(LiteralValue::Boolean(_)) => None,
@@ -786,7 +813,7 @@ impl MatchConditions {
 /// # Errors
 /// serde_json's: its recursion limit when bounded (the raw value was read once, so nothing
 /// else in practice). Never `null` for a value that is there.
-fn raw_to_cel(raw: Option<&str>, unbounded: bool) -> Result<Value, serde_json::Error> {
+pub(crate) fn raw_to_cel(raw: Option<&str>, unbounded: bool) -> Result<Value, serde_json::Error> {
     match raw {
         None => Ok(Value::Null),
         Some(raw) => Ok(json_to_cel(&deep_json::from_str::<serde_json::Value>(
@@ -868,7 +895,7 @@ fn user_info_to_cel(raw: Option<&serde_json::value::RawValue>) -> Value {
 ///
 /// With `only`, just those top-level fields are built: handing `cel` a larger map costs
 /// about 10 µs per evaluation whatever is read from it (benches/README.md).
-fn request_to_cel(
+pub(crate) fn request_to_cel(
     review: &ParsedReview<'_>,
     only: Option<&[String]>,
     unbounded: bool,

@@ -22,7 +22,8 @@ use crate::api::{FailurePolicy, MatchPolicy};
 use crate::resources::custom::CustomResources;
 use crate::resources::{equivalents, Equivalent};
 use crate::review::{Operation, ParsedReview, Status};
-pub(crate) use conditions::{Authorized, MAX_AUTHORIZATION_ROUNDS};
+pub use conditions::Authorized;
+pub(crate) use conditions::MAX_AUTHORIZATION_ROUNDS;
 pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
 pub use namespaces::Namespaces;
 pub use rules::{Rule, RuleInput};
@@ -155,7 +156,7 @@ impl ObjectLabels {
     }
 
     /// `matchObject` of the object matcher: false for null objects and objects without metadata.
-    fn matches(&self, selector: &LabelSelector) -> bool {
+    pub(crate) fn matches(&self, selector: &LabelSelector) -> bool {
         match self {
             ObjectLabels::Labels(labels) => selector.matches(labels),
             ObjectLabels::Null | ObjectLabels::NoMetadata => false,

@@ -1,0 +1,468 @@
+//! A policy's CEL expressions: compiled at load in the environment of each kind of expression
+//! (`staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/compile.go` and `composition.go`,
+//! declarations as `validateValidatingAdmissionPolicySpec` makes them), and evaluated on one
+//! request as `condition.go` `ForInput` and `activation.go` `Evaluate` do: per-expression
+//! cost limit `PerCallLimit`, one budget over a list of expressions, composited variables
+//! evaluated on first use within one `ForInput` and their cost charged to the expression that
+//! needed them.
+//!
+//! How variables are evaluated here: cel-go resolves `variables.x` lazily, during the
+//! expression. The `cel` crate has no lazy values, so the variables an expression references
+//! (and those they reference) are evaluated just before it, once per `ForInput`, and bound as
+//! a map. A variable that fails is left out of the map; an expression that then fails reports
+//! the variable's error, as cel-go does. The one difference: a variable referenced only on a
+//! branch that does not run (`false && variables.x`) is still evaluated, so its cost is
+//! charged where cel-go would not charge it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cel::common::ast::Expr as Ast;
+use cel::objects::{Key, Map};
+use cel::{Context, Program, Value};
+
+use crate::matching::authz::{self, User};
+use crate::matching::cel_env;
+use crate::matching::conditions::{self, CompileError, EvaluationError};
+use crate::matching::cost::{self, Cancelled};
+use crate::review::ParsedReview;
+
+/// `RuntimeCELCostBudget` (`staging/src/k8s.io/apiserver/pkg/apis/cel/config.go`): what one
+/// `ForInput` over validations, or over audit annotations, may spend; cel-go cost units.
+pub(crate) const RUNTIME_CEL_COST_BUDGET: u64 = 10_000_000;
+
+/// `RuntimeCELCostBudgetMatchConditions`: the same for matchConditions.
+pub(crate) const MATCH_CONDITIONS_BUDGET: u64 = cost::WEBHOOK_BUDGET;
+
+/// Why a policy expression does not compile (wrapped in a field error by the caller).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExpressionError {
+    /// The shared CEL checks (syntax, functions, variables, patterns, bool results).
+    #[error(transparent)]
+    Cel(#[from] CompileError),
+    /// `variables.<name>` where no earlier variable has that name (upstream declares each
+    /// variable as it compiles it, so later ones are not visible either).
+    #[error("compilation failed: undefined field '{0}'")]
+    UndefinedVariable(String),
+    /// The result is statically of a type the field does not allow: what it must be, what it
+    /// is.
+    #[error("must evaluate to {0} but got {1}")]
+    ReturnType(&'static str, &'static str),
+}
+
+/// The result type a kind of expression must have (`ReturnTypes` of its accessor).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Returns {
+    /// validations, matchConditions.
+    Bool,
+    /// messageExpression.
+    String,
+    /// auditAnnotations' valueExpression: string or null.
+    StringOrNull,
+    /// variables.
+    Any,
+}
+
+/// Which optional variables an environment declares (`OptionalVariableDeclarations`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Declarations {
+    /// `params` (the policy has a paramKind).
+    pub(crate) params: bool,
+    /// `authorizer` (not in messageExpression).
+    pub(crate) authorizer: bool,
+    /// `variables` (not in matchConditions, which upstream validates without composition).
+    pub(crate) variables: bool,
+}
+
+/// One compiled expression.
+#[derive(Debug)]
+pub(crate) struct Expression {
+    /// As written.
+    pub(crate) text: String,
+    program: Program,
+    /// The policy variables it needs, directly or through other variables, by index,
+    /// ascending (so each one's own needs come before it).
+    needs: Vec<usize>,
+    /// It reads `namespaceObject`.
+    pub(crate) reads_namespace: bool,
+}
+
+/// Compiles `text`; `variables` are the policy variables compiled so far, in order.
+///
+/// # Errors
+/// [`ExpressionError`], displayed as kube-apiserver words a compile error.
+pub(crate) fn compile(
+    text: &str,
+    declarations: Declarations,
+    returns: Returns,
+    variables: &[(String, Expression)],
+) -> Result<Expression, ExpressionError> {
+    let mut declared = vec!["object", "oldObject", "request", "namespaceObject"];
+    if declarations.params {
+        declared.push("params");
+    }
+    if declarations.authorizer {
+        declared.push("authorizer");
+    }
+    if declarations.variables {
+        declared.push("variables");
+    }
+    let (program, free) = conditions::compile_program(text, &declared)?;
+    check_returns(&program.expression().expr, returns)?;
+    if matches!(returns, Returns::Bool) {
+        conditions::check_bool(&program)?;
+    }
+    let mut referenced = Vec::new();
+    let names = if references(&program.expression().expr, &mut referenced) {
+        referenced
+    } else {
+        // `variables` used other than by field: it may read any of them.
+        variables.iter().map(|(n, _)| n.clone()).collect()
+    };
+    let mut needs = Vec::new();
+    for name in names {
+        let index = variables
+            .iter()
+            .position(|(n, _)| *n == name)
+            .ok_or(ExpressionError::UndefinedVariable(name))?;
+        needs.extend(variables[index].1.needs.iter().copied());
+        needs.push(index);
+    }
+    needs.sort_unstable();
+    needs.dedup();
+    Ok(Expression {
+        text: text.to_string(),
+        program,
+        needs,
+        reads_namespace: free.iter().any(|v| v == "namespaceObject"),
+    })
+}
+
+/// Refuses a result statically of the wrong type (literals, comparisons and logic; anything
+/// else is `dyn`, which kube-apiserver's checker accepts too).
+fn check_returns(expr: &Ast, returns: Returns) -> Result<(), ExpressionError> {
+    let allowed: &[&str] = match returns {
+        Returns::String => &["string"],
+        Returns::StringOrNull => &["string", "null_type"],
+        Returns::Bool | Returns::Any => return Ok(()),
+    };
+    match static_kind(expr) {
+        Some(kind) if !allowed.contains(&kind) => {
+            let want = if allowed.len() == 1 {
+                "string"
+            } else {
+                "one of [string null_type]"
+            };
+            Err(ExpressionError::ReturnType(want, kind))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The type of `expr` where it is evident without a type checker.
+fn static_kind(expr: &Ast) -> Option<&'static str> {
+    use cel::common::ast::{operators, LiteralValue};
+    match expr {
+        Ast::Literal(LiteralValue::Boolean(_)) => Some("bool"),
+        Ast::Literal(LiteralValue::String(_)) => Some("string"),
+        Ast::Literal(LiteralValue::Null) => Some("null_type"),
+        Ast::Literal(LiteralValue::Int(_)) => Some("int"),
+        Ast::Literal(LiteralValue::UInt(_)) => Some("uint"),
+        Ast::Literal(LiteralValue::Double(_)) => Some("double"),
+        Ast::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
+        Ast::List(_) => Some("list"),
+        Ast::Map(_) => Some("map"),
+        Ast::Call(call) => match call.func_name.as_str() {
+            operators::EQUALS
+            | operators::NOT_EQUALS
+            | operators::LESS
+            | operators::LESS_EQUALS
+            | operators::GREATER
+            | operators::GREATER_EQUALS
+            | operators::LOGICAL_AND
+            | operators::LOGICAL_OR
+            | operators::LOGICAL_NOT
+            | operators::IN => Some("bool"),
+            // `+` is a string when an operand is one, else a number or a list.
+            operators::ADD => {
+                let kinds: Vec<_> = call.args.iter().map(|a| static_kind(&a.expr)).collect();
+                if kinds.contains(&Some("string")) {
+                    Some("string")
+                } else if kinds.windows(2).all(|w| w[0] == w[1]) {
+                    kinds.first().copied().flatten()
+                } else {
+                    None
+                }
+            }
+            operators::SUBSTRACT
+            | operators::MULTIPLY
+            | operators::DIVIDE
+            | operators::MODULO
+            | operators::NEGATE
+            | "size"
+            | "int"
+            | "uint"
+            | "double" => Some("a number"),
+            "string" => Some("string"),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Collects the names selected on `variables` (`variables.x`, `has(variables.x)`); false when
+/// `variables` appears any other way (then every variable counts, so the walk may stop).
+fn references(expr: &Ast, out: &mut Vec<String>) -> bool {
+    use cel::common::ast::EntryExpr;
+    let all = |list: &mut dyn Iterator<Item = &Ast>, out: &mut Vec<String>| {
+        for e in list {
+            if !references(e, out) {
+                return false;
+            }
+        }
+        true
+    };
+    match expr {
+        Ast::Ident(name) => name != "variables",
+        Ast::Select(sel) => match &sel.operand.expr {
+            Ast::Ident(name) if name == "variables" => {
+                if !out.contains(&sel.field) {
+                    out.push(sel.field.clone());
+                }
+                true
+            }
+            other => references(other, out),
+        },
+        Ast::Call(call) => all(
+            &mut call
+                .target
+                .iter()
+                .map(|t| &t.expr)
+                .chain(call.args.iter().map(|a| &a.expr)),
+            out,
+        ),
+        Ast::List(list) => all(&mut list.elements.iter().map(|e| &e.expr), out),
+        Ast::Map(cel::common::ast::MapExpr { entries })
+        | Ast::Struct(cel::common::ast::StructExpr { entries, .. }) => all(
+            &mut entries.iter().flat_map(|e| match &e.expr {
+                EntryExpr::StructField(f) => vec![&f.value.expr],
+                EntryExpr::MapEntry(m) => vec![&m.key.expr, &m.value.expr],
+            }),
+            out,
+        ),
+        Ast::Comprehension(c) => all(
+            &mut [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ]
+            .into_iter()
+            .map(|e| &e.expr),
+            out,
+        ),
+        Ast::Unspecified | Ast::Literal(_) => true,
+    }
+}
+
+/// The request's part of every activation, converted once per evaluation: `object`,
+/// `oldObject`, `request`, and the authorizer values for the requesting user
+/// (`newActivation` in `activation.go`).
+pub(crate) struct Inputs {
+    object: Value,
+    old_object: Value,
+    request: Value,
+    authorizer: Value,
+    request_resource: Value,
+}
+
+impl Inputs {
+    /// Converts `review`'s values (read without serde_json's recursion limit when
+    /// `unbounded`, inside `deep_json::read_deep`).
+    ///
+    /// # Errors
+    /// serde_json's, when bounded and an object nests past its limit.
+    pub(crate) fn new(review: &ParsedReview<'_>, unbounded: bool) -> serde_json::Result<Self> {
+        let request = &review.request;
+        let object = request.object.map(serde_json::value::RawValue::get);
+        let old_object = request.old_object.map(serde_json::value::RawValue::get);
+        let user: Arc<User> = authz::requesting_user(review);
+        Ok(Inputs {
+            object: conditions::raw_to_cel(object, unbounded)?,
+            old_object: conditions::raw_to_cel(old_object, unbounded)?,
+            request: conditions::request_to_cel(review, None, unbounded)?,
+            authorizer: authz::authorizer(user.clone()),
+            request_resource: authz::request_resource(user, review),
+        })
+    }
+}
+
+/// The evaluation ran the budget out: kube-apiserver's error for it.
+#[derive(Debug)]
+pub(crate) struct OutOfBudget;
+
+impl std::fmt::Display for OutOfBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(cost::OUT_OF_BUDGET_ERROR)
+    }
+}
+
+/// One expression's result in a `ForInput`: the value, or its error as kube-apiserver words
+/// it (`expression '<text>' resulted in error: <error>`); `None` for a placeholder.
+pub(crate) type Outcome = Option<Result<Value, String>>;
+
+/// Everything an activation binds but the request: `params`, `namespaceObject`, and the
+/// policy's variables.
+pub(crate) struct Activation<'a> {
+    pub(crate) inputs: &'a Inputs,
+    pub(crate) params: Value,
+    pub(crate) namespace: Value,
+    pub(crate) variables: &'a [(String, Expression)],
+}
+
+impl Activation<'_> {
+    /// `ForInput`: evaluates `expressions` in order (`None`: a placeholder), spending at most
+    /// `budget`; `namespaceObject` is null when `with_namespace` is false (matchConditions).
+    /// Returns the results and the budget left.
+    ///
+    /// # Errors
+    /// [`OutOfBudget`]: the evaluation as a whole fails.
+    pub(crate) fn for_input(
+        &self,
+        expressions: &[Option<&Expression>],
+        with_namespace: bool,
+        budget: u64,
+    ) -> Result<(Vec<Outcome>, u64), OutOfBudget> {
+        cel_env::with_root_context(|mut context| {
+            self.bind(&mut context, with_namespace);
+            let mut composition = Composition {
+                values: vec![None; self.variables.len()],
+            };
+            let mut remaining = budget;
+            let mut outcomes = Vec::with_capacity(expressions.len());
+            for expression in expressions {
+                let Some(expression) = expression else {
+                    outcomes.push(None);
+                    continue;
+                };
+                let (outcome, left) =
+                    self.evaluate(&mut context, &mut composition, expression, remaining)?;
+                remaining = left;
+                outcomes.push(Some(outcome));
+            }
+            Ok((outcomes, remaining))
+        })
+    }
+
+    /// Binds everything but `variables`.
+    fn bind(&self, context: &mut Context<'_, 'static>, with_namespace: bool) {
+        let i = self.inputs;
+        context.add_variable_from_value("object", i.object.clone());
+        context.add_variable_from_value("oldObject", i.old_object.clone());
+        context.add_variable_from_value("request", i.request.clone());
+        context.add_variable_from_value("params", self.params.clone());
+        let namespace = if with_namespace {
+            self.namespace.clone()
+        } else {
+            Value::Null
+        };
+        context.add_variable_from_value("namespaceObject", namespace);
+        context.add_variable_from_value("authorizer", i.authorizer.clone());
+        context
+            .add_variable_from_value(authz::REQUEST_RESOURCE_VARIABLE, i.request_resource.clone());
+    }
+
+    /// `Evaluate` (`activation.go`): the variables it needs first (their cost is the
+    /// composition's), then the expression under `PerCallLimit`; both charged to `remaining`.
+    fn evaluate(
+        &self,
+        context: &mut Context<'_, 'static>,
+        composition: &mut Composition,
+        expression: &Expression,
+        remaining: u64,
+    ) -> Result<(Result<Value, String>, u64), OutOfBudget> {
+        let composition_cost = composition.ensure(context, &expression.needs, self.variables);
+        context.add_variable_from_value("variables", composition.map(self.variables));
+        authz::next_condition();
+        let (result, spent) = run(&expression.program, context);
+        let remaining = remaining
+            .checked_sub(composition_cost)
+            .and_then(|r| r.checked_sub(spent))
+            .ok_or(OutOfBudget)?;
+        let result = result.map_err(|e| {
+            let cause = composition
+                .failure(&expression.needs)
+                .unwrap_or_else(|| e.to_string());
+            format!(
+                "expression '{}' resulted in error: {cause}",
+                expression.text
+            )
+        });
+        Ok((result, remaining))
+    }
+}
+
+/// Runs `program` under `PerCallLimit`: its result and the cost cel-go would charge.
+fn run(program: &Program, context: &Context<'_, 'static>) -> (Result<Value, EvaluationError>, u64) {
+    match cost::actual_cost(program.expression(), context, cost::PER_CALL_LIMIT) {
+        Ok(spent) => (
+            program.execute(context).map_err(EvaluationError::from),
+            spent,
+        ),
+        Err(Cancelled(spent)) => (Err(EvaluationError::PerCallLimit), spent),
+    }
+}
+
+/// The variables evaluated so far in one `ForInput` (`compositionContext`).
+struct Composition {
+    /// By variable index: the value, or `composited variable "x" fails to evaluate: ...`.
+    values: Vec<Option<Result<Value, String>>>,
+}
+
+impl Composition {
+    /// Evaluates the variables in `needs` not evaluated yet, in order; returns their cost.
+    fn ensure(
+        &mut self,
+        context: &mut Context<'_, 'static>,
+        needs: &[usize],
+        variables: &[(String, Expression)],
+    ) -> u64 {
+        let mut total = 0u64;
+        for &index in needs {
+            if self.values.get(index).is_none_or(Option::is_some) {
+                continue;
+            }
+            let (name, expression) = &variables[index];
+            context.add_variable_from_value("variables", self.map(variables));
+            authz::next_condition();
+            let (result, spent) = run(&expression.program, context);
+            total = total.saturating_add(spent);
+            self.values[index] = Some(
+                result.map_err(|e| format!("composited variable {name:?} fails to evaluate: {e}")),
+            );
+        }
+        total
+    }
+
+    /// The `variables` map: every variable evaluated without error.
+    fn map(&self, variables: &[(String, Expression)]) -> Value {
+        let map: HashMap<Key, Value> = self
+            .values
+            .iter()
+            .zip(variables)
+            .filter_map(|(value, (name, _))| match value {
+                Some(Ok(v)) => Some((Key::String(Arc::new(name.clone())), v.clone())),
+                _ => None,
+            })
+            .collect();
+        Value::Map(Map { map: Arc::new(map) })
+    }
+
+    /// The first failed variable among `needs`: its error.
+    fn failure(&self, needs: &[usize]) -> Option<String> {
+        needs
+            .iter()
+            .find_map(|&i| self.values.get(i)?.as_ref()?.as_ref().err().cloned())
+    }
+}
