@@ -148,6 +148,19 @@ pub fn render(reports: &[CandidateReport]) -> String {
         if !other.is_empty() {
             let _ = writeln!(out, "  not compared: {}", other.join(", "));
         }
+        let differing: Vec<String> = r
+            .results
+            .iter()
+            .filter(|(k, v)| k.starts_with("disagree_") && **v > 0)
+            .map(|(k, v)| format!("{} {v}", &k["disagree_".len()..]))
+            .collect();
+        if !differing.is_empty() {
+            let _ = writeln!(
+                out,
+                "  disagreements by first difference: {}",
+                differing.join(", ")
+            );
+        }
         for d in &r.disagreements {
             let _ = writeln!(
                 out,

@@ -376,8 +376,14 @@ fn captured_comparison(review: &ParsedReview<'_>) -> Option<CapturedComparison> 
     })
 }
 
-/// What each of `webhook`'s candidates does with `review`.
-fn candidate_explanations(webhook: &Webhook) -> Vec<CandidateExplanation> {
+/// What each of `webhook`'s candidates does with `review`: a backend, where it is sent; a
+/// policy, its decision (its `authorizer` checks answered by `authorize`).
+fn candidate_explanations(
+    webhook: &Webhook,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+    authorize: Authorize<'_>,
+) -> Vec<CandidateExplanation> {
     use crate::config::candidates::CandidateKind;
     webhook
         .candidates
@@ -392,10 +398,73 @@ fn candidate_explanations(webhook: &Webhook) -> Vec<CandidateExplanation> {
                     backend.backend.url,
                     backend.timeout.as_secs()
                 ),
-                CandidateKind::Policy(_) => "a ValidatingAdmissionPolicy, evaluated in the background".to_string(),
+                CandidateKind::Policy(policy) => {
+                    policy_decision(policy, review, namespaces, authorize)
+                }
             },
         })
         .collect()
+}
+
+/// A policy candidate's decision on `review`, in words: the ValidatingAdmissionPolicy's
+/// verdict, a denial's code and message with the failing validation, warnings and errors.
+fn policy_decision(
+    policy: &crate::policy::Policy,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+    authorize: Authorize<'_>,
+) -> String {
+    use crate::matching::Authorized;
+    use crate::policy::PolicyDecision;
+    let mut decisions = crate::matching::authz::Decisions::default();
+    let mut verdict = None;
+    for _ in 0..crate::matching::MAX_AUTHORIZATION_ROUNDS {
+        match policy.evaluate(review, namespaces, &mut decisions) {
+            Authorized::Done(v) => {
+                verdict = Some(v);
+                break;
+            }
+            Authorized::Pending(keys) => {
+                for key in keys {
+                    let decision = authorize(&key);
+                    decisions.insert(key, decision);
+                }
+            }
+        }
+    }
+    let Some(verdict) = verdict else {
+        return format!(
+            "ValidatingAdmissionPolicy {:?}: authorization checks still undecided",
+            policy.name()
+        );
+    };
+    let mut words = match (&verdict.decision, &verdict.denial) {
+        (PolicyDecision::Undecided(why), _) => format!("cannot be decided here: {why}"),
+        (PolicyDecision::NotApplicable, _) => {
+            "not applicable (allowed): no binding matches, or a matchCondition excluded the request"
+                .to_string()
+        }
+        (PolicyDecision::Denied, Some(d)) => {
+            let mut w = format!("DENY {} {}: {}", d.code, d.reason, d.cause);
+            if let Some((i, expression)) = &d.validation {
+                let _ = write!(w, " (spec.validations[{i}]: {expression})");
+            }
+            w
+        }
+        _ => "ALLOW".to_string(),
+    };
+    for warning in &verdict.warnings {
+        let _ = write!(words, "; warning: {warning}");
+    }
+    for error in &verdict.errors {
+        let how = if error.ignored {
+            "ignored (failurePolicy Ignore)"
+        } else {
+            "denies (failurePolicy Fail)"
+        };
+        let _ = write!(words, "; error, {how}: {}", error.message);
+    }
+    format!("ValidatingAdmissionPolicy {:?}: {words}", policy.name())
 }
 
 /// The exclusions' verdict on `review` ([`Exclusions`]'s own decision, as `serve` makes it)
@@ -584,7 +653,7 @@ fn explain_webhook(
         mode: mode_name(webhook.mode.unwrap_or_default()),
         max_concurrent_calls: webhook.call_slots.as_ref().map(|c| c.max),
         call,
-        candidates: candidate_explanations(webhook),
+        candidates: candidate_explanations(webhook, review, namespaces, authorize),
     }
 }
 

@@ -21,7 +21,14 @@ use crate::config::candidates::{Candidate, CandidateKind};
 use crate::config::Webhook;
 use crate::dispatch::{Answer, Decision};
 use crate::log_value::Bounded;
-use crate::review::SharedReview;
+use crate::matching::authz::Decisions;
+use crate::matching::{Authorized, Namespaces, MAX_AUTHORIZATION_ROUNDS};
+use crate::policy::{Policy, PolicyDecision, PolicyVerdict};
+use crate::review::{ParsedReview, SharedReview};
+
+/// How long a policy candidate's `authorizer` checks may take, all rounds together (in the
+/// background: what kube-apiserver's in-process authorizer would answer at once).
+const POLICY_AUTHORIZATION_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The legacy webhook's answer, as the background work needs it (copied once, shared by
 /// every candidate of the webhook).
@@ -173,18 +180,115 @@ impl Admissions {
                 };
                 (answer.decision, outcome)
             }
-            CandidateKind::Policy(_policy) => {
-                let outcome = Outcome {
-                    allowed: false,
-                    code: None,
-                    message: "ValidatingAdmissionPolicy candidates are not evaluated yet".into(),
-                    warnings: Vec::new(),
-                    patch: None,
-                    patch_operations: None,
-                    decision: Decision::Rejected.as_str(),
-                };
-                (Decision::Rejected, outcome)
+            CandidateKind::Policy(policy) => {
+                let namespaces = self.namespaces.load_full();
+                match self
+                    .policy_verdict(policy, review, namespaces.as_deref())
+                    .await
+                {
+                    Ok(verdict) => policy_outcome(&verdict),
+                    Err(message) => (Decision::Rejected, error_outcome(message)),
+                }
             }
         }
     }
+}
+
+impl Admissions {
+    /// `policy`'s verdict on `review`, its `authorizer` checks answered by SubjectAccessReview
+    /// (`--authorizer`, its cache first) in rounds, as webhooks' matchConditions are; `Err`
+    /// when they cannot be.
+    async fn policy_verdict(
+        &self,
+        policy: &Policy,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+    ) -> Result<PolicyVerdict, String> {
+        let authorizer = self.dispatcher.authorizer();
+        let mut decisions = match authorizer {
+            Some(a) => Decisions::with_cache(a.clone()),
+            None => Decisions::default(),
+        };
+        let deadline = Instant::now() + POLICY_AUTHORIZATION_BUDGET;
+        for _ in 0..MAX_AUTHORIZATION_ROUNDS {
+            let keys = match policy.evaluate(review, namespaces, &mut decisions) {
+                Authorized::Done(verdict) => return Ok(verdict),
+                Authorized::Pending(keys) => keys,
+            };
+            let Some(authorizer) = authorizer else {
+                return Err(
+                    "the policy uses `authorizer` but serve was started without --authorizer"
+                        .into(),
+                );
+            };
+            let budget = deadline.saturating_duration_since(Instant::now());
+            let answers = authorizer.decide_all(&keys, budget).await;
+            for (key, decision) in keys.into_iter().zip(answers) {
+                decisions.insert(key, decision);
+            }
+        }
+        Err(format!(
+            "authorization checks still undecided after {MAX_AUTHORIZATION_ROUNDS} rounds"
+        ))
+    }
+}
+
+/// A candidate that could not decide: `message` says why.
+fn error_outcome(message: String) -> Outcome {
+    Outcome {
+        allowed: false,
+        code: None,
+        message,
+        warnings: Vec::new(),
+        patch: None,
+        patch_operations: None,
+        decision: Decision::Rejected.as_str(),
+    }
+}
+
+/// A policy's verdict as the answer kube-apiserver would give: allowed (also when the policy
+/// does not apply) with its warnings, or its denial, whose message names the binding and the
+/// failing validation. A policy that met an error (denying or ignored) or that the proxy
+/// cannot decide (a namespace's labels unknown) is a candidate error: fix it before comparing.
+fn policy_outcome(verdict: &PolicyVerdict) -> (Decision, Outcome) {
+    if let PolicyDecision::Undecided(why) = &verdict.decision {
+        return (Decision::Rejected, error_outcome(why.clone()));
+    }
+    if let Some(error) = verdict.errors.first() {
+        return (Decision::Rejected, error_outcome(error.message.clone()));
+    }
+    let (allowed, word) = match verdict.decision {
+        PolicyDecision::NotApplicable => (true, "not-applicable"),
+        PolicyDecision::Denied => (false, "denied"),
+        _ => (true, "allowed"),
+    };
+    let (code, message) = match &verdict.denial {
+        Some(denial) => {
+            let failing = denial
+                .validation
+                .as_ref()
+                .map(|(i, expression)| format!(" (spec.validations[{i}]: {expression})"))
+                .unwrap_or_default();
+            (
+                Some(i64::from(denial.code)),
+                format!("{}{failing}", denial.cause),
+            )
+        }
+        None => (None, String::new()),
+    };
+    let outcome = Outcome {
+        allowed,
+        code,
+        message,
+        warnings: verdict.warnings.clone(),
+        patch: None,
+        patch_operations: None,
+        decision: word,
+    };
+    let decision = if allowed {
+        Decision::Allowed
+    } else {
+        Decision::Denied
+    };
+    (decision, outcome)
 }

@@ -9,6 +9,7 @@
 pub mod candidates;
 pub(crate) mod crd;
 pub mod options;
+mod policies;
 mod removed;
 
 use std::collections::BTreeMap;
@@ -565,10 +566,8 @@ struct Load {
     backends: Backends,
     /// `Candidate`s, attached to their webhooks once every file is read.
     candidates: Vec<candidates::Declared>,
-    /// `ValidatingAdmissionPolicy` objects by `metadata.name`, with where each was found.
-    policies: BTreeMap<String, (Problem, serde_json::Value)>,
-    /// `ValidatingAdmissionPolicyBinding` objects.
-    bindings: Vec<serde_json::Value>,
+    /// `ValidatingAdmissionPolicy` and `ValidatingAdmissionPolicyBinding` objects.
+    policies: policies::Policies,
     /// Objects of any other kind: a policy's parameters (its `paramKind`), or a problem.
     others: Vec<(Problem, String, serde_json::Value)>,
 }
@@ -654,7 +653,7 @@ impl Load {
                     continue;
                 }
                 "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
-                    self.policy_object(item, &prefix, base);
+                    self.policies.add(item, &prefix, base, &mut self.errors);
                     continue;
                 }
                 "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {}
@@ -746,47 +745,10 @@ impl Load {
         self.compiled.push(webhook);
     }
 
-    /// A ValidatingAdmissionPolicy (kept by name; a second of one name is a problem) or a
-    /// binding, for the policy candidates that name them.
-    fn policy_object(&mut self, item: serde_json::Value, prefix: &str, base: &Problem) {
-        let name = item
-            .pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or("")
-            .to_string();
-        if item.get("kind").and_then(|k| k.as_str()) == Some("ValidatingAdmissionPolicyBinding") {
-            self.bindings.push(item);
-            return;
-        }
-        let base = Problem {
-            kind: Some("ValidatingAdmissionPolicy".into()),
-            configuration: Some(name.clone()),
-            ..base.clone()
-        };
-        if let Some((other, _)) = self.policies.get(&name) {
-            let duplicate = FieldError::new(
-                ErrorType::Duplicate,
-                format!("{prefix}metadata.name"),
-                BadValue::from(name.as_str()),
-                format!(
-                    "ValidatingAdmissionPolicy names are unique in a cluster (also in {})",
-                    other.file.display()
-                ),
-            );
-            self.errors.push(base.located(duplicate));
-            return;
-        }
-        self.policies.insert(name, (base, item));
-    }
-
     /// Objects of other kinds: parameters of a policy whose `paramKind` names their
     /// apiVersion and kind are kept; anything else is refused as before.
     fn parameters(&mut self) -> Vec<serde_json::Value> {
-        let param_kinds: HashSet<(String, String)> = self
-            .policies
-            .values()
-            .filter_map(|(_, p)| crate::policy::Policy::param_kind_of(p))
-            .collect();
+        let param_kinds = self.policies.param_kinds();
         let mut params = Vec::new();
         // Refused ones are listed at most MAX_PROBLEMS_PER_FILE a file, as in `file`.
         let mut refused: BTreeMap<PathBuf, usize> = BTreeMap::new();
@@ -819,26 +781,24 @@ impl Load {
         params
     }
 
-    /// Attaches every candidate to its webhook (policy candidates compiled here, with their
-    /// bindings and the parameter objects).
-    fn attach_candidates(&mut self) {
+    /// Compiles every ValidatingAdmissionPolicy (with its bindings and the parameter objects;
+    /// matching through `custom`'s versions too), then attaches every candidate to its
+    /// webhook.
+    fn attach_candidates(&mut self, custom: &Arc<CustomResources>) {
         let params = self.parameters();
-        let (policies, bindings) = (&self.policies, &self.bindings);
-        let policy = |name: &str| {
-            let Some((_, object)) = policies.get(name) else {
-                return Err(vec![FieldError::new(
-                    ErrorType::NotFound,
-                    "name",
-                    BadValue::from(name),
-                    "no ValidatingAdmissionPolicy of that name is in the configuration directory",
-                )]);
-            };
-            let of_policy = |b: &&serde_json::Value| {
-                b.pointer("/spec/policyName").and_then(|n| n.as_str()) == Some(name)
-            };
-            let bindings: Vec<serde_json::Value> =
-                bindings.iter().filter(of_policy).cloned().collect();
-            crate::policy::Policy::compile(object, &bindings, &params).map(Arc::new)
+        let compiled = self
+            .policies
+            .compile(&params, custom, &mut self.errors, &mut self.warnings);
+        let policy = |name: &str| match compiled.get(name) {
+            Some(Some(policy)) => Ok(policy.clone()),
+            // Its problems are reported in its own document.
+            Some(None) => Err(Vec::new()),
+            None => Err(vec![FieldError::new(
+                ErrorType::NotFound,
+                "name",
+                BadValue::from(name),
+                "no ValidatingAdmissionPolicy of that name is in the configuration directory",
+            )]),
         };
         let declared = std::mem::take(&mut self.candidates);
         candidates::attach(
@@ -852,13 +812,14 @@ impl Load {
 
     /// The snapshot, or every problem found.
     fn finish(mut self, hash: u64) -> Result<Snapshot, ConfigError> {
-        self.attach_candidates();
+        // Every matcher sees every declared custom resource, whichever file declares it.
+        let custom = Arc::new(std::mem::take(&mut self.custom));
+        self.attach_candidates(&custom);
         let mut snapshot = Snapshot {
             files: self.files,
             warnings: self.warnings,
             hash,
-            // Every matcher sees every declared custom resource, whichever file declares it.
-            custom_resources: Arc::new(self.custom),
+            custom_resources: custom,
             ..Snapshot::default()
         };
         for mut webhook in self.compiled {

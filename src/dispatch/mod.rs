@@ -289,6 +289,11 @@ impl Dispatcher {
         self
     }
 
+    /// The SubjectAccessReview client answering `authorizer` checks (`--authorizer`), if any.
+    pub(crate) fn authorizer(&self) -> Option<&Arc<SubjectAccessReviews>> {
+        self.authorizer.as_ref()
+    }
+
     /// The mode of webhooks without a `mode` option (`--default-mode`; `Enforce` otherwise).
     pub(crate) fn with_default_mode(mut self, mode: Mode) -> Self {
         self.default_mode = mode;

@@ -253,6 +253,14 @@ fn bad_candidate_files_are_refused_with_their_fields() {
         format!("apiVersion: admission-proxy.io/v1\nkind: Candidate\nmetadata: {{name: f}}\nspec:\n  webhook: {LEGACY}\n  backend: {{clientConfig: {url}, admissionReviewVersions: [v1]}}\n"),
     ];
     std::fs::write(ws.conf.join("candidates.yaml"), docs.join("---\n")).unwrap();
+    // A policy whose CEL does not compile, and a binding with an unknown action: upstream's
+    // messages, in the policy's and the binding's own documents.
+    let broken = policy(
+        "broken",
+        "  - expression: \"object.metadata.name ==\"\n  - expression: \"nosuchvar.x == 1\"\n",
+    )
+    .replace("validationActions: [Deny]", "validationActions: [Deny, Bogus]");
+    std::fs::write(ws.conf.join("policies.yaml"), broken).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
         .args(["check", "--config"])
         .arg(&ws.conf)
@@ -267,6 +275,9 @@ fn bad_candidate_files_are_refused_with_their_fields() {
         "candidates.yaml (document 3): Candidate \"d\": spec.backend.admissionReviewVersions: Required value",
         "candidates.yaml (document 4): Candidate \"e\": spec.policy.name: Not found: \"missing\"",
         "candidates.yaml (document 5): Candidate \"f\": apiVersion: Unsupported value: \"admission-proxy.io/v1\"",
+        "policies.yaml (document 0): ValidatingAdmissionPolicy \"broken\": spec.validations[0].expression: Invalid value: \"object.metadata.name ==\": compilation failed: ERROR: <input>:1:24: Syntax error: mismatched input '<EOF>'",
+        "policies.yaml (document 0): ValidatingAdmissionPolicy \"broken\": spec.validations[1].expression: Invalid value: \"nosuchvar.x == 1\": compilation failed: undeclared reference to \"nosuchvar\"",
+        "policies.yaml (document 1): ValidatingAdmissionPolicyBinding \"broken\": spec.validationActions[1]: Unsupported value: \"Bogus\": supported values: \"Audit\", \"Deny\", \"Warn\"",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with("error: ") && l.contains(want)),
@@ -488,4 +499,116 @@ async fn candidates_are_compared_on_chain_routes_too() {
     assert_eq!(results.get("agree"), Some(&1.0), "{results:?}");
     assert_eq!(results.get("disagree_allowed"), Some(&2.0), "{results:?}");
     assert_eq!(backend.recorder.calls_to("/require-labels"), 3);
+}
+
+/// A ValidatingAdmissionPolicy, with its binding, as `kubectl get -o yaml` prints them.
+fn policy(name: &str, validations: &str) -> String {
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\n\
+         spec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - operations: [\"*\"]\n      \
+         apiGroups: [\"*\"]\n      apiVersions: [\"*\"]\n      resources: [\"*\"]\n  validations:\n{validations}\
+         ---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+         metadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n"
+    )
+}
+
+fn candidate_policy(name: &str, policy: &str) -> String {
+    format!(
+        "apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: {name}}}\n\
+         spec:\n  webhook: {LEGACY}\n  policy: {{name: {policy}}}\n"
+    )
+}
+
+/// The example backend's `/require-labels` as CEL: the object or the old object is labelled.
+const LABELLED: &str = "  - expression: \"[object, oldObject].exists(o, o != null && has(o.metadata) && has(o.metadata.labels) && size(o.metadata.labels) > 0)\"\n    message: objects must carry labels (require-labels policy)\n    reason: Forbidden\n";
+
+/// Two policies beside a legacy webhook that requires labels, on every validating fixture:
+/// one that says what the webhook says agrees on every request; one that also refuses
+/// DELETE disagrees on exactly the DELETEs the webhook allows, each captured with the policy's
+/// failing validation and message, which `explain` shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_candidate_agrees_where_it_should_and_reports_exactly_what_it_changes() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-policy");
+    let captures = ws.dir.join("captures");
+    let legacy = validating(
+        LEGACY,
+        &backend.client_config("/require-labels/quiet"),
+        ALL,
+        "",
+    );
+    std::fs::write(ws.conf.join("webhooks.yaml"), legacy).unwrap();
+    let no_delete = format!("{LABELLED}  - expression: \"request.operation != 'DELETE'\"\n    message: deleting is not allowed\n    reason: Forbidden\n");
+    let files = [
+        policy("same", LABELLED),
+        policy("no-delete", &no_delete),
+        candidate_policy("exact", "same"),
+        candidate_policy("deliberate", "no-delete"),
+    ];
+    std::fs::write(ws.conf.join("candidates.yaml"), files.join("---\n")).unwrap();
+    let capture_dir = captures.to_str().unwrap().to_string();
+    let proxy = start(
+        &ws,
+        &["--capture-dir", &capture_dir, "--capture-sample", "0"],
+    );
+    let path = format!("/webhooks/{LEGACY}?timeout=10s");
+    let client = HttpClient::new();
+    let target = proxy.target(&ws.pki);
+    let (mut called, mut deletes_allowed) = (0u64, 0u64);
+    for e in index().iter().filter(|e| e["webhookType"] == "validating") {
+        let body = fixture(e["file"].as_str().unwrap());
+        let reply = Reply::from(client.post(&target, &path, &body, &[]).await.unwrap());
+        if matches!(reply.decision.as_str(), "allowed" | "denied") {
+            called += 1;
+            if reply.decision == "allowed" && e["operation"] == "DELETE" {
+                deletes_allowed += 1;
+            }
+        }
+    }
+    assert!(
+        called > 100 && deletes_allowed > 0,
+        "{called} {deletes_allowed}"
+    );
+    let exact = results_when(&proxy, &ws.pki, "exact", called as f64).await;
+    assert_eq!(
+        exact,
+        [("agree".to_string(), called as f64)].into(),
+        "100% agreement"
+    );
+    let deliberate = results_when(&proxy, &ws.pki, "deliberate", called as f64).await;
+    assert_eq!(
+        deliberate,
+        [
+            ("agree".to_string(), (called - deletes_allowed) as f64),
+            ("disagree_allowed".to_string(), deletes_allowed as f64),
+        ]
+        .into()
+    );
+    let files = tokio::task::block_in_place(|| {
+        for _ in 0..500 {
+            if capture_files(&captures).len() as u64 >= deletes_allowed {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        capture_files(&captures)
+    });
+    assert_eq!(files.len() as u64, deletes_allowed);
+    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["explain", "--config"])
+        .arg(&ws.conf)
+        .arg("--review")
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(explain.stdout).unwrap();
+    for line in [
+        "  legacy webhook: allowed",
+        "  candidate:      denied 403: ValidatingAdmissionPolicy 'no-delete' with binding 'no-delete' denied request: deleting is not allowed (spec.validations[1]: request.operation != 'DELETE')",
+        "  candidate \"deliberate\" (policy, ",
+        "ValidatingAdmissionPolicy \"no-delete\": DENY 403 Forbidden: ValidatingAdmissionPolicy 'no-delete' with binding 'no-delete' denied request: deleting is not allowed (spec.validations[1]: request.operation != 'DELETE')",
+        "  candidate \"exact\" (policy, ",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in {text}");
+    }
 }

@@ -27,7 +27,7 @@ fn bundled_config_is_valid() {
     assert_eq!(code, 0, "{out}");
     let last = out.lines().last().unwrap_or_default();
     assert!(
-        last.starts_with("valid: ") && last.contains("5 webhook(s) in 3 file(s)"),
+        last.starts_with("valid: ") && last.contains("5 webhook(s), 2 candidate(s) in 3 file(s)"),
         "{out}"
     );
     assert!(last.ends_with("22 namespace(s)"), "{out}");

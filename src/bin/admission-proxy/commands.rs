@@ -74,8 +74,14 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
                     "; cluster: discovery failed".to_string()
                 }
             };
+            let candidates: usize = snapshot.webhooks().map(|w| w.candidates().len()).sum();
+            let candidates = if candidates > 0 {
+                format!(", {candidates} candidate(s)")
+            } else {
+                String::new()
+            };
             format!(
-                "{}: {} webhook(s) in {} file(s){authorizer}{cluster}",
+                "{}: {} webhook(s){candidates} in {} file(s){authorizer}{cluster}",
                 args.config.display(),
                 snapshot.len(),
                 snapshot.files.len()

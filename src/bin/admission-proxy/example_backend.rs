@@ -8,6 +8,7 @@
 //! | `/deny` | denied, status code 403, with a warning and an audit annotation |
 //! | `/deny-nocode` | denied with a status message but no code |
 //! | `/require-labels` | denied (403) when the object (or oldObject) has no labels, else allowed |
+//! | `/require-labels/quiet` | as `/require-labels`, without the denial's warning (as a ValidatingAdmissionPolicy denies) |
 //! | `/patch` | allowed with a JSONPatch adding label `example.com/mutated: "true"` |
 //! | `/slow/{ms}` | allowed after `ms` milliseconds |
 //! | `/garbage` | 200 with a body that is not JSON |
@@ -307,17 +308,21 @@ impl Respond for ExampleBackend {
                 review(&api_version, deny("denied without a code", None)),
                 "application/json",
             ),
-            ["require-labels"] => {
+            ["require-labels", quiet @ ..] => {
                 let req = request.get("request");
                 let labelled = has_labels(req.and_then(|r| r.get("object")))
                     || has_labels(req.and_then(|r| r.get("oldObject")));
                 let response = if labelled {
                     allow
                 } else {
-                    deny(
+                    let mut denial = deny(
                         "objects must carry labels (require-labels policy)",
                         Some(403),
-                    )
+                    );
+                    if quiet == ["quiet"] {
+                        denial["warnings"] = json!([]);
+                    }
+                    denial
                 };
                 json_reply(200, review(&api_version, response), "application/json")
             }
