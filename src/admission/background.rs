@@ -46,6 +46,9 @@ impl Slot {
     pub(crate) fn run(self, work: impl Future<Output = ()> + Send + 'static) {
         tokio::spawn(async move {
             let _place = self.0;
+            // Spawned from a worker, the task takes that worker's LIFO slot and would run
+            // before the admissions already waiting there: it goes to the back first.
+            tokio::task::yield_now().await;
             work.await;
         });
     }

@@ -167,7 +167,7 @@ struct Uses {
 }
 
 /// Collects the fields selected directly on `request`; false if `request` appears otherwise.
-fn request_fields(expr: &cel::common::ast::Expr, out: &mut Vec<String>) -> bool {
+pub(crate) fn request_fields(expr: &cel::common::ast::Expr, out: &mut Vec<String>) -> bool {
     use cel::common::ast::{EntryExpr, Expr};
     match expr {
         Expr::Ident(name) => name != "request",

@@ -1,8 +1,11 @@
 //! Rule matching (`RuleWithOperations`), exactly as kube-apiserver's `Matcher.Matches` in
 //! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules/rules.go`.
-//! Depends on `api` and `review`.
+//! Depends on `api`, `review` and `field_error`.
+
+use std::collections::HashSet;
 
 use crate::api::RuleWithOperations;
+use crate::field_error::{BadValue, Error as FieldError, ErrorType};
 use crate::review::{GroupVersionKind, GroupVersionResource, Operation};
 
 /// `rules[].scope`.
@@ -165,6 +168,119 @@ pub(crate) fn is_exempt_admission_configuration(kind: &GroupVersionKind) -> bool
                 | "MutatingAdmissionPolicy"
                 | "MutatingAdmissionPolicyBinding"
         )
+}
+
+/// Rule validation of `pkg/apis/admissionregistration/validation/validation.go`
+/// (`validateRuleWithOperations` and `validateRule`), for webhooks' `rules` and policies'
+/// resource rules alike.
+pub(crate) fn validate_rule(rule: &RuleWithOperations, at: &str, bad: &mut impl FnMut(FieldError)) {
+    validate_wildcard_alone(&rule.operations, &format!("{at}.operations"), bad);
+    for (i, op) in rule.operations.iter().enumerate() {
+        if !matches!(
+            op.as_str(),
+            "*" | "CREATE" | "UPDATE" | "DELETE" | "CONNECT"
+        ) {
+            bad(FieldError::not_supported(
+                format!("{at}.operations[{i}]"),
+                op,
+                &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"],
+            ));
+        }
+    }
+    validate_wildcard_alone(&rule.api_groups, &format!("{at}.apiGroups"), bad);
+    validate_wildcard_alone(&rule.api_versions, &format!("{at}.apiVersions"), bad);
+    for (i, v) in rule.api_versions.iter().enumerate() {
+        if v.is_empty() {
+            bad(FieldError::required(format!("{at}.apiVersions[{i}]"), ""));
+        }
+    }
+    validate_resources(&rule.resources, at, bad);
+    if let Some(scope) = rule.scope.as_deref() {
+        if !matches!(scope, "*" | "Cluster" | "Namespaced") {
+            bad(FieldError::not_supported(
+                format!("{at}.scope"),
+                scope,
+                &["*", "Cluster", "Namespaced"],
+            ));
+        }
+    }
+}
+
+/// A rule's list at `field` is required, and `*` in it must stand alone (`validateRule`:
+/// `hasWildcard`).
+fn validate_wildcard_alone(list: &[String], field: &str, bad: &mut impl FnMut(FieldError)) {
+    if list.is_empty() {
+        bad(FieldError::required(field, ""));
+    } else if list.len() > 1 && list.iter().any(|v| v == "*") {
+        bad(FieldError::new(
+            ErrorType::Invalid,
+            field,
+            BadValue::Omitted,
+            "if '*' is present, must not specify other values",
+        ));
+    }
+}
+
+/// A rule's `resources` (`validateResources` in `validation.go`): required, no empty entry, no
+/// entry a wildcard already covers (`*/*`, `res/*`, `*/sub`, `*`).
+fn validate_resources(resources: &[String], at: &str, bad: &mut impl FnMut(FieldError)) {
+    if resources.is_empty() {
+        bad(FieldError::required(format!("{at}.resources"), ""));
+    }
+    let mut wildcard_sub: HashSet<&str> = HashSet::new();
+    let mut wildcard_res: HashSet<&str> = HashSet::new();
+    let (mut double, mut single, mut plain) = (false, false, false);
+    for (i, entry) in resources.iter().enumerate() {
+        if entry.is_empty() {
+            bad(FieldError::required(format!("{at}.resources[{i}]"), ""));
+            continue;
+        }
+        double |= entry == "*/*";
+        single |= entry == "*";
+        let Some((res, sub)) = entry.split_once('/') else {
+            // Upstream overwrites this flag per entry instead of accumulating it
+            // (`validateResources`).
+            plain = entry != "*";
+            continue;
+        };
+        let covered = |by: String| {
+            FieldError::invalid(
+                format!("{at}.resources[{i}]"),
+                entry,
+                format!("if '{by}' is present, must not specify {entry}"),
+            )
+        };
+        if wildcard_sub.contains(res) {
+            bad(covered(format!("{res}/*")));
+        }
+        if wildcard_res.contains(sub) {
+            bad(covered(format!("*/{sub}")));
+        }
+        if sub == "*" {
+            wildcard_sub.insert(res);
+        }
+        if res == "*" {
+            wildcard_res.insert(sub);
+        }
+    }
+    let invalid = |detail| {
+        FieldError::new(
+            ErrorType::Invalid,
+            format!("{at}.resources"),
+            BadValue::Omitted,
+            detail,
+        )
+    };
+    if resources.len() > 1 && double {
+        bad(invalid(
+            "if '*/*' is present, must not specify other resources",
+        ));
+    }
+    if single && plain {
+        bad(invalid(
+            "if '*' is present, must not specify other resources without subresources",
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -83,8 +83,62 @@ pub(crate) struct Expression {
     /// The policy variables it needs, directly or through other variables, by index,
     /// ascending (so each one's own needs come before it).
     needs: Vec<usize>,
-    /// It reads `namespaceObject`.
-    pub(crate) reads_namespace: bool,
+    /// The request's variables it reads.
+    pub(crate) reads: Reads,
+}
+
+/// Which of the request's variables a policy's expressions read, so that only those are
+/// converted to CEL values for an evaluation (a whole object's conversion is most of a
+/// policy's cost).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Reads {
+    pub(crate) object: bool,
+    pub(crate) old_object: bool,
+    pub(crate) authorizer: bool,
+    /// `namespaceObject`.
+    pub(crate) namespace: bool,
+    /// `request`: `None` when not read; `Some(None)` read whole; `Some(Some(fields))` only
+    /// those top-level fields selected (`request.operation` → `operation`).
+    pub(crate) request: Option<Option<Vec<String>>>,
+}
+
+impl Reads {
+    /// Adds what `other` reads.
+    pub(crate) fn add(&mut self, other: &Reads) {
+        self.object |= other.object;
+        self.old_object |= other.old_object;
+        self.authorizer |= other.authorizer;
+        self.namespace |= other.namespace;
+        self.request = match (self.request.take(), &other.request) {
+            (None, theirs) => theirs.clone(),
+            (mine, None) => mine,
+            (Some(Some(mut mine)), Some(Some(theirs))) => {
+                for f in theirs {
+                    if !mine.contains(f) {
+                        mine.push(f.clone());
+                    }
+                }
+                Some(Some(mine))
+            }
+            _ => Some(None),
+        };
+    }
+
+    /// What an expression whose free variables are `free` reads.
+    fn of(expr: &Ast, free: &[String]) -> Self {
+        let has = |name: &str| free.iter().any(|v| v == name);
+        let request = has("request").then(|| {
+            let mut fields = Vec::new();
+            conditions::request_fields(expr, &mut fields).then_some(fields)
+        });
+        Reads {
+            object: has("object"),
+            old_object: has("oldObject"),
+            authorizer: has("authorizer"),
+            namespace: has("namespaceObject"),
+            request,
+        }
+    }
 }
 
 /// Compiles `text`; `variables` are the policy variables compiled so far, in order.
@@ -132,9 +186,9 @@ pub(crate) fn compile(
     needs.dedup();
     Ok(Expression {
         text: text.to_string(),
-        program,
         needs,
-        reads_namespace: free.iter().any(|v| v == "namespaceObject"),
+        reads: Reads::of(&program.expression().expr, &free),
+        program,
     })
 }
 
@@ -283,17 +337,37 @@ impl Inputs {
     ///
     /// # Errors
     /// serde_json's, when bounded and an object nests past its limit.
-    pub(crate) fn new(review: &ParsedReview<'_>, unbounded: bool) -> serde_json::Result<Self> {
+    pub(crate) fn new(
+        review: &ParsedReview<'_>,
+        unbounded: bool,
+        reads: &Reads,
+    ) -> serde_json::Result<Self> {
         let request = &review.request;
-        let object = request.object.map(serde_json::value::RawValue::get);
-        let old_object = request.old_object.map(serde_json::value::RawValue::get);
-        let user: Arc<User> = authz::requesting_user(review);
+        let raw = |read: bool, v: Option<&serde_json::value::RawValue>| {
+            if read {
+                conditions::raw_to_cel(v.map(serde_json::value::RawValue::get), unbounded)
+            } else {
+                Ok(Value::Null)
+            }
+        };
+        let (authorizer, request_resource) = if reads.authorizer {
+            let user: Arc<User> = authz::requesting_user(review);
+            (
+                authz::authorizer(user.clone()),
+                authz::request_resource(user, review),
+            )
+        } else {
+            (Value::Null, Value::Null)
+        };
         Ok(Inputs {
-            object: conditions::raw_to_cel(object, unbounded)?,
-            old_object: conditions::raw_to_cel(old_object, unbounded)?,
-            request: conditions::request_to_cel(review, None, unbounded)?,
-            authorizer: authz::authorizer(user.clone()),
-            request_resource: authz::request_resource(user, review),
+            object: raw(reads.object, request.object)?,
+            old_object: raw(reads.old_object, request.old_object)?,
+            request: match &reads.request {
+                None => Value::Null,
+                Some(fields) => conditions::request_to_cel(review, fields.as_deref(), unbounded)?,
+            },
+            authorizer,
+            request_resource,
         })
     }
 }

@@ -6,14 +6,14 @@
 
 use std::collections::HashSet;
 
-use super::cel::{self, Declarations, Expression, Returns};
+use super::cel::{self, Declarations, Expression, Reads, Returns};
 use super::spec::{PolicySpec, Validation};
 use super::validator::{CompiledValidation, Validator};
 use crate::field_error::Error as FieldError;
 
-/// The compiled expressions of a policy: the validator, its variables, whether any reads
-/// `namespaceObject`.
-pub(super) type Compiled = (Validator, Vec<(String, Expression)>, bool);
+/// The compiled expressions of a policy: the validator, its variables, what they read of the
+/// request.
+pub(super) type Compiled = (Validator, Vec<(String, Expression)>, Reads);
 
 /// `maxAuditAnnotationValueExpressionLength`: bytes.
 const MAX_VALUE_EXPRESSION_BYTES: usize = 5 * 1024;
@@ -23,7 +23,7 @@ pub(super) fn expressions(spec: &PolicySpec, bad: &mut impl FnMut(FieldError)) -
     let mut c = Compiler {
         bad,
         failed: false,
-        uses_namespace: false,
+        reads: Reads::default(),
         variables: Vec::new(),
         full: Declarations {
             params: spec.param_kind.is_some(),
@@ -44,7 +44,7 @@ pub(super) fn expressions(spec: &PolicySpec, bad: &mut impl FnMut(FieldError)) -
         audit_annotations,
         fail: spec.failure_policy.as_deref() != Some("Ignore"),
     };
-    Some((validator, c.variables, c.uses_namespace))
+    Some((validator, c.variables, c.reads))
 }
 
 /// The compilation of one policy's expressions in progress.
@@ -52,8 +52,8 @@ struct Compiler<'b, B> {
     bad: &'b mut B,
     /// An expression did not compile.
     failed: bool,
-    /// An expression reads `namespaceObject`.
-    uses_namespace: bool,
+    /// What the expressions read of the request.
+    reads: Reads,
     /// The variables compiled so far.
     variables: Vec<(String, Expression)>,
     /// Every optional variable but what the kind of expression lacks.
@@ -71,7 +71,7 @@ impl<B: FnMut(FieldError)> Compiler<'_, B> {
     ) -> Option<Expression> {
         match cel::compile(text, declarations, returns, &self.variables) {
             Ok(e) => {
-                self.uses_namespace |= e.reads_namespace;
+                self.reads.add(&e.reads);
                 Some(e)
             }
             Err(e) => {

@@ -177,7 +177,7 @@ impl Policy {
             return NamespaceValue::Value(Value::Null);
         }
         match namespaces {
-            None if !self.uses_namespace_object => NamespaceValue::Value(Value::Null),
+            None if !self.reads.namespace => NamespaceValue::Value(Value::Null),
             None => {
                 NamespaceValue::Undecided(format!("the labels of namespace {name:?} are not known"))
             }
@@ -248,7 +248,7 @@ impl<'p> Run<'p> {
             .map(|v| v.map(serde_json::value::RawValue::get));
         let policy = self.policy;
         let verdict = deep_json::read_deep(&raw, |unbounded| {
-            let inputs = Inputs::new(seen, unbounded)?;
+            let inputs = Inputs::new(seen, unbounded, &policy.reads)?;
             Ok(Run::new(policy).each_binding(review, &request.namespace, namespaces, &inputs))
         });
         verdict.unwrap_or_else(|e| {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use self::cel::{Activation, Expression, Inputs};
+use self::cel::{Activation, Expression, Inputs, Reads};
 use self::matcher::{Constraints, Match};
 use self::params::{CompiledRef, Param, ParamStore};
 pub use self::validator::{Action, Evaluation, ValidationDecision};
@@ -53,8 +53,8 @@ pub struct Policy {
     constraints: Constraints,
     validator: Validator,
     variables: Vec<(String, Expression)>,
-    /// Some expression reads `namespaceObject`.
-    uses_namespace_object: bool,
+    /// What the expressions read of the request (only that is converted for an evaluation).
+    reads: Reads,
     /// The paramKind's objects; `None` without paramKind.
     params: Option<ParamStore>,
     bindings: Vec<Binding>,
@@ -289,7 +289,7 @@ impl Policy {
                 ),
             }
         }
-        let (Some(constraints), Some((validator, variables, uses_namespace_object)), true) =
+        let (Some(constraints), Some((validator, variables, reads)), true) =
             (constraints, compiled, errors.is_empty())
         else {
             return Err(errors);
@@ -300,7 +300,7 @@ impl Policy {
             constraints,
             validator,
             variables,
-            uses_namespace_object,
+            reads,
             params: object
                 .spec
                 .param_kind

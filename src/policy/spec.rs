@@ -439,7 +439,7 @@ fn validate_named_rule(rule: &NamedRule, at: &str, bad: &mut impl FnMut(FieldErr
             bad(FieldError::duplicate(field, name));
         }
     }
-    validate_rule(rule, at, bad);
+    crate::matching::rules::validate_rule(&rule.rule(), at, bad);
 }
 
 /// `path.ValidatePathSegmentName`'s first complaint about `name`.
@@ -451,71 +451,6 @@ pub(crate) fn path_segment_problem(name: &str) -> Option<String> {
         .into_iter()
         .find(|s| name.contains(s))
         .map(|s| format!("may not contain '{s}'"))
-}
-
-/// `validateRuleWithOperations` / `validateRule`: operations known, lists non-empty with `*`
-/// alone, versions non-empty, resources as `validateResources` (wildcards not repeated), scope
-/// known.
-fn validate_rule(rule: &NamedRule, at: &str, bad: &mut impl FnMut(FieldError)) {
-    wildcard_alone(&rule.operations, &format!("{at}.operations"), bad);
-    for (i, op) in rule.operations.iter().enumerate() {
-        if !matches!(
-            op.as_str(),
-            "*" | "CREATE" | "UPDATE" | "DELETE" | "CONNECT"
-        ) {
-            bad(FieldError::not_supported(
-                format!("{at}.operations[{i}]"),
-                op,
-                &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"],
-            ));
-        }
-    }
-    wildcard_alone(&rule.api_groups, &format!("{at}.apiGroups"), bad);
-    wildcard_alone(&rule.api_versions, &format!("{at}.apiVersions"), bad);
-    for (i, v) in rule.api_versions.iter().enumerate() {
-        if v.is_empty() {
-            bad(FieldError::required(format!("{at}.apiVersions[{i}]"), ""));
-        }
-    }
-    if rule.resources.is_empty() {
-        bad(FieldError::required(format!("{at}.resources"), ""));
-    }
-    for (i, r) in rule.resources.iter().enumerate() {
-        if r.is_empty() {
-            bad(FieldError::required(format!("{at}.resources[{i}]"), ""));
-        }
-    }
-    if rule.resources.len() > 1 && rule.resources.iter().any(|r| r == "*/*") {
-        bad(FieldError::new(
-            ErrorType::Invalid,
-            format!("{at}.resources"),
-            BadValue::Omitted,
-            "if '*/*' is present, must not specify other resources",
-        ));
-    }
-    if let Some(scope) = rule.scope.as_deref() {
-        if !matches!(scope, "*" | "Cluster" | "Namespaced") {
-            bad(FieldError::not_supported(
-                format!("{at}.scope"),
-                scope,
-                &["*", "Cluster", "Namespaced"],
-            ));
-        }
-    }
-}
-
-/// A rule's list is required, and `*` in it must stand alone.
-fn wildcard_alone(list: &[String], field: &str, bad: &mut impl FnMut(FieldError)) {
-    if list.is_empty() {
-        bad(FieldError::required(field, ""));
-    } else if list.len() > 1 && list.iter().any(|v| v == "*") {
-        bad(FieldError::new(
-            ErrorType::Invalid,
-            field,
-            BadValue::Omitted,
-            "if '*' is present, must not specify other values",
-        ));
-    }
 }
 
 /// `validateValidatingAdmissionPolicyBindingSpec`: policyName, paramRef, matchResources (at

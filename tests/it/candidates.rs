@@ -72,6 +72,26 @@ fn scrape_when_compared(proxy: &BinaryProxy, pki: &TestPki, candidate: &str, n: 
     panic!("the candidate never compared {n} requests");
 }
 
+/// The legacy webhook, allowing everything, in `ws`'s configuration.
+fn legacy_allowing(ws: &Workspace, backend: &TestBackend) {
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
+    )
+    .unwrap();
+}
+
+/// The capture files of `dir` once there are `n` (a bounded wait: 500 x 20 ms).
+fn captures_when(dir: &Path, n: usize) -> Vec<PathBuf> {
+    for _ in 0..500 {
+        if capture_files(dir).len() >= n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    capture_files(dir)
+}
+
 fn capture_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| {
@@ -151,15 +171,7 @@ async fn a_mirrored_backend_is_compared_on_every_called_request_and_its_disagree
     );
     assert_eq!(backend.recorder.calls_to("/require-labels"), called);
     assert_eq!(backend.recorder.calls_to("/allow"), 2 * called);
-    let files = tokio::task::block_in_place(|| {
-        for _ in 0..500 {
-            if capture_files(&captures).len() >= unlabelled.len() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        capture_files(&captures)
-    });
+    let files = tokio::task::block_in_place(|| captures_when(&captures, unlabelled.len()));
     assert_eq!(
         files.len(),
         unlabelled.len(),
@@ -259,7 +271,10 @@ fn bad_candidate_files_are_refused_with_their_fields() {
         "broken",
         "  - expression: \"object.metadata.name ==\"\n  - expression: \"nosuchvar.x == 1\"\n",
     )
-    .replace("validationActions: [Deny]", "validationActions: [Deny, Bogus]");
+    .replace(
+        "validationActions: [Deny]",
+        "validationActions: [Deny, Bogus]",
+    );
     std::fs::write(ws.conf.join("policies.yaml"), broken).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
         .args(["check", "--config"])
@@ -343,11 +358,7 @@ async fn a_mutating_candidate_is_compared_on_the_object_after_its_patch() {
 async fn a_slow_or_dead_candidate_is_counted_and_never_delays_the_answer() {
     let backend = TestBackend::start();
     let ws = Workspace::new("candidates-slow");
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
-    )
-    .unwrap();
+    legacy_allowing(&ws, &backend);
     let slow = candidate_backend("slow", &backend.client_config("/slow/5000"))
         .replace("timeoutSeconds: 5", "timeoutSeconds: 1");
     let dead = candidate_backend(
@@ -382,11 +393,7 @@ async fn a_slow_or_dead_candidate_is_counted_and_never_delays_the_answer() {
 async fn candidates_are_hot_reloaded_and_a_bad_one_keeps_the_last_good() {
     let backend = TestBackend::start();
     let ws = Workspace::new("candidates-reload");
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
-    )
-    .unwrap();
+    legacy_allowing(&ws, &backend);
     let proxy = start(&ws, &[]);
     let path = format!("/webhooks/{LEGACY}?timeout=10s");
     let pod = fixture("0096-create-core-v1-pods-v1.json");
@@ -445,11 +452,7 @@ async fn candidates_are_hot_reloaded_and_a_bad_one_keeps_the_last_good() {
 async fn candidate_work_is_shed_and_counted_when_the_background_lane_is_full() {
     let backend = TestBackend::start();
     let ws = Workspace::new("candidates-shed");
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
-    )
-    .unwrap();
+    legacy_allowing(&ws, &backend);
     let slow = candidate_backend("slow", &backend.client_config("/slow/5000"))
         .replace("timeoutSeconds: 5", "timeoutSeconds: 10");
     std::fs::write(ws.conf.join("candidates.yaml"), slow).unwrap();
@@ -476,11 +479,7 @@ async fn candidate_work_is_shed_and_counted_when_the_background_lane_is_full() {
 async fn candidates_are_compared_on_chain_routes_too() {
     let backend = TestBackend::start();
     let ws = Workspace::new("candidates-chain");
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        validating(LEGACY, &backend.client_config("/allow"), ALL, ""),
-    )
-    .unwrap();
+    legacy_allowing(&ws, &backend);
     let candidate = candidate_backend("labels", &backend.client_config("/require-labels"));
     std::fs::write(ws.conf.join("candidates.yaml"), candidate).unwrap();
     let proxy = start(&ws, &[]);
@@ -584,15 +583,7 @@ async fn a_policy_candidate_agrees_where_it_should_and_reports_exactly_what_it_c
         ]
         .into()
     );
-    let files = tokio::task::block_in_place(|| {
-        for _ in 0..500 {
-            if capture_files(&captures).len() as u64 >= deletes_allowed {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        capture_files(&captures)
-    });
+    let files = tokio::task::block_in_place(|| captures_when(&captures, deletes_allowed as usize));
     assert_eq!(files.len() as u64, deletes_allowed);
     let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
         .args(["explain", "--config"])
