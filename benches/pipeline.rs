@@ -199,7 +199,7 @@ fn pipeline(c: &mut Criterion) {
                     let review = ParsedReview::parse(&pod).unwrap();
                     black_box(
                         dispatcher
-                            .admit(
+                            .dispatch(
                                 &webhook,
                                 &review,
                                 Some(&ns),

@@ -25,7 +25,8 @@ use crate::capture::Capture;
 use crate::config::{Chain, Snapshot};
 use crate::dispatch::chain::{ChainAnswer, ChainRequest, Step};
 
-use crate::dispatch::{Answer, Clock, Decision, Dispatcher, Shadow};
+use crate::dispatch::pipeline::Dispatcher;
+use crate::dispatch::{Answer, Clock, Decision, Shadow};
 use crate::exclusions::{Exclusions, Exemption};
 use crate::log_value::Bounded;
 use crate::matching::Namespaces;
@@ -272,42 +273,18 @@ impl Admissions {
         clock: Clock,
         trace_context: TraceContext<'_>,
     ) -> Answer {
-        let Clock {
-            caller_timeout,
-            received,
-        } = clock;
         // `--otlp-endpoint`: the proxy's own span for this admission, parented on the caller's
         // context; without it nothing is allocated.
         let span = self
             .spans
             .as_ref()
-            .map(|s| s.admission(&trace_context, received, webhook, review));
+            .map(|s| s.admission(&trace_context, clock.received, webhook, review));
         let answer = {
             let trace_context = trace_context.with_span(span.as_ref());
             // Pinned where it is made: moved into `select!`, the admission's (large) future was
             // copied four times per admission (34,000 instructions of memcpy, callgrind).
-            let admit = std::pin::pin!(async {
-                let namespaces = match looked_up {
-                    Some(namespaces) => namespaces,
-                    None => {
-                        let time_left = self.dispatcher.time_left(caller_timeout, received);
-                        let webhooks = std::slice::from_ref(webhook);
-                        namespaces_for(self, webhooks, review, time_left).await
-                    }
-                };
-                let namespaces = namespaces.as_deref();
-                let dispatcher = &self.dispatcher;
-                dispatcher
-                    .admit(
-                        webhook,
-                        review,
-                        namespaces,
-                        caller_timeout,
-                        received,
-                        trace_context,
-                    )
-                    .await
-            });
+            let admit =
+                std::pin::pin!(self.pipeline(webhook, review, looked_up, clock, trace_context));
             tokio::select! {
                 biased;
                 answer = admit => answer,
@@ -318,6 +295,37 @@ impl Admissions {
             span.finish(answer.decision, answer.http_status);
         }
         answer
+    }
+
+    /// The dispatcher's pipeline for `webhook` on `review`, with the namespace labels
+    /// `looked_up` already, else looked up now.
+    async fn pipeline(
+        &self,
+        webhook: &Arc<crate::config::Webhook>,
+        review: &ParsedReview<'_>,
+        looked_up: Option<Option<Arc<Namespaces>>>,
+        clock: Clock,
+        trace_context: TraceContext<'_>,
+    ) -> Answer {
+        let namespaces = match looked_up {
+            Some(namespaces) => namespaces,
+            None => {
+                let time_left = self
+                    .dispatcher
+                    .time_left(clock.caller_timeout, clock.received);
+                let webhooks = std::slice::from_ref(webhook);
+                namespaces_for(self, webhooks, review, time_left).await
+            }
+        };
+        let admit = std::pin::pin!(self.dispatcher.dispatch(
+            webhook,
+            review,
+            namespaces.as_deref(),
+            clock.caller_timeout,
+            clock.received,
+            trace_context,
+        ));
+        admit.await
     }
 
     /// A chain admission (`/configurations/...`): a proxy-wide exclusion answers first when
@@ -519,7 +527,7 @@ impl Admissions {
             let namespaces = namespaces_for(&admissions, webhooks, review, time_left).await;
             let answer = admissions
                 .dispatcher
-                .admit(
+                .dispatch(
                     &webhook,
                     review,
                     namespaces.as_deref(),

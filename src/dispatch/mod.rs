@@ -14,8 +14,9 @@ pub mod breaker;
 pub(crate) mod chain;
 pub(crate) mod client;
 pub(crate) mod conversion_webhook;
-mod pipeline;
+pub(crate) mod pipeline;
 
+pub use pipeline::Dispatcher;
 pub(crate) use pipeline::{patch_paths, Shadow};
 pub(crate) mod verify;
 
@@ -31,10 +32,8 @@ use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, EquivalentError, Rewritten};
 pub(crate) use crate::decision::Decision;
-use crate::matching::Namespaces;
 use crate::metrics::Conditions;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
-use crate::telemetry::TraceContext;
 pub use client::{HttpClient, HttpReply, Target, TransportError};
 
 /// Why a call to a backend failed. Exactly the failures kube-apiserver submits to
@@ -219,25 +218,6 @@ impl Answer {
     }
 }
 
-/// Calls backends. One per process; holds the connection pool.
-pub struct Dispatcher {
-    client: HttpClient,
-    /// Subtracted from kube-apiserver's `?timeout=` so the proxy answers in time.
-    timeout_margin: Duration,
-    /// The bound on each CRD conversion webhook call (kube-apiserver: 30 s).
-    conversion_timeout: Duration,
-    /// `--max-timeout-seconds`: no webhook call may take longer, whatever its `timeoutSeconds`.
-    max_timeout: Option<Duration>,
-    /// `--breaker-failures`: per-backend circuit breakers, off unless set.
-    breakers: Option<breaker::Breakers>,
-    /// How long a call waits for one of its webhook's `maxConcurrentCalls` slots.
-    call_queue_timeout: Duration,
-    /// `--default-mode`: the mode of webhooks without a `mode` option.
-    default_mode: Mode,
-    /// `--authorizer=subjectaccessreview`: answers matchConditions' `authorizer` checks.
-    authorizer: Option<Arc<SubjectAccessReviews>>,
-}
-
 /// When the request arrived and kube-apiserver's `?timeout=`: what every deadline of one
 /// admission is measured against.
 #[derive(Clone, Copy, Debug)]
@@ -367,85 +347,6 @@ impl Dispatcher {
             self.timeout_margin,
             clock.received.elapsed(),
         )
-    }
-
-    /// The whole decision for one request to one webhook: match (as `ShouldCallHook`), then
-    /// dry-run check, call, verify, and failurePolicy. `caller_timeout` is kube-apiserver's
-    /// `?timeout=`; `received` when the request arrived.
-    pub async fn admit(
-        &self,
-        webhook: &Webhook,
-        review: &ParsedReview<'_>,
-        namespaces: Option<&Namespaces>,
-        caller_timeout: Option<Duration>,
-        received: Instant,
-        trace_context: TraceContext<'_>,
-    ) -> Answer {
-        let clock = Clock {
-            received,
-            caller_timeout,
-        };
-        let admit = std::pin::pin!(self.admit_call(
-            webhook,
-            review,
-            namespaces,
-            clock,
-            trace_context,
-            None
-        ));
-        admit.await
-    }
-
-    /// [`Self::admit`] for a call of the proxy's own beside kube-apiserver's (a candidate
-    /// backend): the review carries `call_uid`, a uid of its own, as kube-apiserver gives
-    /// each webhook call one (`CreateAdmissionObjects`), and the answer must echo it.
-    pub(crate) async fn admit_own_call(
-        &self,
-        webhook: &Webhook,
-        review: &ParsedReview<'_>,
-        namespaces: Option<&Namespaces>,
-        call_uid: &str,
-    ) -> Answer {
-        let clock = Clock {
-            received: Instant::now(),
-            caller_timeout: None,
-        };
-        let trace_context = TraceContext::default();
-        let admit = std::pin::pin!(self.admit_call(
-            webhook,
-            review,
-            namespaces,
-            clock,
-            trace_context,
-            Some(call_uid)
-        ));
-        admit.await
-    }
-
-    /// [`Self::admit`], the call carrying `call_uid` when given.
-    async fn admit_call(
-        &self,
-        webhook: &Webhook,
-        review: &ParsedReview<'_>,
-        namespaces: Option<&Namespaces>,
-        clock: Clock,
-        trace_context: TraceContext<'_>,
-        call_uid: Option<&str>,
-    ) -> Answer {
-        let mut trace = Trace::default();
-        let mut verdict = {
-            let decide = std::pin::pin!(self.decide_and_call(
-                webhook,
-                review,
-                namespaces,
-                (clock, call_uid),
-                trace_context,
-                &mut trace,
-            ));
-            decide.await
-        };
-        trace.note(&mut verdict);
-        verdict.into_answer(webhook, review)
     }
 
     /// The backend's patch (against the converted object the webhook received, in
@@ -581,7 +482,7 @@ impl Verdict {
     }
 }
 
-/// What [`Dispatcher::admit`] learns on the way, for the webhook's metrics.
+/// What [`Dispatcher::dispatch`] learns on the way, for the webhook's metrics.
 #[derive(Default)]
 struct Trace {
     backend: Option<Duration>,

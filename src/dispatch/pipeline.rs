@@ -37,11 +37,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::breaker::CallPermit;
+use super::breaker::{self, CallPermit};
+use super::client::HttpClient;
 use super::{
-    post_as_client_go, timeout_param, verify, Answer, CallFailure, Clock, Decision, Dispatcher,
-    HttpReply, Target, Trace, TransportError, Verdict,
+    post_as_client_go, timeout_param, verify, Answer, CallFailure, Clock, Decision, HttpReply,
+    Target, Trace, TransportError, Verdict,
 };
+use crate::authorizer::SubjectAccessReviews;
 use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, Rewritten};
@@ -92,7 +94,107 @@ struct Guarded<'w> {
     _slot: Option<tokio::sync::SemaphorePermit<'w>>,
 }
 
+/// Calls backends: runs one webhook's admission through the phases below ([`Self::dispatch`]);
+/// a chain's through the same phases ([`super::chain`]). One per process; holds the connection
+/// pool. Built by [`Dispatcher::new`] and its `with_*` settings (`dispatch/mod.rs`).
+pub struct Dispatcher {
+    pub(super) client: HttpClient,
+    /// Subtracted from kube-apiserver's `?timeout=` so the proxy answers in time.
+    pub(super) timeout_margin: Duration,
+    /// The bound on each CRD conversion webhook call (kube-apiserver: 30 s).
+    pub(super) conversion_timeout: Duration,
+    /// `--max-timeout-seconds`: no webhook call may take longer, whatever its `timeoutSeconds`.
+    pub(super) max_timeout: Option<Duration>,
+    /// `--breaker-failures`: per-backend circuit breakers, off unless set.
+    pub(super) breakers: Option<breaker::Breakers>,
+    /// How long a call waits for one of its webhook's `maxConcurrentCalls` slots.
+    pub(super) call_queue_timeout: Duration,
+    /// `--default-mode`: the mode of webhooks without a `mode` option.
+    pub(super) default_mode: Mode,
+    /// `--authorizer=subjectaccessreview`: answers matchConditions' `authorizer` checks.
+    pub(super) authorizer: Option<Arc<SubjectAccessReviews>>,
+}
+
 impl Dispatcher {
+    /// The whole decision for one request to one webhook: match (as `ShouldCallHook`), then
+    /// dry-run check, call, verify, and failurePolicy. `caller_timeout` is kube-apiserver's
+    /// `?timeout=`; `received` when the request arrived.
+    pub async fn dispatch(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        caller_timeout: Option<Duration>,
+        received: Instant,
+        trace_context: TraceContext<'_>,
+    ) -> Answer {
+        let clock = Clock {
+            received,
+            caller_timeout,
+        };
+        let admit = std::pin::pin!(self.admit_call(
+            webhook,
+            review,
+            namespaces,
+            clock,
+            trace_context,
+            None
+        ));
+        admit.await
+    }
+
+    /// [`Self::dispatch`] for a call of the proxy's own beside kube-apiserver's (a candidate
+    /// backend): the review carries `call_uid`, a uid of its own, as kube-apiserver gives
+    /// each webhook call one (`CreateAdmissionObjects`), and the answer must echo it.
+    pub(crate) async fn admit_own_call(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        call_uid: &str,
+    ) -> Answer {
+        let clock = Clock {
+            received: Instant::now(),
+            caller_timeout: None,
+        };
+        let trace_context = TraceContext::default();
+        let admit = std::pin::pin!(self.admit_call(
+            webhook,
+            review,
+            namespaces,
+            clock,
+            trace_context,
+            Some(call_uid)
+        ));
+        admit.await
+    }
+
+    /// [`Self::dispatch`], the call carrying `call_uid` when given.
+    async fn admit_call(
+        &self,
+        webhook: &Webhook,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
+        clock: Clock,
+        trace_context: TraceContext<'_>,
+        call_uid: Option<&str>,
+    ) -> Answer {
+        let mut trace = Trace::default();
+        let mut verdict = {
+            let decide = std::pin::pin!(self.decide_and_call(
+                webhook,
+                review,
+                namespaces,
+                (clock, call_uid),
+                trace_context,
+                &mut trace,
+            ));
+            decide.await
+        };
+        trace.note(&mut verdict);
+        verdict.into_answer(webhook, review)
+    }
+
     /// Phase 0, mode: `mode: Shadow` (config options) is decided here and only here, for
     /// single routes and chains alike: the webhook's answer is allowed at once
     /// ([`Shadow::answer`]) and the [`Shadow`] call, with the review the webhook would have
@@ -112,7 +214,7 @@ impl Dispatcher {
         ControlFlow::Continue(())
     }
 
-    /// [`Dispatcher::admit`], noting in `trace` what its metrics need: [`Self::prepare`],
+    /// [`Dispatcher::dispatch`], noting in `trace` what its metrics need: [`Self::prepare`],
     /// then [`Self::execute`].
     pub(super) async fn decide_and_call(
         &self,
@@ -223,12 +325,13 @@ impl Dispatcher {
     /// (allowed), a rejection, or failurePolicy for a namespace whose labels are unavailable.
     fn select(
         &self,
-        Admission {
-            webhook, review, ..
-        }: Admission<'_>,
+        a: Admission<'_>,
         namespaces: Option<&Namespaces>,
         span: &mut Option<PhaseSpan>,
     ) -> ControlFlow<Verdict, Option<Box<Equivalent>>> {
+        let Admission {
+            webhook, review, ..
+        } = a;
         let flow = match webhook.matcher.decide(review, namespaces) {
             MatchDecision::Call => ControlFlow::Continue(None),
             MatchDecision::CallEquivalent(invocation) => ControlFlow::Continue(Some(invocation)),
@@ -254,14 +357,15 @@ impl Dispatcher {
     /// `apierrors.NewInternalError`).
     async fn convert(
         &self,
-        Admission {
+        a: Admission<'_>,
+        invocation: Box<Equivalent>,
+    ) -> ControlFlow<Verdict, Rewritten> {
+        let Admission {
             review,
             clock,
             trace_context,
             ..
-        }: Admission<'_>,
-        invocation: Box<Equivalent>,
-    ) -> ControlFlow<Verdict, Rewritten> {
+        } = a;
         let rewritten = if conversion::needs_webhook(review, &invocation) {
             let mut span = trace_context.phase("conversion");
             // Boxed: the conversion webhook calls' state would otherwise size every
@@ -316,16 +420,13 @@ impl Dispatcher {
     /// ([`crate::authorizer`], its cache first) within the admission's deadline, until every
     /// check reached has a decision. kube-apiserver answers the same checks in-process
     /// (`staging/src/k8s.io/apiserver/pkg/cel/library/authz.go`).
-    async fn authorize(
-        &self,
-        Admission {
+    async fn authorize(&self, a: Admission<'_>, sent: &ParsedReview<'_>) -> ConditionsVerdict {
+        let Admission {
             webhook,
             clock,
             trace_context,
             ..
-        }: Admission<'_>,
-        sent: &ParsedReview<'_>,
-    ) -> ConditionsVerdict {
+        } = a;
         let conditions = &webhook.matcher.match_conditions;
         let Some(authorizer) = &self.authorizer else {
             let message =
@@ -373,15 +474,13 @@ impl Dispatcher {
     /// `.../webhook/errors/statuserror.go`), an AdmissionReview version the webhook accepts,
     /// then the deadline budget, the backend's circuit breaker and a maxConcurrentCalls slot
     /// (waited for within the queue time and the budget).
-    async fn guard<'w>(
-        &self,
-        Admission {
+    async fn guard<'w>(&self, a: Admission<'w>) -> ControlFlow<Verdict, Guarded<'w>> {
+        let Admission {
             webhook,
             review,
             clock,
             ..
-        }: Admission<'w>,
-    ) -> ControlFlow<Verdict, Guarded<'w>> {
+        } = a;
         if let Some(message) = webhook.dry_run_refusal(review) {
             let status = Status::failure(400, "BadRequest", message);
             return ControlFlow::Break(deny(review, status, Decision::RejectedDryRun));
@@ -476,16 +575,17 @@ impl Dispatcher {
     /// a timeout or transport failure goes to failurePolicy.
     async fn call(
         &self,
-        Admission {
-            webhook,
-            trace_context,
-            call_uid,
-            ..
-        }: Admission<'_>,
+        a: Admission<'_>,
         sent: &ParsedReview<'_>,
         guarded: Guarded<'_>,
         trace: &mut Trace,
     ) -> ControlFlow<Verdict, HttpReply> {
+        let Admission {
+            webhook,
+            trace_context,
+            call_uid,
+            ..
+        } = a;
         let Guarded {
             version,
             budget,
@@ -536,17 +636,18 @@ impl Dispatcher {
     /// back to the caller's version (an internal error when it cannot be), mode Warn applied.
     async fn respond(
         &self,
-        Admission {
+        a: Admission<'_>,
+        rewritten: Option<&Rewritten>,
+        reply: &HttpReply,
+        version: ReviewVersion,
+    ) -> Verdict {
+        let Admission {
             webhook,
             review,
             clock,
             trace_context,
             call_uid,
-        }: Admission<'_>,
-        rewritten: Option<&Rewritten>,
-        reply: &HttpReply,
-        version: ReviewVersion,
-    ) -> Verdict {
+        } = a;
         let uid = &review.request.uid;
         let sent_uid = call_uid.unwrap_or(uid);
         let verified = match verify::verify(reply, version, sent_uid, webhook.webhook_type) {
@@ -825,7 +926,7 @@ mod deadline_tests {
         let review = ParsedReview::parse(&body).unwrap();
         let received = Instant::now();
         let answer = d
-            .admit(w, &review, None, caller, received, TraceContext::default())
+            .dispatch(w, &review, None, caller, received, TraceContext::default())
             .await;
         (answer, received.elapsed())
     }
@@ -936,7 +1037,7 @@ mod deadline_tests {
         crate::review::PARSES.with(|n| n.set(0));
         let review = ParsedReview::parse(&body).unwrap();
         let answer = d
-            .admit(
+            .dispatch(
                 &w,
                 &review,
                 None,
