@@ -24,7 +24,7 @@ use crate::log_value::Bounded;
 use crate::matching::authz::Decisions;
 use crate::matching::{Authorized, Namespaces, MAX_AUTHORIZATION_ROUNDS};
 use crate::policy::{Policy, PolicyDecision, PolicyVerdict};
-use crate::review::SharedReview;
+use crate::review::{ParsedReview, SharedReview};
 
 /// How long a policy candidate's `authorizer` checks may take, all rounds together (in the
 /// background: what kube-apiserver's in-process authorizer would answer at once).
@@ -182,7 +182,10 @@ impl Admissions {
             }
             CandidateKind::Policy(policy) => {
                 let namespaces = self.namespaces.load_full();
-                match self.policy_verdict(policy, shared, namespaces).await {
+                match self
+                    .policy_verdict(policy, review, namespaces.as_deref())
+                    .await
+                {
                     Ok(verdict) => policy_outcome(&verdict),
                     Err(message) => (Decision::Rejected, error_outcome(message)),
                 }
@@ -192,16 +195,14 @@ impl Admissions {
 }
 
 impl Admissions {
-    /// `policy`'s verdict on `shared`, its `authorizer` checks answered by SubjectAccessReview
+    /// `policy`'s verdict on `review`, its `authorizer` checks answered by SubjectAccessReview
     /// (`--authorizer`, its cache first) in rounds, as webhooks' matchConditions are; `Err`
-    /// when they cannot be. Each evaluation runs on the blocking pool: it is CPU work of tens
-    /// to hundreds of microseconds in one piece, which on a runtime worker would hold back the
-    /// admissions queued behind it.
+    /// when they cannot be.
     async fn policy_verdict(
         &self,
-        policy: &Arc<Policy>,
-        shared: &SharedReview,
-        namespaces: Option<Arc<Namespaces>>,
+        policy: &Policy,
+        review: &ParsedReview<'_>,
+        namespaces: Option<&Namespaces>,
     ) -> Result<PolicyVerdict, String> {
         let authorizer = self.dispatcher.authorizer();
         let mut decisions = match authorizer {
@@ -210,16 +211,7 @@ impl Admissions {
         };
         let deadline = Instant::now() + POLICY_AUTHORIZATION_BUDGET;
         for _ in 0..MAX_AUTHORIZATION_ROUNDS {
-            let (policy, review, namespaces) = (policy.clone(), shared.clone(), namespaces.clone());
-            let evaluation = tokio::task::spawn_blocking(move || {
-                let result = policy.evaluate(review.get(), namespaces.as_deref(), &mut decisions);
-                (result, decisions)
-            });
-            let (result, known) = evaluation
-                .await
-                .map_err(|e| format!("the policy's evaluation failed: {e}"))?;
-            decisions = known;
-            let keys = match result {
+            let keys = match policy.evaluate(review, namespaces, &mut decisions) {
                 Authorized::Done(verdict) => return Ok(verdict),
                 Authorized::Pending(keys) => keys,
             };
