@@ -92,21 +92,27 @@ pub(crate) struct ValidateResult {
 }
 
 impl Validator {
+    /// An evaluation error of validation `validation` (`None`: of the policy as a whole):
+    /// failurePolicy Fail denies with it, Ignore admits.
+    fn error_decision(&self, message: String, validation: Option<usize>) -> ValidationDecision {
+        ValidationDecision {
+            action: if self.fail {
+                Action::Deny
+            } else {
+                Action::Admit
+            },
+            evaluation: Evaluation::Error,
+            message,
+            reason: None,
+            validation,
+        }
+    }
+
     /// The decision for an error of the whole call (`policyDecisionActionForError`).
     fn error(&self, message: String) -> ValidateResult {
         ValidateResult {
             excluded: false,
-            decisions: vec![ValidationDecision {
-                action: if self.fail {
-                    Action::Deny
-                } else {
-                    Action::Admit
-                },
-                evaluation: Evaluation::Error,
-                message,
-                reason: None,
-                validation: None,
-            }],
+            decisions: vec![self.error_decision(message, None)],
             audit: Vec::new(),
         }
     }
@@ -198,17 +204,7 @@ impl Validator {
         message: Option<&Result<Value, String>>,
         message_error: Option<&str>,
     ) -> ValidationDecision {
-        let error = |message: String| ValidationDecision {
-            action: if self.fail {
-                Action::Deny
-            } else {
-                Action::Admit
-            },
-            evaluation: Evaluation::Error,
-            message,
-            reason: None,
-            validation: Some(index),
-        };
+        let error = |message: String| self.error_decision(message, Some(index));
         let validation = &self.validations[index];
         match result {
             None => error("no result".into()),
