@@ -77,6 +77,27 @@ impl Decision {
         )
     }
 
+    /// Whether the webhook was called for the request, or its call attempted and failurePolicy
+    /// decided: the requests a candidate is proven on. Skips, rejections before the call,
+    /// Shadow and exemptions are not.
+    pub fn called(self) -> bool {
+        matches!(
+            self,
+            Decision::Allowed
+                | Decision::Denied
+                | Decision::FailedOpen
+                | Decision::FailedClosed
+                | Decision::WouldDeny
+                | Decision::WouldPatch
+        )
+    }
+
+    /// The decision spelt `label` (its log and metric spelling), as the proxy's decision header and
+    /// log lines carry it.
+    pub fn from_label(label: &str) -> Option<Self> {
+        Decision::ALL.into_iter().find(|d| d.as_str() == label)
+    }
+
     /// The position in [`Decision::ALL`] (the metrics' series arrays).
     pub(crate) fn index(self) -> usize {
         self as usize
@@ -91,6 +112,7 @@ mod tests {
     fn all_is_in_index_order() {
         for (i, d) in Decision::ALL.iter().enumerate() {
             assert_eq!(d.index(), i, "{d:?}");
+            assert_eq!(Decision::from_label(d.as_str()), Some(*d));
         }
     }
 }

@@ -38,21 +38,6 @@ struct Legacy {
     decision: Decision,
 }
 
-/// Whether the legacy webhook was called for the request (or its call was attempted and
-/// failurePolicy decided): the requests a candidate is proven on. Skips, rejections before
-/// the call, Shadow and exemptions are not.
-fn called(decision: Decision) -> bool {
-    matches!(
-        decision,
-        Decision::Allowed
-            | Decision::Denied
-            | Decision::FailedOpen
-            | Decision::FailedClosed
-            | Decision::WouldDeny
-            | Decision::WouldPatch
-    )
-}
-
 /// Whether a candidate's own decision is a failure of the candidate (its call failed, or it
 /// could not be evaluated) rather than a decision to compare.
 fn failed(decision: Decision) -> bool {
@@ -72,7 +57,7 @@ impl Admissions {
         review: &SharedReview,
         legacy: &Answer,
     ) {
-        if !called(legacy.decision) {
+        if !legacy.decision.called() {
             return;
         }
         let shared = Arc::new(Legacy {

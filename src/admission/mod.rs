@@ -751,13 +751,18 @@ mod tests {
     #[tokio::test]
     async fn a_shadow_call_reads_the_review_parsed_for_the_answer() {
         use crate::config::options::Mode;
-        // Nothing listens on port 1: the Shadow call fails fast, after the review was read.
-        let yaml = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
-             metadata: {name: c}\nwebhooks:\n- name: w.example.com\n  \
-             clientConfig: {url: \"https://127.0.0.1:1/\"}\n  \
-             rules: [{operations: [CREATE], apiGroups: [\"*\"], apiVersions: [\"*\"], resources: [\"*\"]}]\n  \
-             sideEffects: None\n  admissionReviewVersions: [v1]\n  failurePolicy: Fail\n";
-        let snapshot = crate::config::load_contents(&[("t.yaml".into(), yaml.to_string())])
+        // Nothing listens on the port: the Shadow call fails fast, after the review was read.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let yaml = format!("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
+             metadata: {{name: c}}\nwebhooks:\n- name: w.example.com\n  \
+             clientConfig: {{url: \"https://127.0.0.1:{port}/\"}}\n  \
+             rules: [{{operations: [CREATE], apiGroups: [\"*\"], apiVersions: [\"*\"], resources: [\"*\"]}}]\n  \
+             sideEffects: None\n  admissionReviewVersions: [v1]\n  failurePolicy: Fail\n");
+        let snapshot = crate::config::load_contents(&[("t.yaml".into(), yaml)])
             .unwrap_or_else(|e| panic!("{e}"));
         let dispatcher =
             Dispatcher::new(Duration::from_millis(250)).with_default_mode(Mode::Shadow);

@@ -29,8 +29,10 @@ pub(super) struct Policies {
 pub(super) type Compiled = HashMap<String, Option<Arc<Policy>>>;
 
 impl Policies {
-    /// Keeps a ValidatingAdmissionPolicy (a second of one name is a problem, as in a cluster)
-    /// or a ValidatingAdmissionPolicyBinding.
+    /// Keeps a ValidatingAdmissionPolicy or a ValidatingAdmissionPolicyBinding. A second
+    /// policy of one name is a problem: a cluster holds one object per name (a second create is
+    /// `AlreadyExists`, `Create` in `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`),
+    /// as for the webhook configurations.
     pub(super) fn add(
         &mut self,
         object: serde_json::Value,

@@ -244,7 +244,8 @@ async fn a_mirrored_backend_is_compared_on_every_called_request_and_its_disagree
 #[test]
 fn bad_candidate_files_are_refused_with_their_fields() {
     let ws = Workspace::new("candidates-check");
-    let url = "{url: \"https://127.0.0.1:1/\"}";
+    let url = format!("{{url: \"https://127.0.0.1:{}/\"}}", closed_port());
+    let url = url.as_str();
     std::fs::write(
         ws.conf.join("webhooks.yaml"),
         validating(LEGACY, url, ALL, ""),
@@ -364,7 +365,8 @@ async fn a_slow_or_dead_candidate_is_counted_and_never_delays_the_answer() {
     let dead = candidate_backend(
         "dead",
         &format!(
-            "{{url: \"https://127.0.0.1:1/\", caBundle: \"{}\"}}",
+            "{{url: \"https://127.0.0.1:{}/\", caBundle: \"{}\"}}",
+            closed_port(),
             backend.pki.ca_bundle()
         ),
     );

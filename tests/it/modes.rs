@@ -210,11 +210,7 @@ async fn the_circuit_breaker_opens_fails_fast_half_opens_and_closes() {
     use std::sync::Arc;
 
     // A port with nothing listening yet; the backend starts on it later.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::closed_port();
     let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
     let client_config = format!(
         "{{url: \"https://127.0.0.1:{port}/allow\", caBundle: \"{}\"}}",

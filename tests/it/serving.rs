@@ -372,11 +372,7 @@ fn probes_and_metrics_have_plain_http_ports_beside_client_certificate_auth() {
     // One address for both: one listener serving both.
     let ws2 = Workspace::new("probes-one");
     write_config(&ws2, &unreachable_webhook());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::closed_port();
     let both = format!("127.0.0.1:{port}");
     let proxy2 = BinaryProxy::start(
         &ws2.conf,

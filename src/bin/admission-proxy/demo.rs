@@ -15,6 +15,7 @@ use super::pki::TestPki;
 use admission_proxy::admission::Admissions;
 use admission_proxy::api::{WebhookClientConfig, WebhookType};
 use admission_proxy::config::{self, Backend};
+use admission_proxy::decision::Decision;
 use admission_proxy::dispatch::{Dispatcher, HttpClient, Target};
 use admission_proxy::matching::Namespaces;
 use admission_proxy::server::{self, State, DECISION_HEADER};
@@ -261,7 +262,7 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
                 }
                 Err(e) => ("error".to_string(), e.to_string()),
             };
-            if CALLED.contains(&decision.as_str()) {
+            if Decision::from_label(&decision).is_some_and(Decision::called) {
                 compared += webhook.candidates().len();
             }
             *summary.entry(decision.clone()).or_default() += 1;
@@ -287,16 +288,6 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     backend.shutdown().await;
     Ok(summary)
 }
-
-/// The decisions for which the legacy webhook was called, and its candidates with it.
-const CALLED: [&str; 6] = [
-    "allowed",
-    "denied",
-    "failed-open",
-    "failed-closed",
-    "would-deny",
-    "would-patch",
-];
 
 /// Waits (bounded: 250 x 20 ms) for the candidates' `compared` comparisons in the background,
 /// then prints their report (`admission-proxy candidates`).

@@ -713,3 +713,13 @@ pub(crate) fn metric_value(metrics: &str, family: &str, labels: &[(&str, &str)])
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// A loopback port nothing listens on (bound, then released): a backend that is down, or one
+/// that starts there later.
+pub(crate) fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
