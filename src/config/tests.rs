@@ -396,3 +396,26 @@ fn custom_resource_definition_problems() {
         "{found:?}"
     );
 }
+
+/// Two ValidatingAdmissionPolicies of one name are refused, as a cluster refuses the second
+/// create (`AlreadyExists`); a binding of a policy that is not there is only a warning.
+#[test]
+fn a_policy_name_twice_is_refused_and_an_unused_binding_warned() {
+    let policy = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+        metadata: {name: p}\nspec:\n  matchConstraints:\n    resourceRules: [{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}]\n  \
+        validations: [{expression: \"true\"}]\n";
+    let twice = format!("{policy}---\n{policy}");
+    assert_eq!(
+        problems("p.yaml", &twice),
+        ["p.yaml (document 1): ValidatingAdmissionPolicy \"p\": metadata.name: Duplicate value: \"p\": ValidatingAdmissionPolicy names are unique in a cluster (also in p.yaml)"]
+    );
+    let binding =
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+        metadata: {name: b}\nspec: {policyName: nope, validationActions: [Deny]}\n";
+    let snapshot = load_one("b.yaml", binding).unwrap_or_else(|e| panic!("{e}"));
+    let warnings: Vec<String> = snapshot.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        ["b.yaml (document 0): ValidatingAdmissionPolicyBinding \"b\": spec.policyName: Not found: \"nope\": no ValidatingAdmissionPolicy of that name is in the configuration directory: the binding is not used"]
+    );
+}
