@@ -33,13 +33,23 @@ DURATION = os.environ.get("DURATION", "20")
 P = ["p50", "p90", "p99", "p99.9"]
 
 
+# The proxy's background lane thread (Shadow calls, candidates): its CPU is also reported apart.
+LANE_THREAD = "admission-bg"
+
+
 def counters(pid):
-    """utime and stime (s) of the process, voluntary and involuntary switches of its threads."""
+    """utime and stime (s) of the process, voluntary and involuntary switches of its threads,
+    and the CPU (s) of its background lane thread, if it has one."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     switches = [0, 0]
+    lane = 0.0
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
+            comm, rest = open(f"/proc/{pid}/task/{task}/stat").read().split("(", 1)[1].rsplit(")", 1)
+            if comm == LANE_THREAD:
+                t = rest.split()
+                lane += (int(t[11]) + int(t[12])) / tick
             for line in open(f"/proc/{pid}/task/{task}/status"):
                 if line.startswith("voluntary_ctxt_switches"):
                     switches[0] += int(line.split()[1])
@@ -47,7 +57,7 @@ def counters(pid):
                     switches[1] += int(line.split()[1])
         except FileNotFoundError:  # a thread that ended meanwhile
             pass
-    return [int(fields[11]) / tick, int(fields[12]) / tick] + switches
+    return [int(fields[11]) / tick, int(fields[12]) / tick] + switches + [lane]
 
 
 def autogroup(pid):
@@ -90,10 +100,11 @@ def main():
             assert not t["errors"], t["errors"]
             n = t["requests"]
             row.update({f"{side}_{p}": t["latency_ms"][p] for p in P})
-            usr, sys_, vcs, ivcs = (a - b for a, b in zip(after[pid], before[pid]))
+            usr, sys_, vcs, ivcs, lane = (a - b for a, b in zip(after[pid], before[pid]))
             row[f"{side}_cpu_us"] = (usr + sys_) * 1e6 / n
             row[f"{side}_user_us"] = usr * 1e6 / n
             row[f"{side}_sys_us"] = sys_ * 1e6 / n
+            row[f"{side}_lane_us"] = lane * 1e6 / n
             row[f"{side}_cs_voluntary"] = vcs / n
             row[f"{side}_cs_involuntary"] = ivcs / n
         rows.append(row)

@@ -119,6 +119,9 @@ pub struct ServeConfig {
 /// the context; the cause follows as its source.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The background lane's thread (Shadow calls, candidates) could not be started.
+    #[error("start the background lane's thread")]
+    BackgroundLane(#[source] std::io::Error),
     /// The thread loading the webhook configuration panicked (a bug).
     #[error("loading the webhook configuration panicked")]
     LoadPanicked,
@@ -565,7 +568,7 @@ async fn admissions(
     } else {
         None
     };
-    Ok(Admissions::from_parts(Parts {
+    Admissions::from_parts(Parts {
         snapshot,
         namespaces,
         namespace_watch,
@@ -574,7 +577,8 @@ async fn admissions(
         redact_paths: config.redact_paths.clone(),
         spans,
         exclusions,
-    }))
+    })
+    .map_err(ServeError::BackgroundLane)
 }
 
 /// Starts the plain-HTTP probe and metrics listeners `config` asks for (one listener when

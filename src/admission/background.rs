@@ -2,30 +2,63 @@
 //! it and never delaying it. One bounded lane for the whole process: at most
 //! [`BACKGROUND_LIMIT`] pieces of work run or wait at once; past that, new work is shed by the
 //! caller, which counts what it shed.
+//!
+//! The lane is a runtime of its own on one thread the kernel schedules only when the cores are
+//! otherwise idle (`SCHED_IDLE`, else the lowest `nice`). Why: on a node whose cores are busy,
+//! work after the answer (a candidate's call, a policy's evaluation) would otherwise take turns
+//! with the admissions still waiting for theirs and add to their latency; at idle priority it
+//! uses what the admissions leave, and when that is not enough the lane fills and sheds.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 /// Pieces of background work running or waiting at once; more are shed.
 pub(crate) const BACKGROUND_LIMIT: usize = 256;
 
-/// The lane's places.
+/// The lane's places and its runtime.
 pub(crate) struct Background {
     places: Arc<Semaphore>,
+    /// The lane's runtime, driven by its own thread until `_stop` is dropped.
+    runtime: tokio::runtime::Handle,
+    /// Dropped with the lane: the thread returns and drops the runtime with any work left.
+    _stop: oneshot::Sender<()>,
 }
+
+/// The lane thread's name, as `top -H` and `/proc/PID/task/*/comm` show it (at most 15 bytes).
+const THREAD_NAME: &str = "admission-bg";
 
 /// A place on the lane, taken before the work is built (so that shed work costs nothing):
 /// [`Slot::run`] starts the work on a task of its own, holding the place until it ends.
 pub(crate) struct Slot(OwnedSemaphorePermit);
 
 impl Background {
-    /// An empty lane of [`BACKGROUND_LIMIT`] places.
-    pub(crate) fn new() -> Self {
-        Background {
+    /// An empty lane of [`BACKGROUND_LIMIT`] places, its thread started at idle priority.
+    ///
+    /// # Errors
+    /// The thread or its runtime could not be created (the process is out of threads or
+    /// memory).
+    pub(crate) fn new() -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            // Background work parses answers and objects as deep as the request path does.
+            .stack_size(crate::deep_json::THREAD_STACK_BYTES)
+            .spawn(move || {
+                lower_priority();
+                crate::dispatch::client::mark_background_lane();
+                let _ = runtime.block_on(stopped);
+            })?;
+        Ok(Background {
             places: Arc::new(Semaphore::new(BACKGROUND_LIMIT)),
-        }
+            runtime: handle,
+            _stop: stop,
+        })
     }
 
     /// A free place, or `None` when the lane is full (the work is to be shed).
@@ -39,17 +72,67 @@ impl Background {
         let all = u32::try_from(BACKGROUND_LIMIT).unwrap_or(u32::MAX);
         drop(self.places.acquire_many(all).await);
     }
+
+    /// `f`'s result, run on the lane's thread (what its thread-locals hold).
+    #[cfg(test)]
+    pub(crate) async fn on_lane<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        self.runtime.spawn(async move { f() }).await.expect("runs")
+    }
 }
 
 impl Slot {
-    /// Runs `work` on a task of its own; the place is freed when it ends.
-    pub(crate) fn run(self, work: impl Future<Output = ()> + Send + 'static) {
-        tokio::spawn(async move {
+    /// Runs `work` on a task of its own on `lane`'s runtime; the place is freed when it ends.
+    pub(crate) fn run(self, lane: &Background, work: impl Future<Output = ()> + Send + 'static) {
+        lane.runtime.spawn(async move {
             let _place = self.0;
-            // Spawned from a worker, the task takes that worker's LIFO slot and would run
-            // before the admissions already waiting there: it goes to the back first.
-            tokio::task::yield_now().await;
             work.await;
         });
+    }
+}
+
+/// Puts the calling thread at `SCHED_IDLE` (`sched(7)`: run only when no other thread wants the
+/// core; allowed without privileges), or at `nice` 19 where that is refused.
+fn lower_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `sched_setscheduler` with pid 0 changes only the calling thread and reads `param`
+    // during the call.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0 {
+        return;
+    }
+    let error = std::io::Error::last_os_error();
+    // SAFETY: `gettid` has no preconditions; `setpriority` on a thread id changes only it.
+    let niced = unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19)
+    };
+    tracing::warn!(%error, niced = niced == 0, "the background lane could not be set to SCHED_IDLE; it runs at nice 19 if `niced`");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lane's work runs on its own thread at `SCHED_IDLE`, never on the caller's runtime.
+    #[tokio::test]
+    async fn work_runs_on_the_lanes_own_thread_at_idle_priority() {
+        let lane = Background::new().unwrap();
+        let (policy, name) = lane
+            .on_lane(|| {
+                // SAFETY: no preconditions; pid 0 is the calling thread.
+                let policy = unsafe { libc::sched_getscheduler(0) };
+                (policy, std::thread::current().name().map(str::to_string))
+            })
+            .await;
+        assert_eq!(policy, libc::SCHED_IDLE);
+        assert_eq!(name.as_deref(), Some(THREAD_NAME));
+        let (done, ran) = oneshot::channel();
+        lane.slot().unwrap().run(&lane, async move {
+            let _ = done.send(std::thread::current().name().map(str::to_string));
+        });
+        assert_eq!(ran.await.unwrap().as_deref(), Some(THREAD_NAME));
+        lane.finished().await;
     }
 }

@@ -73,7 +73,7 @@ impl Admissions {
             let (admissions, webhook, candidate) =
                 (self.clone(), webhook.clone(), candidate.clone());
             let (review, legacy) = (review.clone(), shared.clone());
-            slot.run(async move {
+            slot.run(&self.background, async move {
                 admissions
                     .compare(&webhook, &candidate, &review, &legacy)
                     .await;

@@ -103,7 +103,14 @@ impl Admissions {
     /// The admission layer for `config`, with the namespace labels `namespaces` (none: every
     /// namespaceSelector that needs labels fails by its failurePolicy) and `dispatcher`;
     /// nothing else configured (no captures, spans, exclusions or namespace watch).
-    pub fn new(config: Snapshot, namespaces: Option<Namespaces>, dispatcher: Dispatcher) -> Self {
+    ///
+    /// # Errors
+    /// The background lane's thread could not be started (out of threads or memory).
+    pub fn new(
+        config: Snapshot,
+        namespaces: Option<Namespaces>,
+        dispatcher: Dispatcher,
+    ) -> std::io::Result<Self> {
         Self::from_parts(Parts {
             snapshot: config,
             namespaces: Arc::new(ArcSwapOption::new(namespaces.map(Arc::new))),
@@ -117,8 +124,11 @@ impl Admissions {
     }
 
     /// The admission layer from everything `serve` configured.
-    pub(crate) fn from_parts(parts: Parts) -> Self {
-        Admissions {
+    ///
+    /// # Errors
+    /// The background lane's thread could not be started (out of threads or memory).
+    pub(crate) fn from_parts(parts: Parts) -> std::io::Result<Self> {
+        Ok(Admissions {
             config: ArcSwap::from_pointee(parts.snapshot),
             namespaces: parts.namespaces,
             namespace_watch: parts.namespace_watch,
@@ -127,10 +137,10 @@ impl Admissions {
             redact_paths: parts.redact_paths,
             spans: parts.spans,
             exclusions: parts.exclusions,
-            background: Background::new(),
+            background: Background::new()?,
             grace_expired: AtomicBool::new(false),
             grace_notify: Notify::new(),
-        }
+        })
     }
 
     /// Why kube-apiserver should not be sent requests yet, if so: no webhook is loaded (an
@@ -519,7 +529,7 @@ impl Admissions {
             return;
         };
         let admissions = self.clone();
-        slot.run(async move {
+        slot.run(&self.background, async move {
             let Shadow { webhook, review } = shadow;
             let review = review.get();
             let time_left = admissions.dispatcher.time_left(caller_timeout, received);
@@ -766,7 +776,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let dispatcher =
             Dispatcher::new(Duration::from_millis(250)).with_default_mode(Mode::Shadow);
-        let admissions = Arc::new(Admissions::new(snapshot, None, dispatcher));
+        let admissions = Arc::new(Admissions::new(snapshot, None, dispatcher).unwrap());
         let body = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/admission-reviews/0064-create-apps-v1-deployments-v1.json"
@@ -780,8 +790,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(answer.decision, Decision::Shadowed, "{}", answer.detail);
-        // The background call runs on this (current-thread) runtime; its end frees its place.
+        // The background call runs on the lane's own thread; its end frees its place.
         admissions.background.finished().await;
-        assert_eq!(crate::review::PARSES.with(std::cell::Cell::get), 1);
+        let on_lane = admissions
+            .background
+            .on_lane(|| crate::review::PARSES.with(std::cell::Cell::get))
+            .await;
+        assert_eq!(
+            crate::review::PARSES.with(std::cell::Cell::get) + on_lane,
+            1
+        );
     }
 }

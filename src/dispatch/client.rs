@@ -236,7 +236,28 @@ impl Target {
 pub struct HttpClient {
     /// Dials and handshakes new connections (its own pool stays empty: see [`Pool`]).
     connector: Connector,
-    pool: Pool,
+    /// Idle connections: `[0]` those of the admissions' runtime, `[1]` those of the background
+    /// lane's ([`lane_pool`]).
+    pools: [Pool; 2],
+}
+
+thread_local! {
+    /// Whether this thread runs the background lane's runtime ([`mark_background_lane`]).
+    static BACKGROUND_LANE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as the background lane's: connections it dials are pooled apart.
+///
+/// Why: a tokio socket is driven by the runtime that registered it. A connection the
+/// low-priority lane dialled and an admission then took from a shared pool would wait, on every
+/// read, for the lane's thread to be scheduled; so each side reuses only its own connections.
+pub(crate) fn mark_background_lane() {
+    BACKGROUND_LANE.with(|b| b.set(true));
+}
+
+/// The index in [`HttpClient::pools`] of the calling thread's side.
+fn lane_pool() -> usize {
+    usize::from(BACKGROUND_LANE.with(std::cell::Cell::get))
 }
 
 /// Idle keep-alive connections, per backend (address, TLS server name and trust roots).
@@ -308,7 +329,7 @@ impl HttpClient {
         };
         HttpClient {
             connector: Connector::new(options),
-            pool: Pool::default(),
+            pools: Default::default(),
         }
     }
 
@@ -334,7 +355,7 @@ impl HttpClient {
         // Each stale pooled connection leaves the pool as it is taken; at most the pool's size.
         let mut stream = None;
         for _ in 0..POOL_PER_BACKEND {
-            let Some(mut pooled) = self.pool.take(key) else {
+            let Some(mut pooled) = self.pools[lane_pool()].take(key) else {
                 break;
             };
             if closed_while_idle(&mut pooled) {
@@ -364,7 +385,7 @@ impl HttpClient {
         let (reply, mut h1) = exchange(stream, target, &wire).await?;
         h1.respect_keepalive();
         if let Some(stream) = h1.reuse().await {
-            self.pool.put(key, stream);
+            self.pools[lane_pool()].put(key, stream);
         }
         Ok(reply)
     }
@@ -669,6 +690,74 @@ mod tests {
         })
         .unwrap();
         Target::new(&backend)
+    }
+
+    /// A plain-HTTP backend on 127.0.0.1 answering every request `200 {}` on kept-alive
+    /// connections; the count is of connections accepted.
+    async fn counting_backend() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 << 10];
+                    let mut seen = Vec::new();
+                    while let Ok(n @ 1..) = tcp.read(&mut buf).await {
+                        seen.extend_from_slice(&buf[..n]);
+                        // Each test request is one head and a 2-byte body.
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4 + 2);
+                            let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+                            if tcp.write_all(reply).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    /// A connection the background lane dialled is never handed to an admission (its socket
+    /// is driven by the lane's low-priority runtime), nor the other way round; each side
+    /// reuses its own.
+    #[tokio::test]
+    async fn the_background_lane_and_admissions_reuse_only_their_own_connections() {
+        let (url, accepted) = counting_backend().await;
+        let client = Arc::new(HttpClient::new());
+        let t = target(&url);
+        let post = |client: Arc<HttpClient>, t: Target| async move {
+            let reply = client.post(&t, "/", b"{}", &[]).await.unwrap();
+            assert_eq!(reply.status, 200);
+        };
+        post(client.clone(), t.clone()).await;
+        post(client.clone(), t.clone()).await;
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let on_lane = std::thread::spawn({
+            let (client, t) = (client.clone(), t.clone());
+            move || {
+                mark_background_lane();
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async {
+                    post(client.clone(), t.clone()).await;
+                    post(client, t).await;
+                });
+            }
+        });
+        tokio::task::spawn_blocking(move || on_lane.join().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+        post(client, t).await;
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     /// Go's words outside, pingora's error (and the I/O error inside it) kept as the source.

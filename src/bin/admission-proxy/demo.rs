@@ -161,7 +161,8 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
             snapshot,
             namespaces,
             Dispatcher::new(Duration::from_millis(250)),
-        ),
+        )
+        .map_err(io("start the background lane"))?,
         server::DEFAULT_MAX_BODY_BYTES,
         server::Limits::default(),
         None,

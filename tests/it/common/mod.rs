@@ -202,7 +202,7 @@ impl TestProxy {
         let pki = TestPki::generate(&["127.0.0.1"]).unwrap();
         let resolver = Arc::new(CertResolver::new(pki.certified_key().unwrap()));
         let state = Arc::new(State::new(
-            Admissions::new(snapshot, namespaces, dispatcher),
+            Admissions::new(snapshot, namespaces, dispatcher).unwrap(),
             max_body,
             limits,
             None,
