@@ -512,14 +512,35 @@ impl Body {
     }
 }
 
-/// Whether an idle pooled connection was closed by the backend (or sent something unasked):
-/// one non-blocking read. An open, quiet connection has nothing to read (`Pending`); a closed
-/// one reads end-of-file or an error at once. Nothing has been written to it.
+/// Whether an idle pooled connection was closed by the backend (or sent something unasked),
+/// before anything is written to it: Go's transport knows this from its connection's read loop
+/// (`persistConn.readLoop`, `errServerClosedIdle`, `net/http/transport.go`) and dials anew.
+///
+/// First one non-blocking read through the stream (what TLS has already buffered, or what the
+/// runtime has already seen); an open, quiet connection has nothing to read (`Pending`). That
+/// read goes by the readiness the runtime last polled, which on a busy runtime can predate the
+/// backend's close; so then the socket itself is asked (`recv` with `MSG_PEEK | MSG_DONTWAIT`):
+/// end-of-file, an error or unasked bytes (a TLS alert) mean closed; `EAGAIN`, open.
 fn closed_while_idle(stream: &mut pingora::protocols::Stream) -> bool {
     use futures::FutureExt;
+    use pingora::protocols::UniqueID;
     use tokio::io::AsyncReadExt;
     let mut byte = [0u8; 1];
-    stream.read(&mut byte).now_or_never().is_some()
+    if stream.read(&mut byte).now_or_never().is_some() {
+        return true;
+    }
+    let fd = stream.id();
+    // SAFETY: `fd` is the stream's own open socket, borrowed for the call; the one-byte buffer
+    // outlives it. MSG_PEEK leaves any byte where it is.
+    let peeked = unsafe {
+        libc::recv(
+            fd,
+            byte.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    peeked >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::WouldBlock
 }
 
 /// The HTTP/1.1 request as sent: request line, the headers kube-apiserver sends, `extra`, body.
@@ -758,6 +779,48 @@ mod tests {
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
         post(client, t).await;
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// A backend that closes each connection once it has answered (as one whose idle timeout
+    /// has passed does), with no `Connection: close`: the next call finds the pooled
+    /// connection closed and dials anew, even when its runtime has not yet seen the close
+    /// (a busy runtime polls its sockets' readiness only between tasks). Before, the call was
+    /// written to the closed connection and failed (`EOF`, or `Broken pipe`), and
+    /// failurePolicy decided an admission the backend never saw.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_pooled_connection_the_backend_closed_is_not_written_to() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let (closed, on_close) = std::sync::mpsc::channel();
+        let (close, to_close) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            for tcp in listener.incoming().take(2) {
+                let mut tcp = tcp.unwrap();
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.ends_with(b"\r\n\r\n{}") {
+                    let n = tcp.read(&mut buf).unwrap();
+                    assert!(n > 0, "the request arrives whole");
+                    seen.extend_from_slice(&buf[..n]);
+                }
+                tcp.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                    .unwrap();
+                // Closed only once the client has read the answer and pooled the connection.
+                let _ = to_close.recv();
+                drop(tcp);
+                closed.send(()).unwrap();
+            }
+        });
+        let client = HttpClient::new();
+        let t = target(&url);
+        assert_eq!(client.post(&t, "/", b"{}", &[]).await.unwrap().status, 200);
+        close.send(()).unwrap();
+        // Blocks this runtime's only thread: its I/O driver cannot see the close.
+        on_close.recv().unwrap();
+        drop(close);
+        let second = client.post(&t, "/", b"{}", &[]).await;
+        assert_eq!(second.map(|r| r.status).map_err(|e| e.to_string()), Ok(200));
     }
 
     /// Go's words outside, pingora's error (and the I/O error inside it) kept as the source.
