@@ -263,6 +263,15 @@ impl Backend {
             .collect()
     }
 
+    /// The namespace of the Service the backend is, when it is one.
+    pub(crate) fn service_namespace(&self) -> Option<&str> {
+        // `NAME.NAMESPACE.svc`, as a `service` reference is dialled, or a URL naming the
+        // Service's cluster DNS name (`...svc.cluster.local`).
+        let mut labels = self.host.split('.');
+        let (_, namespace, svc) = (labels.next()?, labels.next()?, labels.next()?);
+        (svc == "svc").then_some(namespace)
+    }
+
     /// The name sent as SNI and verified in the backend's certificate.
     pub(crate) fn tls_server_name(&self) -> &str {
         self.server_name.as_deref().unwrap_or(&self.host)

@@ -43,6 +43,7 @@ pub mod exclusions;
 pub mod explain;
 pub mod field_error;
 pub mod files;
+pub mod findings;
 pub mod log_value;
 pub mod matching;
 pub mod memory;

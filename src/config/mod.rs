@@ -1465,7 +1465,7 @@ fn side_effects_warning(side_effects: SideEffects) -> Option<(String, String)> {
     matches!(side_effects, SideEffects::Some | SideEffects::Unknown).then(|| {
         (
             "sideEffects".into(),
-            format!("{side_effects:?} is only accepted from configurations stored before v1; dry-run requests matching this webhook are rejected (\"does not support dry run\")"),
+            format!("{side_effects:?} is only accepted from configurations stored before v1; dry-run requests matching this webhook are rejected (\"does not support dry run\"): kubectl apply --dry-run=server and kubectl diff fail; fix: sideEffects: None, or NoneOnDryRun if the webhook honours request.dryRun"),
         )
     })
 }

@@ -523,7 +523,6 @@ impl Body {
 /// end-of-file, an error or unasked bytes (a TLS alert) mean closed; `EAGAIN`, open.
 fn closed_while_idle(stream: &mut pingora::protocols::Stream) -> bool {
     use futures::FutureExt;
-    use pingora::protocols::UniqueID;
     use tokio::io::AsyncReadExt;
     let mut byte = [0u8; 1];
     if stream.read(&mut byte).now_or_never().is_some() {

@@ -30,7 +30,7 @@ fn bundled_config_is_valid() {
         last.starts_with("valid: ") && last.contains("5 webhook(s), 2 candidate(s) in 3 file(s)"),
         "{out}"
     );
-    assert!(last.ends_with("22 namespace(s)"), "{out}");
+    assert!(last.contains(": 22 namespace(s)"), "{out}");
     assert!(
         out.contains("warning: ") && out.contains("webhooks[0].sideEffects"),
         "the v1 sideEffects: Unknown warning is shown: {out}"
@@ -229,4 +229,139 @@ fn oversized_deep_and_repetitive_files_are_clear_errors() {
         "{out}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A configuration with each risky pattern, one webhook per pattern: `check` names each with
+/// its field and a fix, stays valid (exit 0), and fails with `--fail-on warning`; the bundled
+/// configuration has none of them.
+#[test]
+fn safety_findings_name_each_risky_webhook_and_gate_with_fail_on_warning() {
+    let dir = scratch("findings");
+    let webhook = |name: &str, rules: &str, extra: &str| {
+        format!(
+            "- name: {name}\n  clientConfig: {{service: {{namespace: policy, name: webhook}}}}\n  \
+             rules: [{rules}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n{extra}"
+        )
+    };
+    let all = "{operations: [\"*\"], apiGroups: [\"*\"], apiVersions: [\"*\"], resources: [\"*\"]}";
+    let pods =
+        "{operations: [CREATE, UPDATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}";
+    let leases = "{operations: [UPDATE], apiGroups: [coordination.k8s.io], apiVersions: [v1], resources: [leases]}";
+    let system_ns = "  namespaceSelector:\n    matchExpressions:\n    - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, kube-node-lease]}\n";
+    let validating = [
+        // Catch-all, no namespaceSelector, Fail: every control-plane request.
+        webhook("everything.example.com", all, "  failurePolicy: Fail\n"),
+        // Leases with Fail, the system namespaces left out: nothing to flag.
+        webhook("leases.example.com", leases, &format!("  failurePolicy: Fail\n{system_ns}")),
+        // Pods with Fail, system namespaces left out, its own namespace not: cannot recover.
+        webhook("pods.example.com", pods, &format!("  failurePolicy: Fail\n{system_ns}")),
+        // Catch-all under Ignore, system users left out: only the catch-all finding.
+        webhook(
+            "quiet.example.com",
+            all,
+            "  failurePolicy: Ignore\n  matchConditions:\n  - {name: users, expression: \"!request.userInfo.username.startsWith('system:')\"}\n",
+        ),
+    ];
+    std::fs::write(
+        dir.join("validating.yaml"),
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
+             metadata: {{name: risky}}\nwebhooks:\n{}",
+            validating.concat()
+        ),
+    )
+    .unwrap();
+    let mutating = [
+        webhook(
+            "first.example.com",
+            pods,
+            "  timeoutSeconds: 30\n  failurePolicy: Ignore\n  reinvocationPolicy: IfNeeded\n",
+        ),
+        webhook(
+            "second.example.com",
+            pods,
+            "  timeoutSeconds: 20\n  failurePolicy: Ignore\n",
+        ),
+    ];
+    std::fs::write(
+        dir.join("mutating.yaml"),
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\n\
+             metadata: {{name: slow}}\nwebhooks:\n{}",
+            mutating.concat()
+        ),
+    )
+    .unwrap();
+    let (code, out) = check(&["--config", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "findings are warnings: {out}");
+    let lines = |webhook: &str| -> Vec<&str> {
+        out.lines()
+            .filter(|l| l.starts_with("warning: ") && l.contains(&format!("webhook {webhook:?}")))
+            .collect()
+    };
+    let everything = lines("everything.example.com");
+    for what in [
+        "rules[0]: every resource of every group",
+        "failurePolicy: Fail, and the webhook is called for a kubelet renewing its node Lease in kube-node-lease",
+        "a kubelet registering its Node (CREATE nodes)",
+        "kube-controller-manager renewing its leader election Lease in kube-system",
+        "a TokenReview",
+        "a SubjectAccessReview",
+        "a system pod in kube-system",
+        "creating a pod in the backend's own namespace \"policy\"",
+        "updating endpoints in the backend's own namespace \"policy\"",
+    ] {
+        assert!(
+            everything.iter().any(|l| l.contains(what)),
+            "{what:?} not flagged for the catch-all webhook:\n{out}"
+        );
+    }
+    assert!(everything.iter().all(|l| l.contains("fix: ")), "{out}");
+    // `*` resources are main resources only: nodes/status is not matched.
+    assert!(
+        !everything.iter().any(|l| l.contains("nodes/status")),
+        "{out}"
+    );
+    let leases = lines("leases.example.com");
+    assert_eq!(leases.len(), 0, "system namespaces left out: {out}");
+    let pods = lines("pods.example.com");
+    assert_eq!(
+        pods.len(),
+        1,
+        "its own namespace's pods (and no endpoints): {out}"
+    );
+    assert!(
+        pods[0].contains("webhooks[2].failurePolicy") && pods[0].contains("\"policy\""),
+        "{out}"
+    );
+    let quiet = lines("quiet.example.com");
+    assert_eq!(quiet.len(), 1, "Ignore: only the catch-all rule: {out}");
+    assert!(quiet[0].contains("webhooks[3].rules[0]"), "{out}");
+    let first = lines("first.example.com");
+    assert!(
+        first
+            .iter()
+            .any(|l| l
+                .contains("webhooks[0].timeoutSeconds: 30 s with reinvocationPolicy: IfNeeded")),
+        "{out}"
+    );
+    assert!(
+        first.iter().any(|l| l.contains("CREATE core pods: first.example.com (mutating 30 s x2 (IfNeeded)), second.example.com (mutating 20 s), everything.example.com (validating 10 s)")
+            && l.contains("may take 90 s together")),
+        "{out}"
+    );
+    assert!(out.lines().last().unwrap().starts_with("valid: "), "{out}");
+    let (code, _) = check(&["--config", dir.to_str().unwrap(), "--fail-on", "warning"]);
+    assert_eq!(code, 1, "--fail-on warning gates on findings");
+    // The bundled configuration: none of these findings (only the loader's own warnings: the
+    // demo's sideEffects Unknown and removed extensions/v1beta1 rule).
+    let bundled = concat!(env!("CARGO_MANIFEST_DIR"), "/config");
+    let (_, out) = check(&["--config", bundled]);
+    let warnings: Vec<&str> = out.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 2, "{out}");
+    assert!(
+        warnings[0].contains("sideEffects: Unknown is only accepted"),
+        "{out}"
+    );
+    assert!(warnings[1].contains("removed in Kubernetes 1.16"), "{out}");
 }

@@ -162,6 +162,19 @@ pub(crate) struct CheckArgs {
     /// The proxy-wide exclusion flags `serve` is given, validated as `serve` validates them.
     #[command(flatten)]
     pub(crate) exclusions: ExclusionArgs,
+    /// Exit 1 on errors only (`error`), or on warnings too (`warning`: safety findings,
+    /// discovery and load warnings), for a pipeline to gate on.
+    #[arg(long, value_enum, default_value_t = FailOn::Error)]
+    pub(crate) fail_on: FailOn,
+}
+
+/// `check --fail-on`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum FailOn {
+    /// Invalid configuration only.
+    Error,
+    /// Any warning as well.
+    Warning,
 }
 
 #[derive(clap::Args)]

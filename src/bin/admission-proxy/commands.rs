@@ -12,7 +12,8 @@ use admission_proxy::{config, matching::Namespaces, namespace_watch, serve, tls}
 use anyhow::{bail, Context};
 
 use crate::cli::{
-    BenchArgs, CandidatesArgs, CheckArgs, DemoArgs, DiscoveryArgs, ExplainArgs, RegistrationArgs,
+    BenchArgs, CandidatesArgs, CheckArgs, DemoArgs, DiscoveryArgs, ExplainArgs, FailOn,
+    RegistrationArgs,
 };
 use crate::{bench, demo, example_backend};
 
@@ -42,11 +43,19 @@ impl DiscoveryArgs {
 /// `check`: loads as `serve` would and prints the result on stdout; returns whether it is valid.
 pub(crate) fn check(args: &CheckArgs) -> bool {
     let mut problems = 0usize;
+    let mut warnings = 0usize;
+    let loaded_exclusions = Exclusions::load(&args.exclusions.settings());
     let summary = match config::load(&args.config) {
         Ok(snapshot) => {
             for w in &snapshot.warnings {
                 println!("warning: {w}");
             }
+            let exempt = loaded_exclusions.as_ref().ok().and_then(Option::as_ref);
+            let findings = admission_proxy::findings::findings(&snapshot, None, exempt);
+            for f in &findings {
+                println!("warning: {f}");
+            }
+            warnings += snapshot.warnings.len() + findings.len();
             // Not a problem: `serve --authorizer=subjectaccessreview` answers them.
             let authorizer = match snapshot.require_authorizer(false) {
                 Err(config::ConfigError::Invalid(uses)) => {
@@ -62,6 +71,7 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
                 Ok(Some(served)) => {
                     for w in discovery_warnings(&snapshot, &served) {
                         println!("warning: {w}");
+                        warnings += 1;
                     }
                     format!(
                         "; cluster: {} group/version(s) served",
@@ -111,7 +121,7 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
                 format!("; {}: invalid", f.display())
             }
         });
-    let exclusions = match Exclusions::load(&args.exclusions.settings()) {
+    let exclusions = match loaded_exclusions {
         Ok(None) => String::new(),
         Ok(Some(exclusions)) => format!("; exclusions: {}", exclusions.summary()),
         Err(e) => {
@@ -123,11 +133,16 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
         }
     };
     let verdict = if problems == 0 { "valid" } else { "INVALID" };
+    let warned = if warnings > 0 {
+        format!("; {warnings} warning(s)")
+    } else {
+        String::new()
+    };
     println!(
-        "{verdict}: {summary}{}{exclusions}",
+        "{verdict}: {summary}{}{exclusions}{warned}",
         namespaces.unwrap_or_default()
     );
-    problems == 0
+    problems == 0 && (warnings == 0 || args.fail_on == FailOn::Error)
 }
 
 /// What `--discover` tells about `snapshot` (`check` and `registration` print it): the
@@ -177,6 +192,12 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
         for w in discovery_warnings(&snapshot, served) {
             eprintln!("warning: {w}");
         }
+    }
+    // The registration keeps each legacy webhook's rules, selectors, matchConditions and
+    // failurePolicy: their findings are the registration's, with the proxy's own namespace as
+    // the backend's.
+    for f in admission_proxy::findings::findings(&snapshot, Some(&options.namespace), None) {
+        eprintln!("warning: {f}");
     }
     let rendered = if args.chain {
         admission_proxy::registration::render_chains(&snapshot, &options).map_err(|problems| {
