@@ -317,18 +317,6 @@ fn key(webhook: &Webhook) -> String {
     format!("{}/{}", webhook.webhook_type.as_str(), webhook.name)
 }
 
-fn problem(webhook: &Webhook, field: String, message: String) -> Problem {
-    Problem {
-        file: webhook.source.clone(),
-        document: None,
-        kind: Some(webhook.webhook_type.configuration_kind().to_string()),
-        configuration: Some(webhook.configuration.clone()),
-        webhook: Some(webhook.name.clone()),
-        field,
-        message,
-    }
-}
-
 /// Every safety finding of `snapshot`, sorted by file, configuration and webhook.
 /// `own_namespace` is where the proxy itself runs when it is the webhook registered (the
 /// `registration` it generates): its pods and endpoints are then the backend's own too.
@@ -397,7 +385,7 @@ fn control_plane(
             if w.failure_policy() != FailurePolicy::Fail || !only(w) || !called.contains(&key(w)) {
                 continue;
             }
-            found.push(problem(
+            found.push(Problem::of_webhook(
                 w,
                 format!("webhooks[{}].failurePolicy", w.index),
                 format!(
@@ -438,7 +426,7 @@ fn catch_all(w: &Webhook, found: &mut Vec<Problem>) {
         let every_group = rule.api_groups.iter().any(|g| g == "*");
         let every_resource = rule.resources.iter().any(|r| r == "*" || r == "*/*");
         if every_group && every_resource {
-            found.push(problem(
+            found.push(Problem::of_webhook(
                 w,
                 format!("webhooks[{}].rules[{i}]", w.index),
                 "every resource of every group, in every namespace (kube-system included) and \
@@ -460,7 +448,7 @@ fn reinvocation(w: &Webhook, found: &mut Vec<Problem>) {
     {
         return;
     }
-    found.push(problem(
+    found.push(Problem::of_webhook(
         w,
         format!("webhooks[{}].timeoutSeconds", w.index),
         format!(
@@ -560,7 +548,7 @@ fn over_deadline(
         })
         .collect();
     let group = if group.is_empty() { "core" } else { group };
-    Some(problem(
+    Some(Problem::of_webhook(
         first,
         format!("webhooks[{}].timeoutSeconds", first.index),
         format!(

@@ -44,6 +44,7 @@ pub mod explain;
 pub mod field_error;
 pub mod files;
 pub mod findings;
+pub mod kube_version;
 pub mod log_value;
 pub mod matching;
 pub mod memory;

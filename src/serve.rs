@@ -20,6 +20,7 @@ use crate::config::{self, options::Mode, ConfigError, Snapshot};
 use crate::dispatch::breaker::BreakerSettings;
 use crate::dispatch::Dispatcher;
 use crate::exclusions::{ExclusionSettings, Exclusions, ExclusionsError};
+use crate::kube_version::KubeVersion;
 use crate::matching::namespaces::NamespacesError;
 use crate::matching::Namespaces;
 use crate::namespace_watch::{self, NamespaceWatch, WatchError};
@@ -80,6 +81,10 @@ pub struct ServeConfig {
     /// Kubeconfig for `watch_namespaces` and `authorizer` (`None`: KUBECONFIG,
     /// ~/.kube/config, then the pod's service account).
     pub kubeconfig: Option<PathBuf>,
+    /// The cluster's Kubernetes version: what its kube-apiserver would refuse is refused at
+    /// load and reload ([`crate::config::Snapshot::require_kube_version`]). `None`: asked of
+    /// the cluster's `/version` when `kubeconfig` is given, else not checked.
+    pub kube_version: Option<KubeVersion>,
     /// Largest accepted AdmissionReview body, bytes.
     pub max_body_bytes: usize,
     /// Kept back from kube-apiserver's `?timeout=` so that the proxy answers first.
@@ -232,6 +237,7 @@ pub enum ServeError {
 ///     watch_namespaces: false,
 ///     authorizer: None,
 ///     kubeconfig: None,
+///     kube_version: None,
 ///     max_body_bytes: admission_proxy::server::DEFAULT_MAX_BODY_BYTES,
 ///     timeout_margin: Duration::from_millis(250),
 ///     conversion_webhook_timeout: Duration::from_secs(30),
@@ -303,8 +309,10 @@ impl Serving {
             env!("ADMISSION_PROXY_GIT_COMMIT"),
         );
         let snapshot = load_snapshot(config)?;
+        let kube_version = kube_version(config).await;
         snapshot
             .require_authorizer(config.authorizer.is_some())
+            .and_then(|()| snapshot.require_kube_version(kube_version))
             .map_err(|source| ServeError::Config {
                 path: config.config.clone(),
                 source,
@@ -351,6 +359,7 @@ impl Serving {
             client_ca: config.client_ca_file.clone().zip(certificates.client_auth),
             resync: config.resync.max(Duration::from_secs(1)),
             authorizer: config.authorizer.is_some(),
+            kube_version,
         }
         .spawn(state.clone())
         .map_err(ServeError::Watch)?;
@@ -421,6 +430,38 @@ impl Serving {
         Ok(())
     }
 }
+
+/// The cluster's version: `--kube-version`, else `/version` of the cluster `--kubeconfig`
+/// names (as `kubectl version` reads it), else none. A cluster that cannot tell (unreachable
+/// at start, or an answer that is no version) is warned about and nothing is checked by
+/// version: the namespace watch and the authorizer report the cluster's health themselves.
+async fn kube_version(config: &ServeConfig) -> Option<KubeVersion> {
+    if config.kube_version.is_some() {
+        return config.kube_version;
+    }
+    let kubeconfig = config.kubeconfig.as_deref()?;
+    let asked = async {
+        let client = crate::namespace_watch::client(Some(kubeconfig)).await?;
+        let info = tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version())
+            .await
+            .map_err(|_| format!("no answer within {VERSION_TIMEOUT:?}"))??;
+        let version = format!("{}.{}", info.major, info.minor).parse::<KubeVersion>()?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((version, info.git_version))
+    };
+    match asked.await {
+        Ok((version, git_version)) => {
+            tracing::info!(kube_version = %version, %git_version, "the cluster's Kubernetes version, from /version");
+            Some(version)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the cluster's Kubernetes version could not be read from /version: nothing is checked by version (give --kube-version)");
+            None
+        }
+    }
+}
+
+/// How long `serve` waits for the cluster's `/version` at start.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Loads the webhook configuration on a thread of its own, which ends here: its memory is then
 /// the allocator's to reclaim (mimalloc takes over an ended thread's pages), whereas pages of

@@ -25,6 +25,7 @@ use crate::api::{self, FailurePolicy, MatchPolicy, ReinvocationPolicy, SideEffec
 pub use crate::backend::Backend;
 use crate::field_error::{BadValue, Error as FieldError, ErrorType, Path as FieldPath};
 use crate::files;
+use crate::kube_version::{self, KubeVersion};
 use crate::matching::{LabelSelector, MatchCondition, MatchConditions, Matcher, Rule};
 use crate::metrics::WebhookMetrics;
 use crate::names;
@@ -233,19 +234,71 @@ impl Snapshot {
         let problems: Vec<Problem> = self
             .authorizer_conditions()
             .into_iter()
-            .map(|(w, i, c)| Problem {
-                file: w.source.clone(),
-                document: None,
-                kind: Some(w.webhook_type.configuration_kind().to_string()),
-                configuration: Some(w.configuration.clone()),
-                webhook: Some(w.name.clone()),
-                field: format!("webhooks[{}].matchConditions[{i}].expression", w.index),
-                message: format!(
-                    "matchCondition {:?} uses `authorizer` (authorization checks): start serve with --authorizer=subjectaccessreview to answer them by SubjectAccessReview",
-                    c.name
-                ),
+            .map(|(w, i, c)| {
+                Problem::of_webhook(
+                    w,
+                    format!("webhooks[{}].matchConditions[{i}].expression", w.index),
+                    format!(
+                        "matchCondition {:?} uses `authorizer` (authorization checks): start serve with --authorizer=subjectaccessreview to answer them by SubjectAccessReview",
+                        c.name
+                    ),
+                )
             })
             .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
+    /// Refuses what kube-apiserver of `version` would refuse in these configurations (nothing
+    /// when `None`): matchConditions before 1.28, and each matchCondition calling a CEL library
+    /// newer than the version new expressions are compiled against there, in its words
+    /// (`undeclared reference`), with the release that has it ([`crate::kube_version`]).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with every such expression, at its field path.
+    pub fn require_kube_version(&self, version: Option<KubeVersion>) -> Result<(), ConfigError> {
+        let Some(version) = version else {
+            return Ok(());
+        };
+        let mut webhooks: Vec<&Arc<Webhook>> = self.webhooks().collect();
+        webhooks.sort_by(|a, b| {
+            (&a.source, &a.configuration, a.index).cmp(&(&b.source, &b.configuration, b.index))
+        });
+        let mut problems = Vec::new();
+        for w in webhooks {
+            let conditions = &w.spec.match_conditions;
+            if !conditions.is_empty() && version < kube_version::MATCH_CONDITIONS {
+                problems.push(Problem::of_webhook(
+                    w,
+                    format!("webhooks[{}].matchConditions", w.index),
+                    format!("Forbidden: matchConditions are served from Kubernetes {} (--kube-version {version}: kube-apiserver drops them, and calls the webhook for every request its rules match)", kube_version::MATCH_CONDITIONS),
+                ));
+                continue;
+            }
+            let compiled = version.compatibility();
+            for (i, c) in conditions.iter().enumerate() {
+                let newer = crate::matching::conditions::functions_called(&c.expression)
+                    .into_iter()
+                    .find_map(|f| {
+                        crate::matching::cel_env::introduced(&f)
+                            .filter(|(v, _)| *v > compiled)
+                            .map(|(v, lib)| (f, v, lib))
+                    });
+                if let Some((function, since, library)) = newer {
+                    problems.push(Problem::of_webhook(
+                        w,
+                        format!("webhooks[{}].matchConditions[{i}].expression", w.index),
+                        format!(
+                            "Invalid value: {:?}: compilation failed: ERROR: <input>: undeclared reference to '{function}' (in container ''): {library} is in kube-apiserver's CEL environment from {since}, and kube-apiserver {version} compiles new expressions against {compiled}'s",
+                            c.expression
+                        ),
+                    ));
+                }
+            }
+        }
         if problems.is_empty() {
             Ok(())
         } else {
@@ -372,6 +425,19 @@ impl fmt::Display for Problem {
 }
 
 impl Problem {
+    /// A problem of a loaded webhook, at `field` (`webhooks[0].rules[1]`).
+    pub(crate) fn of_webhook(w: &Webhook, field: String, message: String) -> Problem {
+        Problem {
+            file: w.source.clone(),
+            document: None,
+            kind: Some(w.webhook_type.configuration_kind().to_string()),
+            configuration: Some(w.configuration.clone()),
+            webhook: Some(w.name.clone()),
+            field,
+            message,
+        }
+    }
+
     /// A problem of `file` as a whole (no document, kind or field).
     fn of_file(file: &Path, message: String) -> Problem {
         Problem {

@@ -17,6 +17,8 @@ use cel::{Context, Env, ExecutionError, ResolveResult};
 use kube_cel::KubeCelExt;
 use regex::Regex;
 
+use crate::kube_version::KubeVersion;
+
 /// The parse/compile environment: the standard library and the macros. Kubernetes library
 /// functions are resolved at run time through [`with_root_context`].
 pub(crate) fn env() -> Arc<Env> {
@@ -358,6 +360,48 @@ pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
         "the image library (Kubernetes 1.33) is not supported",
     ),
 ];
+
+/// The release that added `function` to kube-apiserver's CEL base environment, with its
+/// library, for functions added after matchConditions came (1.27); `None` for older ones.
+/// From `baseOptsWithoutStrictCost`'s `IntroducedVersion`s
+/// (`staging/src/k8s.io/apiserver/pkg/cel/environment/base.go`): authz 1.27; optional types
+/// and quantity 1.28; sets and cel-go's strings library at version 2 (whose `format` and
+/// `strings.quote` came at its version 1, `ext/strings.go` `CompileOptions`) 1.29; IP and CIDR
+/// 1.30; format and the authz selectors 1.31; semver 1.33. A name in two libraries
+/// (`compareTo` of quantity and of semver) counts from the earlier.
+pub(crate) fn introduced(function: &str) -> Option<(KubeVersion, &'static str)> {
+    let since = |library: &str, name: &str| -> Option<u32> {
+        match library {
+            "optional types" | "Kubernetes quantity" => Some(28),
+            "sets (cel-go ext.Sets)" => Some(29),
+            "strings (cel-go ext.Strings v2)" => {
+                matches!(name, "format" | "strings.quote").then_some(29)
+            }
+            "Kubernetes IP and CIDR" => Some(30),
+            "Kubernetes format" => Some(31),
+            "Kubernetes authz (an authorizer that allows)" => {
+                Some(if matches!(name, "fieldSelector" | "labelSelector") {
+                    31
+                } else {
+                    27
+                })
+            }
+            "Kubernetes semver" => Some(33),
+            _ => None,
+        }
+    };
+    let mut found: Option<(KubeVersion, &'static str)> = None;
+    for f in FUNCTIONS.iter().filter(|f| f.name == function) {
+        let Some(minor) = since(f.library, f.name) else {
+            // Also in an older library (`indexOf` of strings v0): always there.
+            return None;
+        };
+        if found.is_none_or(|(v, _)| minor < v.minor) {
+            found = Some((KubeVersion { minor }, f.library));
+        }
+    }
+    found
+}
 
 /// Operators and internal calls the parser emits (`_==_`, `@in`, `_[_]`, `_?_:_`...).
 fn is_operator(name: &str) -> bool {

@@ -420,6 +420,23 @@ pub(crate) fn compile_program(
     Ok((program, names.variables))
 }
 
+/// The functions `expression` calls (namespaced ones qualified), inner calls first (a call's
+/// target and arguments before it, as kube-apiserver's type checker meets them), for the
+/// checks that depend on the cluster's version
+/// ([`crate::config::Snapshot::require_kube_version`]); empty when it does not parse
+/// (compiling it reports that).
+pub(crate) fn functions_called(expression: &str) -> Vec<String> {
+    let Ok(program) = env().compile(expression) else {
+        return Vec::new();
+    };
+    let mut names = Names::default();
+    match free_variables(&program.expression().expr, &mut Vec::new(), &mut names) {
+        // The walk records a call before what it calls on.
+        Ok(()) => names.functions.into_iter().rev().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Refuses a program whose result is statically not a bool (what kube-apiserver's type checker
 /// refuses for conditions).
 ///

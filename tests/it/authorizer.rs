@@ -145,6 +145,12 @@ async fn breakglass_skips_the_webhook_for_an_authorized_user_only() {
             &[("breakglass", BREAKGLASS)],
         ),
     );
+    // Given --kubeconfig and no --kube-version, serve asked the cluster's version.
+    assert!(
+        proxy.logged("the cluster's Kubernetes version, from /version") && proxy.logged("1.33"),
+        "{:?}",
+        proxy.logs.lock().unwrap()
+    );
 
     let (decision, response) = admit(
         &proxy,

@@ -365,3 +365,119 @@ fn safety_findings_name_each_risky_webhook_and_gate_with_fail_on_warning() {
     );
     assert!(warnings[1].contains("removed in Kubernetes 1.16"), "{out}");
 }
+
+/// `--kube-version`: kube-apiserver compiles a new matchCondition against the CEL environment
+/// of the release before its own, so a library is refused in the release that added it and
+/// accepted from the next (`base.go`'s `IntroducedVersion`s); matchConditions before 1.28 are
+/// refused. `check`, `explain` and `serve` refuse alike, with kube-apiserver's words.
+#[test]
+fn kube_version_refuses_cel_libraries_the_cluster_would_refuse() {
+    let dir = scratch("kube-version");
+    let config = |expression: &str| {
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
+             metadata: {{name: versions}}\nwebhooks:\n- name: v.example.com\n  \
+             clientConfig: {{url: \"https://127.0.0.1:9/\"}}\n  \
+             rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}}]\n  \
+             namespaceSelector: {{matchLabels: {{team: a}}}}\n  \
+             sideEffects: None\n  admissionReviewVersions: [v1]\n  \
+             matchConditions:\n  - name: c\n    expression: {expression:?}\n"
+        )
+    };
+    // (expression, the release whose library it needs, its function)
+    for (expression, since, function) in [
+        ("isIP(object.metadata.name)", 30, "isIP"),
+        ("sets.contains(['a'], ['a'])", 29, "sets.contains"),
+        ("object.?metadata.?name.hasValue()", 28, "hasValue"),
+        ("'%s'.format(['a']) == 'a'", 29, "format"),
+        (
+            "format.dns1123Label().validate('a') == optional.none()",
+            31,
+            "format.dns1123Label",
+        ),
+        ("isSemver('1.2.3')", 33, "isSemver"),
+        (
+            "authorizer.group('').resource('pods').labelSelector('a=b').check('list').allowed()",
+            31,
+            "labelSelector",
+        ),
+    ] {
+        let file = dir.join("c.yaml");
+        std::fs::write(&file, config(expression)).unwrap();
+        let path = file.to_str().unwrap();
+        let at = format!("1.{since}");
+        let (code, out) = check(&["--config", path, "--kube-version", &at]);
+        assert_eq!(code, 1, "{expression} at {at}: {out}");
+        let error = out
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_default();
+        assert!(
+            error.contains("webhooks[0].matchConditions[0].expression: Invalid value: ")
+                && error.contains(&format!("compilation failed: ERROR: <input>: undeclared reference to '{function}' (in container '')"))
+                && error.contains(&format!("from 1.{since}, and kube-apiserver 1.{since} compiles new expressions against 1.{}'s", since - 1)),
+            "{expression} at {at}: {out}"
+        );
+        let next = format!("1.{}", since + 1);
+        let (code, out) = check(&["--config", path, "--kube-version", &next]);
+        assert_eq!(code, 0, "{expression} at {next}: {out}");
+        let (code, out) = check(&["--config", path]);
+        assert_eq!(code, 0, "{expression} without --kube-version: {out}");
+    }
+    let file = dir.join("c.yaml");
+    std::fs::write(&file, config("object.metadata.name != ''")).unwrap();
+    let path = file.to_str().unwrap();
+    let (code, out) = check(&["--config", path, "--kube-version", "1.27"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("webhooks[0].matchConditions: Forbidden: matchConditions are served from Kubernetes 1.28"), "{out}");
+    assert_eq!(check(&["--config", path, "--kube-version", "1.28"]).0, 0);
+    let (code, out) = check(&["--config", path, "--kube-version", "2.0"]);
+    assert_eq!(code, 2, "a bad version is a usage error: {out}");
+
+    // explain and serve refuse the same configuration.
+    std::fs::write(&file, config("isIP(object.metadata.name)")).unwrap();
+    let review = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/admission-reviews/0096-create-core-v1-pods-v1.json"
+    );
+    let explain = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args([
+            "explain",
+            "--config",
+            path,
+            "--review",
+            review,
+            "--kube-version",
+            "1.30",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&explain.stderr);
+    assert!(
+        !explain.status.success() && stderr.contains("undeclared reference to 'isIP'"),
+        "{stderr}"
+    );
+    let serve = Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args([
+            "serve",
+            "--config",
+            path,
+            "--listen",
+            "127.0.0.1:0",
+            "--kube-version",
+            "1.30",
+        ])
+        .args([
+            "--tls-cert-file",
+            "/nonexistent",
+            "--tls-private-key-file",
+            "/nonexistent",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&serve.stderr);
+    assert!(
+        !serve.status.success() && stderr.contains("undeclared reference to 'isIP'"),
+        "{stderr}"
+    );
+}

@@ -10,6 +10,7 @@ use admission_proxy::authorizer::CacheTtl;
 use admission_proxy::capture::CaptureSettings;
 use admission_proxy::dispatch::breaker::BreakerSettings;
 use admission_proxy::exclusions::ExclusionSettings;
+use admission_proxy::kube_version::KubeVersion;
 use admission_proxy::serve::{self, ServeConfig};
 use admission_proxy::telemetry::SpanSettings;
 use admission_proxy::{server, tls};
@@ -103,6 +104,11 @@ pub(crate) struct ExplainArgs {
     /// before the webhooks' verdicts.
     #[command(flatten)]
     pub(crate) exclusions: ExclusionArgs,
+    /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver would refuse is
+    /// refused (matchConditions before 1.28, CEL libraries newer than it compiles new
+    /// expressions against).
+    #[arg(long)]
+    pub(crate) kube_version: Option<KubeVersion>,
 }
 
 #[derive(clap::Args)]
@@ -166,6 +172,11 @@ pub(crate) struct CheckArgs {
     /// discovery and load warnings), for a pipeline to gate on.
     #[arg(long, value_enum, default_value_t = FailOn::Error)]
     pub(crate) fail_on: FailOn,
+    /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver would refuse is
+    /// refused (matchConditions before 1.28, CEL libraries newer than it compiles new
+    /// expressions against).
+    #[arg(long)]
+    pub(crate) kube_version: Option<KubeVersion>,
 }
 
 /// `check --fail-on`.
@@ -299,6 +310,12 @@ pub(crate) struct ServeArgs {
     /// ~/.kube/config, then the pod's service account).
     #[arg(long, requires = "kubernetes_api")]
     pub(crate) kubeconfig: Option<PathBuf>,
+    /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver would refuse is
+    /// refused at load and reload (matchConditions before 1.28, CEL libraries newer than it
+    /// compiles new expressions against). Default: the cluster's `/version` with
+    /// --kubeconfig, else not checked.
+    #[arg(long)]
+    pub(crate) kube_version: Option<KubeVersion>,
     /// Largest accepted AdmissionReview body, in bytes (kube-apiserver's own limit is 3 MiB).
     #[arg(long, default_value_t = server::DEFAULT_MAX_BODY_BYTES)]
     pub(crate) max_body_bytes: usize,
@@ -438,6 +455,7 @@ impl ServeArgs {
                     unauthorized: self.authorizer_cache_unauthorized_ttl,
                 }),
             kubeconfig: self.kubeconfig,
+            kube_version: self.kube_version,
             max_body_bytes: self.max_body_bytes,
             timeout_margin: Duration::from_millis(self.timeout_margin_ms),
             conversion_webhook_timeout: seconds(self.conversion_webhook_timeout_seconds),

@@ -50,6 +50,14 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
             for w in &snapshot.warnings {
                 println!("warning: {w}");
             }
+            if let Err(config::ConfigError::Invalid(refused)) =
+                snapshot.require_kube_version(args.kube_version)
+            {
+                for p in &refused {
+                    println!("error: {p}");
+                }
+                problems += refused.len();
+            }
             let exempt = loaded_exclusions.as_ref().ok().and_then(Option::as_ref);
             let findings = admission_proxy::findings::findings(&snapshot, None, exempt);
             for f in &findings {
@@ -223,6 +231,7 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 /// `authorizer` checks are asked of the cluster with `--kubeconfig`.
 pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     let snapshot = config::load(&args.config)
+        .and_then(|s| s.require_kube_version(args.kube_version).map(|()| s))
         .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
     let namespaces = args
         .namespaces_file

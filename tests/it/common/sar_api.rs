@@ -276,6 +276,20 @@ async fn connection(tcp: TcpStream, state: Arc<Mutex<State>>) {
         let path = target.split('?').next().unwrap_or("");
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let sar = method == "POST" && path == SAR_PATH;
+        // `serve --kubeconfig` asks the cluster's version once at start, as kube-apiserver
+        // answers it (`/version`, readable by everyone through system:public-info-viewer).
+        if method == "GET" && path == "/version" {
+            let version = serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0"});
+            state
+                .lock()
+                .unwrap()
+                .requests
+                .push(format!("{method} {target}"));
+            if write.write_all(&response(200, &version)).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let (delay, answer) = {
             let mut s = state.lock().unwrap();
             s.requests.push(format!("{method} {target}"));

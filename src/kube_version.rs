@@ -1,0 +1,71 @@
+//! The cluster's Kubernetes version (`--kube-version`, or discovery's `/version` with
+//! `--kubeconfig`): what kube-apiserver of that release accepts and sends differs.
+//!
+//! - The CEL libraries matchConditions may call: kube-apiserver compiles a new or changed
+//!   expression against the environment of its compatibility version, one minor release
+//!   before its own (`DefaultCompatibilityVersion`,
+//!   `staging/src/k8s.io/apiserver/pkg/cel/environment/base.go`; the webhook configuration's
+//!   validation, `pkg/apis/admissionregistration/validation/validation.go`, compiles with
+//!   `environment.NewExpressions`), so that a rollback can still run it. Each library's
+//!   release is `baseOptsWithoutStrictCost`'s `IntroducedVersion`
+//!   ([`crate::matching::cel_env::introduced`]).
+//! - matchConditions themselves: beta and on by default from 1.28 (the
+//!   `AdmissionWebhookMatchConditions` feature gate; GA in 1.30).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A Kubernetes release, `1.MINOR`.
+///
+/// ```
+/// use admission_proxy::kube_version::KubeVersion;
+/// let v: KubeVersion = "v1.30.4-gke.1".parse().unwrap();
+/// assert_eq!((v.minor, v.to_string().as_str()), (30, "1.30"));
+/// assert_eq!(v.compatibility().minor, 29);
+/// assert!("2.0".parse::<KubeVersion>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KubeVersion {
+    /// The minor release (`30` for 1.30).
+    pub minor: u32,
+}
+
+/// The first release serving webhook matchConditions by default (beta).
+pub const MATCH_CONDITIONS: KubeVersion = KubeVersion { minor: 28 };
+
+/// A version that is not `1.MINOR[.PATCH]` (with an optional `v` and suffix).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a Kubernetes version (1.MINOR, e.g. 1.30 or v1.30.2)")]
+pub struct BadVersion(String);
+
+impl FromStr for KubeVersion {
+    type Err = BadVersion;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadVersion(s.to_string());
+        let rest = s.strip_prefix('v').unwrap_or(s);
+        let mut parts = rest.split('.');
+        let (major, minor) = (parts.next().ok_or_else(bad)?, parts.next().ok_or_else(bad)?);
+        // `/version` may report `minor: "30+"` on some distributions.
+        let digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
+        match (major, digits.parse::<u32>()) {
+            ("1", Ok(minor)) => Ok(KubeVersion { minor }),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl fmt::Display for KubeVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "1.{}", self.minor)
+    }
+}
+
+impl KubeVersion {
+    /// The release whose CEL environment new expressions are compiled against: one before.
+    pub fn compatibility(self) -> KubeVersion {
+        KubeVersion {
+            minor: self.minor.saturating_sub(1),
+        }
+    }
+}
