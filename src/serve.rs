@@ -302,6 +302,8 @@ struct Certificates {
 impl Serving {
     /// Builds the state and starts the listeners and the reload watcher.
     async fn start(config: &ServeConfig) -> Result<Self, ServeError> {
+        // Before any TLS client (the Kubernetes clients too) takes the process's default.
+        crate::tls::install_client_provider();
         // Before the configuration loads: each webhook resolves its metric series as it is
         // compiled, and series resolved without a recorder would count nothing.
         let metrics = crate::metrics::install(

@@ -11,6 +11,8 @@ pub(crate) mod crd;
 pub mod options;
 mod policies;
 mod removed;
+pub mod static_manifests;
+mod strict;
 
 use std::collections::BTreeMap;
 use std::collections::{HashMap, HashSet};
@@ -983,11 +985,14 @@ fn documents(
     mut each: impl FnMut(usize, Result<serde_json::Value, SyntaxError>),
 ) {
     if is_json {
-        each(0, serde_json::from_str(text).map_err(SyntaxError::Json));
+        let doc = serde_json::from_str::<strict::Strict>(text);
+        each(0, doc.map(|d| d.0).map_err(SyntaxError::Json));
         return;
     }
     for (index, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let doc = serde_json::Value::deserialize(de).map_err(SyntaxError::Yaml);
+        let doc = strict::Strict::deserialize(de)
+            .map(|d| d.0)
+            .map_err(SyntaxError::Yaml);
         let failed = doc.is_err();
         each(index, doc);
         // After a syntax error the document iterator keeps yielding the same error forever.

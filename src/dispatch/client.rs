@@ -327,6 +327,9 @@ impl HttpClient {
                 Some(options)
             }
         };
+        // Before the connector: pingora's TLS client takes the process's default provider,
+        // installing ring's own only when none is.
+        crate::tls::install_client_provider();
         HttpClient {
             connector: Connector::new(options),
             pools: Default::default(),

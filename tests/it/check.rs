@@ -481,3 +481,108 @@ fn kube_version_refuses_cel_libraries_the_cluster_would_refuse() {
         "{stderr}"
     );
 }
+
+/// KEP-5793's layout (kube-apiserver 1.36 `staticManifestsDir`): a directory of v1
+/// ValidatingWebhookConfigurations named `*.static.k8s.io`, as a `…List` and multi-document
+/// YAML, with url and caBundle, loads as any configuration directory and passes
+/// `check --static-manifests validating`; kube-apiserver's own refusals are `check`'s, in its
+/// words; a field given twice is refused by strict decoding, in YAML and JSON alike.
+#[test]
+fn static_manifests_layout_loads_and_is_checked_as_kube_apiserver_loads_it() {
+    let dir = scratch("static-manifests");
+    let ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJpakNDQVRHZ0F3SUJBZ0lVWkxSOWhabktrZitaYjUvejkybWo1Z09KTnl3d0NnWUlLb1pJemowRUF3SXcKRkRFU01CQUdBMVVFQXd3Sk1USTNMakF1TUM0eE1CNFhEVEkyTVRFeU56RTFOVEF4TWxvWERUSTJNVEV5T1RFMQpOVEF4TWxvd0ZERVNNQkFHQTFVRUF3d0pNVEkzTGpBdU1DNHhNRmt3RXdZSEtvWkl6ajBDQVFZSUtvWkl6ajBECkFRY0RRZ0FFU3IyWkQxaFdWRXlkOUxEemJoSngxSmtuREd4OHl2clIyREloSFpSMDlGeStUWjRxU1ZiL0FBVk0KYmk1QkVqamxvS2YwcVRIamlvcElSTUtiVS9UTXVLTmhNRjh3SFFZRFZSME9CQllFRkxmcTVHaDFEWGlYNFV6dgo0MHFENXRUQ1BET2JNQjhHQTFVZEl3UVlNQmFBRkxmcTVHaDFEWGlYNFV6djQwcUQ1dFRDUERPYk1BOEdBMVVkCkVRUUlNQWFIQkg4QUFBRXdEQVlEVlIwVEFRSC9CQUl3QURBS0JnZ3Foa2pPUFFRREFnTkhBREJFQWlCclFuWnYKQ0x3WUhJOUc1NncvaVA0SnlGc05qblkzTVZ6aXQxdE1xQVg4bmdJZ2ZMaEtKL2VvZ1B3OTZYMy90Nkk2cThpRApORG10SG5nNnFwdnBDWXZubWQwPQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==";
+    let config = |name: &str, webhook: &str, client: &str| {
+        format!(
+            "{{apiVersion: admissionregistration.k8s.io/v1, kind: ValidatingWebhookConfiguration, \
+             metadata: {{name: {name}}}, webhooks: [{{name: {webhook}, clientConfig: {client}, \
+             rules: [{{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods], scope: Namespaced}}], \
+             sideEffects: None, admissionReviewVersions: [v1], \
+             namespaceSelector: {{matchLabels: {{team: a}}}}}}]}}"
+        )
+    };
+    let good = |name: &str, webhook: &str| {
+        config(
+            name,
+            webhook,
+            &format!("{{url: \"https://127.0.0.1:8443/webhooks/{webhook}\", caBundle: {ca}}}"),
+        )
+    };
+    std::fs::write(
+        dir.join("a.yaml"),
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfigurationList\nitems:\n- {}\n---\n{}\n",
+            good("one.static.k8s.io", "one.example.com"),
+            good("two.static.k8s.io", "two.example.com")
+        ),
+    )
+    .unwrap();
+    let path = dir.to_str().unwrap();
+    let (code, out) = check(&["--config", path, "--static-manifests", "validating"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .contains("2 webhook(s) in 1 file(s)"),
+        "{out}"
+    );
+
+    // Each of kube-apiserver's refusals.
+    std::fs::write(dir.join("b.yaml"), good("plain-name", "three.example.com")).unwrap();
+    std::fs::write(
+        dir.join("c.yaml"),
+        config(
+            "svc.static.k8s.io",
+            "four.example.com",
+            "{service: {namespace: policy, name: webhook}}",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("d.yaml"),
+        config(
+            "noca.static.k8s.io",
+            "five.example.com",
+            "{url: \"https://127.0.0.1:8443/x\"}",
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("e.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: m.static.k8s.io}\nwebhooks: []\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("f.yaml"),
+        good("one.static.k8s.io", "six.example.com"),
+    )
+    .unwrap();
+    let (code, out) = check(&["--config", path, "--static-manifests", "validating"]);
+    assert_eq!(code, 1, "{out}");
+    let file = |f: &str| dir.join(f).display().to_string();
+    for expected in [
+        format!("ValidatingWebhookConfiguration \"plain-name\" in file {:?} must have a name ending with \".static.k8s.io\"", file("b.yaml")),
+        format!("webhook \"four.example.com\" in ValidatingWebhookConfiguration \"svc.static.k8s.io\" (file {:?}): clientConfig.service is not supported for static manifests; use clientConfig.url instead", file("c.yaml")),
+        format!("webhook \"five.example.com\" in ValidatingWebhookConfiguration \"noca.static.k8s.io\" (file {:?}): clientConfig.caBundle is required for static manifests", file("d.yaml")),
+        format!("file {:?} contains MutatingWebhookConfiguration but this directory is configured for ValidatingAdmissionWebhook plugin; use a separate directory", file("e.yaml")),
+        format!("duplicate ValidatingWebhookConfiguration name \"one.static.k8s.io\" found in file {:?} (previously seen in {:?})", file("f.yaml"), file("a.yaml")),
+    ] {
+        assert!(out.lines().any(|l| l.starts_with("error: ") && l.contains(&expected)), "{expected}\n{out}");
+    }
+    // Without --static-manifests the same directory is an ordinary configuration directory.
+    std::fs::remove_file(dir.join("f.yaml")).unwrap();
+    let (code, out) = check(&["--config", path]);
+    assert_eq!(code, 0, "{out}");
+
+    // Strict decoding: a field given twice, in YAML and in JSON.
+    for (name, text) in [
+        ("g.yaml", "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: g, name: h}\nwebhooks: []\n"),
+        ("g.json", r#"{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "g"}, "webhooks": [], "webhooks": []}"#),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap();
+        let (code, out) = check(&["--config", path]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains("strict decoding error: duplicate field"), "{out}");
+        std::fs::remove_file(dir.join(name)).unwrap();
+    }
+}

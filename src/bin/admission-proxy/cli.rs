@@ -172,6 +172,11 @@ pub(crate) struct CheckArgs {
     /// discovery and load warnings), for a pipeline to gate on.
     #[arg(long, value_enum, default_value_t = FailOn::Error)]
     pub(crate) fail_on: FailOn,
+    /// Also check --config as a KEP-5793 `staticManifestsDir` of kube-apiserver's
+    /// `validating` or `mutating` webhook admission plugin (v1 configurations of that kind
+    /// only, names ending in `.static.k8s.io`, `clientConfig.url` and `caBundle`).
+    #[arg(long)]
+    pub(crate) static_manifests: Option<admission_proxy::config::static_manifests::StaticPlugin>,
     /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver would refuse is
     /// refused (matchConditions before 1.28, CEL libraries newer than it compiles new
     /// expressions against).

@@ -140,6 +140,15 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
             "; exclusions: invalid".to_string()
         }
     };
+    if let Some(plugin) = args.static_manifests {
+        if let Ok(files) = config::read_files(&args.config) {
+            let refused = config::static_manifests::check(&files, plugin);
+            for p in &refused {
+                println!("error: {p}");
+            }
+            problems += refused.len();
+        }
+    }
     let verdict = if problems == 0 { "valid" } else { "INVALID" };
     let warned = if warnings > 0 {
         format!("; {warnings} warning(s)")
