@@ -47,12 +47,33 @@ pub struct ExclusionSettings {
     pub namespace_selector: Option<String>,
     /// `--exclusions-file`: YAML or JSON, `{namespaces, namespaceSelector, matchConditions}`.
     pub file: Option<PathBuf>,
+    /// The cluster's kube-apiserver never sends the virtual authentication and authorization
+    /// resources ([`VIRTUAL_RESOURCES`]) to webhooks: `--kube-version` 1.37 or later
+    /// ([`crate::kube_version::VIRTUAL_RESOURCES_EXCLUDED`]). They are answered as that
+    /// kube-apiserver decides them: without a webhook.
+    pub virtual_resources: bool,
 }
+
+/// The non-persisted resources kube-apiserver keeps from admission webhooks from 1.37
+/// (`ExcludeAdmissionWebhookVirtualResources`, beta and on), as it already keeps them from
+/// admission policies: `excluded` in `pkg/kubeapiserver/admission/exclusion/resources.go`.
+/// (group, resource); every version.
+pub const VIRTUAL_RESOURCES: [(&str, &str); 6] = [
+    ("authentication.k8s.io", "selfsubjectreviews"),
+    ("authentication.k8s.io", "tokenreviews"),
+    ("authorization.k8s.io", "localsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"),
+    ("authorization.k8s.io", "subjectaccessreviews"),
+];
 
 impl ExclusionSettings {
     /// True when no exclusion is asked for (the default).
     pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty() && self.namespace_selector.is_none() && self.file.is_none()
+        self.namespaces.is_empty()
+            && self.namespace_selector.is_none()
+            && self.file.is_none()
+            && !self.virtual_resources
     }
 }
 
@@ -125,6 +146,8 @@ pub enum ExemptionReason {
     Namespace,
     /// An exclusion matchCondition is `true`.
     Condition,
+    /// A virtual resource kube-apiserver of the cluster's version never sends to webhooks.
+    VirtualResource,
 }
 
 impl ExemptionReason {
@@ -133,6 +156,7 @@ impl ExemptionReason {
         match self {
             ExemptionReason::Namespace => "namespace",
             ExemptionReason::Condition => "condition",
+            ExemptionReason::VirtualResource => "virtual_resource",
         }
     }
 }
@@ -174,6 +198,8 @@ pub struct Exclusions {
     selectors: Vec<(&'static str, LabelSelector)>,
     /// The file's matchConditions; any one `true` exempts.
     conditions: MatchConditions,
+    /// [`VIRTUAL_RESOURCES`] are exempt ([`ExclusionSettings::virtual_resources`]).
+    virtual_resources: bool,
 }
 
 /// Where a name or selector came from, as the detail names it.
@@ -193,7 +219,10 @@ impl Exclusions {
         if settings.is_empty() {
             return Ok(None);
         }
-        let mut exclusions = Exclusions::default();
+        let mut exclusions = Exclusions {
+            virtual_resources: settings.virtual_resources,
+            ..Exclusions::default()
+        };
         for name in &settings.namespaces {
             if !names::is_dns1123_label(name) {
                 return Err(ExclusionsError::NamespaceName(name.clone()));
@@ -292,6 +321,23 @@ impl Exclusions {
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
     ) -> Decided {
+        let resource = review.request.effective_resource();
+        if self.virtual_resources
+            && VIRTUAL_RESOURCES.contains(&(&*resource.group, &*resource.resource))
+        {
+            return Decided {
+                exemption: Some(Exemption {
+                    reason: ExemptionReason::VirtualResource,
+                    detail: format!(
+                        "{} {} never reaches webhooks in kube-apiserver {} and later (ExcludeAdmissionWebhookVirtualResources; --kube-version)",
+                        resource.group,
+                        resource.resource,
+                        crate::kube_version::VIRTUAL_RESOURCES_EXCLUDED
+                    ),
+                }),
+                condition_error: None,
+            };
+        }
         if let Some(exemption) = self.by_namespace(review, namespaces) {
             return Decided {
                 exemption: Some(exemption),
@@ -407,6 +453,10 @@ impl Exclusions {
         let conditions = self.conditions.iter().count();
         if conditions > 0 {
             parts.push(format!("{conditions} matchCondition(s)"));
+        }
+        if self.virtual_resources {
+            parts
+                .push("virtual authentication and authorization resources (--kube-version)".into());
         }
         if parts.is_empty() {
             return "none".to_string();
@@ -562,7 +612,7 @@ mod tests {
         let settings = |namespaces: &[&str], selector: Option<&str>| ExclusionSettings {
             namespaces: namespaces.iter().map(ToString::to_string).collect(),
             namespace_selector: selector.map(ToString::to_string),
-            file: None,
+            ..ExclusionSettings::default()
         };
         assert!(Exclusions::load(&ExclusionSettings::default())
             .unwrap()

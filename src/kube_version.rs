@@ -33,6 +33,11 @@ pub struct KubeVersion {
 /// The first release serving webhook matchConditions by default (beta).
 pub const MATCH_CONDITIONS: KubeVersion = KubeVersion { minor: 28 };
 
+/// The first release whose kube-apiserver keeps the virtual authentication and authorization
+/// resources from webhooks (`ExcludeAdmissionWebhookVirtualResources`, beta and on by default;
+/// [`crate::exclusions::VIRTUAL_RESOURCES`]).
+pub const VIRTUAL_RESOURCES_EXCLUDED: KubeVersion = KubeVersion { minor: 37 };
+
 /// A version that is not `1.MINOR[.PATCH]` (with an optional `v` and suffix).
 #[derive(Debug, thiserror::Error)]
 #[error("{0:?} is not a Kubernetes version (1.MINOR, e.g. 1.30 or v1.30.2)")]

@@ -109,7 +109,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_namespace_watch_errors_total", Kind::Counter, "Namespace watch errors (dropped connection, 410 Gone, API error), each retried with backoff."),
     ("admission_proxy_namespace_lookups_total", Kind::Counter, "Live GETs of namespaces missing from the cache, by result (found, not_found, error)."),
     ("admission_proxy_authorizer_checks_total", Kind::Counter, "matchConditions authorizer checks answered, by how (allowed, denied: a SubjectAccessReview the check made; error: no answer within the budget, a failed call or an answer both allowed and denied; cached: from the cache; coalesced: by an identical check's call in flight)."),
-    ("admission_proxy_exempt_total", Kind::Counter, "Admissions answered allowed by a proxy-wide exclusion, before any webhook and without a backend call, by reason (namespace: --exempt-namespace, --exempt-namespace-selector or the --exclusions-file namespaces and namespaceSelector; condition: a matchCondition of --exclusions-file was true)."),
+    ("admission_proxy_exempt_total", Kind::Counter, "Admissions answered allowed by a proxy-wide exclusion, before any webhook and without a backend call, by reason (namespace: --exempt-namespace, --exempt-namespace-selector or the --exclusions-file namespaces and namespaceSelector; condition: a matchCondition of --exclusions-file was true; virtual_resource: a TokenReview or other virtual authentication or authorization resource, which kube-apiserver 1.37 and later (--kube-version) never sends to webhooks)."),
     ("admission_proxy_exclusion_condition_errors_total", Kind::Counter, "Admissions for which a matchCondition of --exclusions-file failed to evaluate (an error, the cost budget, a non-bool value): such a condition exempts nothing."),
     ("admission_proxy_subjectaccessreview_duration_seconds", Kind::Histogram, "Seconds each SubjectAccessReview call to the Kubernetes API took (failed ones included; capped at 10 s)."),
 ];
@@ -522,7 +522,7 @@ pub(crate) fn subjectaccessreview_duration(elapsed: Duration) {
 
 /// The `reason` label values of `admission_proxy_exempt_total`
 /// (`exclusions::ExemptionReason::as_str`).
-pub(crate) const EXEMPTION_REASONS: [&str; 2] = ["namespace", "condition"];
+pub(crate) const EXEMPTION_REASONS: [&str; 3] = ["namespace", "condition", "virtual_resource"];
 
 /// `admission_proxy_exempt_total{reason}` in [`EXEMPTION_REASONS`] order, then
 /// `admission_proxy_exclusion_condition_errors_total`: resolved once (at install), so that

@@ -351,6 +351,25 @@ fn safety_findings_name_each_risky_webhook_and_gate_with_fail_on_warning() {
         "{out}"
     );
     assert!(out.lines().last().unwrap().starts_with("valid: "), "{out}");
+    // kube-apiserver 1.37 never sends TokenReviews and SubjectAccessReviews to webhooks
+    // (ExcludeAdmissionWebhookVirtualResources): not at risk there; the rest still is.
+    let (_, at_137) = check(&["--config", dir.to_str().unwrap(), "--kube-version", "1.37"]);
+    assert!(
+        !at_137.contains("a TokenReview") && !at_137.contains("a SubjectAccessReview"),
+        "{at_137}"
+    );
+    assert!(
+        at_137.contains("a kubelet registering its Node"),
+        "{at_137}"
+    );
+    assert!(
+        at_137
+            .lines()
+            .last()
+            .unwrap()
+            .contains("virtual authentication and authorization resources"),
+        "{at_137}"
+    );
     let (code, _) = check(&["--config", dir.to_str().unwrap(), "--fail-on", "warning"]);
     assert_eq!(code, 1, "--fail-on warning gates on findings");
     // The bundled configuration: none of these findings (only the loader's own warnings: the

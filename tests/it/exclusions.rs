@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    metric_value, pod_create, review_json, validating, BinaryProxy, Reply, TestBackend, Workspace,
-    ALL,
+    fixture, metric_value, pod_create, review_json, validating, BinaryProxy, Reply, TestBackend,
+    Workspace, ALL,
 };
 
 /// A webhook that denies whatever reaches it: an exempt request answered allowed was not sent.
@@ -482,4 +482,36 @@ fn explain_shows_the_exemption_before_the_webhooks() {
         "{exclusion:#}"
     );
     assert_eq!(exclusion["matchConditions"][1]["value"], "true");
+}
+
+/// `--kube-version 1.37`: kube-apiserver of that release never sends the virtual
+/// authentication and authorization resources to webhooks
+/// (`ExcludeAdmissionWebhookVirtualResources`): a real SelfSubjectAccessReview is answered as
+/// it would be there, allowed without the webhook, counted as exempt; at 1.36 it is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_resources_never_reach_webhooks_from_kube_1_37() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("exclusions-virtual");
+    std::fs::write(ws.conf.join("webhooks.yaml"), denying_config(&backend)).unwrap();
+    let review = fixture("0615-create-authorization.k8s.io-v1-selfsubjectaccessreviews-v1.json");
+    let at_137 = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--kube-version", "1.37"]);
+    let reply = send(&at_137, &ws, &review).await;
+    assert!(reply.allowed(), "{}", reply.json);
+    assert_eq!(reply.decision, "exempt");
+    assert_eq!(backend.recorder.calls(), 0, "never sent to the webhook");
+    let metrics = scrape(&at_137, &ws);
+    assert_eq!(
+        metric(
+            &metrics,
+            "admission_proxy_exempt_total",
+            &[("reason", "virtual_resource")]
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    drop(at_137);
+    let at_136 = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--kube-version", "1.36"]);
+    let reply = send(&at_136, &ws, &review).await;
+    assert!(!reply.allowed(), "sent, and denied: {}", reply.json);
+    assert_eq!(backend.recorder.calls(), 1);
 }

@@ -427,12 +427,15 @@ pub(crate) struct ExclusionArgs {
 }
 
 impl ExclusionArgs {
-    /// The library's settings for these flags.
-    pub(crate) fn settings(&self) -> ExclusionSettings {
+    /// The library's settings for these flags, for a cluster of `kube_version` (the virtual
+    /// resources its kube-apiserver never sends to webhooks are exempt).
+    pub(crate) fn settings(&self, kube_version: Option<KubeVersion>) -> ExclusionSettings {
         ExclusionSettings {
             namespaces: self.exempt_namespaces.clone(),
             namespace_selector: self.exempt_namespace_selector.clone(),
             file: self.exclusions_file.clone(),
+            virtual_resources: kube_version
+                .is_some_and(|v| v >= admission_proxy::kube_version::VIRTUAL_RESOURCES_EXCLUDED),
         }
     }
 }
@@ -488,7 +491,7 @@ impl ServeArgs {
                 service_name: "admission-proxy".into(),
             }),
             limits: self.limits.limits(),
-            exclusions: self.exclusions.settings(),
+            exclusions: self.exclusions.settings(self.kube_version),
         }
     }
 }

@@ -44,7 +44,7 @@ impl DiscoveryArgs {
 pub(crate) fn check(args: &CheckArgs) -> bool {
     let mut problems = 0usize;
     let mut warnings = 0usize;
-    let loaded_exclusions = Exclusions::load(&args.exclusions.settings());
+    let loaded_exclusions = Exclusions::load(&args.exclusions.settings(args.kube_version));
     let summary = match config::load(&args.config) {
         Ok(snapshot) => {
             for w in &snapshot.warnings {
@@ -247,7 +247,7 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(Namespaces::load)
         .transpose()?;
-    let exclusions = Exclusions::load(&args.exclusions.settings())?;
+    let exclusions = Exclusions::load(&args.exclusions.settings(args.kube_version))?;
     let body =
         std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
     let review = admission_proxy::review::ParsedReview::parse(&body)
