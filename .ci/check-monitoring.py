@@ -18,7 +18,7 @@
   or src/decision.rs. A metric or label renamed in Rust fails here;
 - `kubectl kustomize deploy/monitoring` renders; the ConfigMap is valid Kubernetes 1.32
   (kubernetes-validate, strict), the PodMonitor and PrometheusRule valid against the
-  Prometheus Operator's CRD schemas (validate-prometheus-operator.mjs); the rendered rules
+  Prometheus Operator's CRD schemas (validate-crd-objects.mjs); the rendered rules
   and dashboard are the files'.
 
 `--write` regenerates prometheusrule.yaml from rules.yaml. `--metrics-rs FILE` reads the
@@ -357,12 +357,12 @@ def main() -> int:
     checks.check(objects.get("PrometheusRule", {}).get("spec", {}).get("groups")
                  == rules["groups"], "the rendered PrometheusRule's groups are rules.yaml's")
     operator = [o for o in objects.values() if o["apiVersion"].startswith("monitoring.coreos.com/")]
-    run = subprocess.run(["node", str(ROOT / ".ci" / "validate-prometheus-operator.mjs")],
+    run = subprocess.run(["node", str(ROOT / ".ci" / "validate-crd-objects.mjs")],
                          input=json.dumps(operator), capture_output=True, text=True)
     for line in run.stdout.splitlines():
         checks.check(line.startswith("ok "), line[5:] if len(line) > 5 else line)
     if run.returncode != 0 and not run.stdout:
-        checks.check(False, "validate-prometheus-operator.mjs", run.stderr.strip())
+        checks.check(False, "validate-crd-objects.mjs", run.stderr.strip())
     return finish(checks)
 
 

@@ -2,7 +2,7 @@
 """Renders deploy/overlays/example with kubectl's Kustomize and validates every object:
 Kubernetes kinds against the Kubernetes 1.32 OpenAPI schemas in strict mode (unknown fields
 are errors) with kubernetes-validate, cert-manager kinds against cert-manager's CRD schemas
-(validate-cert-manager.mjs). Also checks that the committed registration.yaml is what
+(validate-crd-objects.mjs). Also checks that the committed registration.yaml is what
 `admission-proxy registration` prints for config/, and validates what `admission-proxy
 registration --chain` prints for config/ the same strict way (it is not committed: the
 example deploys the per-webhook registration). The binary is the debug build under
@@ -42,7 +42,7 @@ def main() -> int:
             print(f"FAIL {where}: {getattr(e, 'message', e)}")
             failed += 1
     check = subprocess.run(
-        ["node", str(ROOT / ".ci" / "validate-cert-manager.mjs")],
+        ["node", str(ROOT / ".ci" / "validate-crd-objects.mjs")],
         input=json.dumps(cert_manager), capture_output=True, text=True,
     )
     print(check.stdout, end="")
