@@ -27,6 +27,9 @@ pub struct Backend {
     pub(crate) path: String,
     /// Trust roots from `caBundle` (DER); `None` means the system roots.
     pub(crate) ca_bundle: Option<Arc<[WrappedX509]>>,
+    /// When the first certificate of `caBundle` expires (Unix seconds): from then on the
+    /// backend's certificate no longer verifies against it.
+    pub(crate) ca_bundle_expiry: Option<i64>,
     /// Distinguishes connection pools of backends with different trust roots or server names.
     pub(crate) ca_fingerprint: u64,
     /// Which idle connections a call may reuse: same address, scheme, server name and trust
@@ -153,6 +156,12 @@ impl Backend {
                     host,
                     port,
                     path,
+                    ca_bundle_expiry: ca_bundle.as_ref().and_then(|certs| {
+                        certs
+                            .iter()
+                            .map(|c| c.borrow_cert().validity().not_after.timestamp())
+                            .min()
+                    }),
                     ca_bundle,
                     ca_fingerprint,
                     server_name: None,
@@ -200,6 +209,12 @@ impl Backend {
                     host,
                     port: port as u16,
                     path,
+                    ca_bundle_expiry: ca_bundle.as_ref().and_then(|certs| {
+                        certs
+                            .iter()
+                            .map(|c| c.borrow_cert().validity().not_after.timestamp())
+                            .min()
+                    }),
                     ca_bundle,
                     ca_fingerprint,
                     server_name: None,

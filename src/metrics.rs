@@ -98,6 +98,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_config_hash", Kind::Gauge, "A hash of the loaded configuration files' contents (53 bits): replicas serving the same files show the same value."),
     ("admission_proxy_config_webhooks", Kind::Gauge, "Webhooks in the loaded configuration."),
     ("admission_proxy_serving_certificate_expiry_timestamp_seconds", Kind::Gauge, "When the serving certificate expires, Unix seconds."),
+    ("admission_proxy_backend_ca_bundle_expiry_timestamp_seconds", Kind::Gauge, "When the first certificate of a webhook's clientConfig.caBundle expires, Unix seconds, per webhook (name, type): from then on the backend's certificate no longer verifies against it."),
     ("admission_proxy_tls_handshake_failures_total", Kind::Counter, "Connections that never became a TLS session, by reason (error, timeout, plain_http)."),
     ("admission_proxy_connections_open", Kind::Gauge, "Client connections open now (--max-connections caps them)."),
     ("admission_proxy_connections_closed_total", Kind::Counter, "Client connections the proxy closed because of a limit, by reason (idle_timeout, header_timeout, body_timeout, header_too_large, write_timeout, max_connections)."),
@@ -459,6 +460,12 @@ pub(crate) fn config_loaded(hash: u64, webhooks: usize) {
 /// The serving certificate now served expires at `not_after` (Unix seconds).
 pub(crate) fn serving_certificate(not_after: i64) {
     metrics::gauge!("admission_proxy_serving_certificate_expiry_timestamp_seconds")
+        .set(not_after as f64);
+}
+
+/// `webhook`'s `caBundle` stops verifying its backend at `not_after` (Unix seconds).
+pub(crate) fn backend_ca_bundle(webhook: &str, webhook_type: &'static str, not_after: i64) {
+    metrics::gauge!("admission_proxy_backend_ca_bundle_expiry_timestamp_seconds", "name" => webhook.to_string(), "type" => webhook_type)
         .set(not_after as f64);
 }
 

@@ -12,7 +12,7 @@ fn scrape(proxy: &BinaryProxy, ws: &Workspace) -> String {
     proxy.scrape(&ws.pki)
 }
 
-const FAMILIES: [&str; 17] = [
+const FAMILIES: [&str; 18] = [
     "admission_proxy_build_info",
     "admission_proxy_webhook_admissions_total",
     "admission_proxy_admissions_total",
@@ -27,6 +27,7 @@ const FAMILIES: [&str; 17] = [
     "admission_proxy_config_generation",
     "admission_proxy_config_hash",
     "admission_proxy_serving_certificate_expiry_timestamp_seconds",
+    "admission_proxy_backend_ca_bundle_expiry_timestamp_seconds",
     // These two appeared only with their first increment.
     "admission_proxy_namespace_watch_errors_total",
     "admission_proxy_namespace_lookups_total",
@@ -120,6 +121,14 @@ async fn metrics_show_each_webhook_and_the_proxy_s_own_cost() {
         .unwrap()
         .as_secs_f64();
     assert!(expiry > now, "{expiry} > {now}");
+    // The test backend's caBundle, per webhook that names it.
+    let ca_expiry = value(
+        &before,
+        "admission_proxy_backend_ca_bundle_expiry_timestamp_seconds",
+        &[("name", "allow.metrics.test"), ("type", "validating")],
+    )
+    .unwrap();
+    assert!(ca_expiry > now, "{ca_expiry} > {now}");
 
     let target = proxy.target(&ws.pki);
     let client = admission_proxy::dispatch::HttpClient::new();
