@@ -74,3 +74,23 @@ impl KubeVersion {
         }
     }
 }
+
+/// How long the cluster's `/version` is waited for.
+const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The Kubernetes version of the cluster `kubeconfig` names (`None`: KUBECONFIG,
+/// `~/.kube/config`, then the pod's service account), from its `/version` as `kubectl version`
+/// reads it (readable by everyone: `system:public-info-viewer`); with its `gitVersion`.
+///
+/// # Errors
+/// No usable kubeconfig, no answer within 5 s, or an answer that is no `1.MINOR` version.
+pub async fn of_cluster(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<(KubeVersion, String), Box<dyn std::error::Error + Send + Sync>> {
+    let client = crate::namespace_watch::client(kubeconfig).await?;
+    let info = tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version())
+        .await
+        .map_err(|_| format!("/version: no answer within {VERSION_TIMEOUT:?}"))??;
+    let version = format!("{}.{}", info.major, info.minor).parse::<KubeVersion>()?;
+    Ok((version, info.git_version))
+}

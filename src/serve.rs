@@ -448,15 +448,7 @@ async fn kube_version(config: &ServeConfig) -> Option<KubeVersion> {
         return config.kube_version;
     }
     let kubeconfig = config.kubeconfig.as_deref()?;
-    let asked = async {
-        let client = crate::namespace_watch::client(Some(kubeconfig)).await?;
-        let info = tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version())
-            .await
-            .map_err(|_| format!("no answer within {VERSION_TIMEOUT:?}"))??;
-        let version = format!("{}.{}", info.major, info.minor).parse::<KubeVersion>()?;
-        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((version, info.git_version))
-    };
-    match asked.await {
+    match crate::kube_version::of_cluster(Some(kubeconfig)).await {
         Ok((version, git_version)) => {
             tracing::info!(kube_version = %version, %git_version, "the cluster's Kubernetes version, from /version");
             Some(version)
@@ -467,9 +459,6 @@ async fn kube_version(config: &ServeConfig) -> Option<KubeVersion> {
         }
     }
 }
-
-/// How long `serve` waits for the cluster's `/version` at start.
-const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Loads the webhook configuration on a thread of its own, which ends here: its memory is then
 /// the allocator's to reclaim (mimalloc takes over an ended thread's pages), whereas pages of

@@ -597,6 +597,47 @@ fn explain_shows_each_check_and_its_answer() {
         "{offline}"
     );
     assert_eq!(api.calls(), 1);
+
+    // With --kubeconfig the cluster's version is read too (the stand-in answers 1.33): the
+    // semver library, in kube-apiserver's environment from 1.33, is refused for a new
+    // expression there, as kube-apiserver 1.33 compiles it against 1.32's.
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        breakglass_unreached().replace("authorizer.group", "isSemver('1.0.0') && authorizer.group"),
+    )
+    .unwrap();
+    let args = [
+        "explain".as_ref(),
+        "--config".as_ref(),
+        ws.conf.as_os_str(),
+        "--review".as_ref(),
+        review.as_os_str(),
+    ];
+    let (code, _, stderr) = run(&args, &["--kubeconfig", kubeconfig.to_str().unwrap()]);
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("undeclared reference to 'isSemver'"),
+        "{stderr}"
+    );
+    assert!(
+        api.requests().iter().any(|r| r == "GET /version"),
+        "{:?}",
+        api.requests()
+    );
+    let (code, stdout, stderr) = run(
+        &args,
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--kube-version",
+            "1.34",
+        ],
+    );
+    assert_eq!(code, Some(0), "an explicit --kube-version wins: {stderr}");
+    assert!(
+        stdout.contains("SKIP") || stdout.contains("CALL"),
+        "{stdout}"
+    );
 }
 
 /// A reload that brings `authorizer` to a proxy started without the flag is rejected, naming

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use admission_proxy::authorizer::{CacheTtl, SubjectAccessReviews};
 use admission_proxy::exclusions::Exclusions;
+use admission_proxy::kube_version::KubeVersion;
 use admission_proxy::matching::authz::{CheckKey, Decision};
 use admission_proxy::{config, matching::Namespaces, namespace_watch, serve, tls};
 use anyhow::{bail, Context};
@@ -40,18 +41,48 @@ impl DiscoveryArgs {
     }
 }
 
+/// `--kube-version`, else the version of the cluster `kubeconfig` names when the command is to
+/// read the cluster (`Some`: `check --discover`, `explain --kubeconfig`), else none. A cluster
+/// that cannot tell is `Err` with why: the caller warns and checks nothing by version, as
+/// `serve` does.
+fn kube_version_for(
+    given: Option<KubeVersion>,
+    cluster: Option<Option<&std::path::Path>>,
+) -> Result<Option<KubeVersion>, String> {
+    let (None, Some(kubeconfig)) = (given, cluster) else {
+        return Ok(given);
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("start the tokio runtime: {e}"))?;
+    let (version, _) = runtime
+        .block_on(admission_proxy::kube_version::of_cluster(kubeconfig))
+        .map_err(|e| format!("the cluster's Kubernetes version could not be read from /version ({e}): nothing is checked by version (give --kube-version)"))?;
+    Ok(Some(version))
+}
+
 /// `check`: loads as `serve` would and prints the result on stdout; returns whether it is valid.
 pub(crate) fn check(args: &CheckArgs) -> bool {
     let mut problems = 0usize;
     let mut warnings = 0usize;
-    let loaded_exclusions = Exclusions::load(&args.exclusions.settings(args.kube_version));
+    let cluster = args
+        .discovery
+        .discover
+        .then_some(args.discovery.kubeconfig.as_deref());
+    let kube_version = kube_version_for(args.kube_version, cluster).unwrap_or_else(|why| {
+        println!("warning: {why}");
+        warnings += 1;
+        None
+    });
+    let loaded_exclusions = Exclusions::load(&args.exclusions.settings(kube_version));
     let summary = match config::load(&args.config) {
         Ok(snapshot) => {
             for w in &snapshot.warnings {
                 println!("warning: {w}");
             }
             if let Err(config::ConfigError::Invalid(refused)) =
-                snapshot.require_kube_version(args.kube_version)
+                snapshot.require_kube_version(kube_version)
             {
                 for p in &refused {
                     println!("error: {p}");
@@ -239,15 +270,20 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 /// `explain`: loads the configuration and the review as `serve` would and prints the verdicts;
 /// `authorizer` checks are asked of the cluster with `--kubeconfig`.
 pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+    let kube_version = kube_version_for(args.kube_version, args.kubeconfig.as_deref().map(Some))
+        .unwrap_or_else(|why| {
+            eprintln!("warning: {why}");
+            None
+        });
     let snapshot = config::load(&args.config)
-        .and_then(|s| s.require_kube_version(args.kube_version).map(|()| s))
+        .and_then(|s| s.require_kube_version(kube_version).map(|()| s))
         .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
     let namespaces = args
         .namespaces_file
         .as_deref()
         .map(Namespaces::load)
         .transpose()?;
-    let exclusions = Exclusions::load(&args.exclusions.settings(args.kube_version))?;
+    let exclusions = Exclusions::load(&args.exclusions.settings(kube_version))?;
     let body =
         std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
     let review = admission_proxy::review::ParsedReview::parse(&body)
