@@ -558,14 +558,14 @@ fn explain_shows_each_check_and_its_answer() {
     std::fs::write(&review, pod_by("oncall-admin", 1)).unwrap();
     let kubeconfig = ws.dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
+    let args = [
+        "explain".as_ref(),
+        "--config".as_ref(),
+        ws.conf.as_os_str(),
+        "--review".as_ref(),
+        review.as_os_str(),
+    ];
     let explain = |extra: &[&str]| {
-        let args = [
-            "explain".as_ref(),
-            "--config".as_ref(),
-            ws.conf.as_os_str(),
-            "--review".as_ref(),
-            review.as_os_str(),
-        ];
         let (code, stdout, stderr) = run(&args, extra);
         assert_eq!(code, Some(0), "{stderr}");
         stdout
@@ -606,13 +606,6 @@ fn explain_shows_each_check_and_its_answer() {
         breakglass_unreached().replace("authorizer.group", "isSemver('1.0.0') && authorizer.group"),
     )
     .unwrap();
-    let args = [
-        "explain".as_ref(),
-        "--config".as_ref(),
-        ws.conf.as_os_str(),
-        "--review".as_ref(),
-        review.as_os_str(),
-    ];
     let (code, _, stderr) = run(&args, &["--kubeconfig", kubeconfig.to_str().unwrap()]);
     assert_ne!(code, Some(0));
     assert!(
