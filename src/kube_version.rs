@@ -78,19 +78,37 @@ impl KubeVersion {
 /// How long the cluster's `/version` is waited for.
 const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Why the cluster's version could not be read ([`of_cluster`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterVersionError {
+    /// No usable client configuration.
+    #[error(transparent)]
+    Client(#[from] crate::namespace_watch::WatchError),
+    /// `/version` failed.
+    #[error("/version: {0}")]
+    Request(#[from] kube::Error),
+    /// `/version` did not answer in time.
+    #[error("/version: no answer within {VERSION_TIMEOUT:?}")]
+    Timeout,
+    /// `/version` answered something that is no `1.MINOR` version.
+    #[error("/version: {0}")]
+    Version(#[from] BadVersion),
+}
+
 /// The Kubernetes version of the cluster `kubeconfig` names (`None`: KUBECONFIG,
 /// `~/.kube/config`, then the pod's service account), from its `/version` as `kubectl version`
 /// reads it (readable by everyone: `system:public-info-viewer`); with its `gitVersion`.
 ///
 /// # Errors
-/// No usable kubeconfig, no answer within 5 s, or an answer that is no `1.MINOR` version.
+/// [`ClusterVersionError`]: no usable kubeconfig, no answer within 5 s, or an answer that is
+/// no `1.MINOR` version.
 pub async fn of_cluster(
     kubeconfig: Option<&std::path::Path>,
-) -> Result<(KubeVersion, String), Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<(KubeVersion, String), ClusterVersionError> {
     let client = crate::namespace_watch::client(kubeconfig).await?;
     let info = tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version())
         .await
-        .map_err(|_| format!("/version: no answer within {VERSION_TIMEOUT:?}"))??;
+        .map_err(|_| ClusterVersionError::Timeout)??;
     let version = format!("{}.{}", info.major, info.minor).parse::<KubeVersion>()?;
     Ok((version, info.git_version))
 }

@@ -33,15 +33,20 @@ pub enum StaticPlugin {
     Mutating,
 }
 
+/// A plugin name that is neither `validating` nor `mutating`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?}: expected validating or mutating")]
+pub struct BadPlugin(String);
+
 impl std::str::FromStr for StaticPlugin {
-    type Err = String;
+    type Err = BadPlugin;
 
     /// `validating` or `mutating`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, BadPlugin> {
         match s {
             "validating" => Ok(StaticPlugin::Validating),
             "mutating" => Ok(StaticPlugin::Mutating),
-            other => Err(format!("{other:?}: expected validating or mutating")),
+            other => Err(BadPlugin(other.to_string())),
         }
     }
 }
