@@ -94,6 +94,8 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_upstream_connections_opened_total", Kind::Counter, "New connections to legacy backends (TCP and TLS handshake); a pooled connection serves the next call."),
     ("admission_proxy_bad_requests_total", Kind::Counter, "Requests answered without any webhook, by reason (malformed, too_large, unknown_webhook, unknown_configuration, framing: a request that cannot be read as HTTP/1.1 or that Go's server refuses, answered 400, 431 or 501 as Go does)."),
     ("admission_proxy_config_reloads_total", Kind::Counter, "Webhook configuration reloads, by result (ok, error: the last good configuration kept serving)."),
+    ("admission_proxy_config_last_reload_successful", Kind::Gauge, "1 if the latest load or reload of the webhook configuration succeeded, 0 if it was refused: the last good configuration serves and the files on disk are not it, until a reload succeeds."),
+    ("admission_proxy_config_last_reload_success_timestamp_seconds", Kind::Gauge, "When the webhook configuration served was loaded (at start or by the last good reload), Unix seconds."),
     ("admission_proxy_config_generation", Kind::Gauge, "How many configurations this process has loaded (1 after start)."),
     ("admission_proxy_config_hash", Kind::Gauge, "A hash of the loaded configuration files' contents (53 bits): replicas serving the same files show the same value."),
     ("admission_proxy_config_webhooks", Kind::Gauge, "Webhooks in the loaded configuration."),
@@ -443,14 +445,26 @@ pub(crate) fn bad_request(reason: &'static str) {
     metrics::counter!("admission_proxy_bad_requests_total", "reason" => reason).increment(1);
 }
 
-/// A configuration reload: `admission_proxy_config_reloads_total{result}` (`ok`/`error`).
+/// A configuration reload: `admission_proxy_config_reloads_total{result}` (`ok`/`error`). A
+/// refused one also sets `admission_proxy_config_last_reload_successful` to 0, which stays
+/// until a configuration loads ([`config_loaded`]): the counter alone cannot tell an alert
+/// whether the files are still bad once its window has passed.
 pub(crate) fn reload(result: &'static str) {
     metrics::counter!("admission_proxy_config_reloads_total", "result" => result).increment(1);
+    if result == "error" {
+        metrics::gauge!("admission_proxy_config_last_reload_successful").set(0.0);
+    }
 }
 
 /// A configuration was loaded (at start or by a reload): generation, hash of its files'
-/// contents, webhook count.
+/// contents, webhook count, and that the latest load succeeded, now.
 pub(crate) fn config_loaded(hash: u64, webhooks: usize) {
+    metrics::gauge!("admission_proxy_config_last_reload_successful").set(1.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    metrics::gauge!("admission_proxy_config_last_reload_success_timestamp_seconds")
+        .set(now.as_secs_f64());
     metrics::gauge!("admission_proxy_config_generation").increment(1.0);
     // 53 bits: a gauge is an f64, and an integer above 2^53 would not survive it.
     metrics::gauge!("admission_proxy_config_hash").set((hash >> 11) as f64);

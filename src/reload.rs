@@ -158,6 +158,9 @@ impl Sources {
             },
             Err(e) => {
                 tracing::error!(error = %e, "webhook configuration not reloaded; the last good configuration keeps serving");
+                // Forgotten, so that the served files put back unchanged are reloaded: else
+                // they would read as unchanged and the refusal stay exported.
+                fps.config = None;
                 crate::metrics::reload("error");
             }
         }

@@ -466,3 +466,115 @@ async fn repeated_problems_are_summarised() {
     );
     assert_eq!(status(&client, &target, "a.many.test").await, 200);
 }
+
+/// `/metrics` once `admission_proxy_config_last_reload_successful` is `want`, scraped at most
+/// 60 times 50 ms apart: the reload thread applies a change after the file event, so the
+/// first scrape after a write may still see the previous value.
+async fn scrape_when_reload_successful_is(
+    proxy: &BinaryProxy,
+    ws: &Workspace,
+    want: f64,
+) -> String {
+    let mut last = String::new();
+    for _ in 0..60 {
+        last = tokio::task::block_in_place(|| proxy.scrape(&ws.pki));
+        if common::metric_value(&last, "admission_proxy_config_last_reload_successful", &[])
+            == Some(want)
+        {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("admission_proxy_config_last_reload_successful never became {want}: {last}");
+}
+
+fn now_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A refused change sets `admission_proxy_config_last_reload_successful` to 0, which
+/// AdmissionProxyConfigReloadFailed fires on for as long as the files stay bad (the reload
+/// counter only says that a reload failed once); a good reload sets it back to 1 and moves
+/// `admission_proxy_config_last_reload_success_timestamp_seconds`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reload_is_exported_until_a_good_one() {
+    let ws = Workspace::new("reload-state");
+    let file = ws.conf.join("webhooks.yaml");
+    std::fs::write(&file, config(&[("a.state.test", "UPDATE")])).unwrap();
+    let started = now_seconds();
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    let timestamp = |metrics: &str| {
+        common::metric_value(
+            metrics,
+            "admission_proxy_config_last_reload_success_timestamp_seconds",
+            &[],
+        )
+        .expect("the last good load's time is exported")
+    };
+    let at_start = scrape_when_reload_successful_is(&proxy, &ws, 1.0).await;
+    let loaded = timestamp(&at_start);
+    assert!(
+        started - 1.0 <= loaded && loaded <= now_seconds(),
+        "the start's load, {loaded}, is the last good one (started at {started})"
+    );
+
+    std::fs::write(&file, config(&[("c.state.test", "PATCH")])).unwrap();
+    let refused = scrape_when_reload_successful_is(&proxy, &ws, 0.0).await;
+    assert_eq!(
+        common::metric_value(
+            &refused,
+            "admission_proxy_config_reloads_total",
+            &[("result", "error")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        timestamp(&refused),
+        loaded,
+        "the configuration served is still the one loaded at start"
+    );
+
+    let fixed = now_seconds();
+    std::fs::write(&file, config(&[("b.state.test", "UPDATE")])).unwrap();
+    let reloaded = scrape_when_reload_successful_is(&proxy, &ws, 1.0).await;
+    assert!(
+        timestamp(&reloaded) >= fixed,
+        "the good reload's time: {} >= {fixed}",
+        timestamp(&reloaded)
+    );
+    let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
+    assert_eq!(status(&client, &target, "b.state.test").await, 200);
+}
+
+/// A configuration file that cannot be read (a named pipe in its place) is a failed reload,
+/// and the same good file put back is a good one, although it holds what is already served:
+/// the refusal must not stay exported while the files on disk are what the proxy serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_file_put_back_unchanged_is_a_good_reload() {
+    let ws = Workspace::new("reload-unreadable");
+    let file = ws.dir.join("webhooks.yaml");
+    let good = config(&[("a.unreadable.test", "UPDATE")]);
+    std::fs::write(&file, &good).unwrap();
+    let proxy = BinaryProxy::start(&file, &ws.cert, &ws.key, &[]);
+    scrape_when_reload_successful_is(&proxy, &ws, 1.0).await;
+
+    std::fs::remove_file(&file).unwrap();
+    mkfifo(&file);
+    scrape_when_reload_successful_is(&proxy, &ws, 0.0).await;
+
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(&file, &good).unwrap();
+    let back = scrape_when_reload_successful_is(&proxy, &ws, 1.0).await;
+    assert_eq!(
+        common::metric_value(
+            &back,
+            "admission_proxy_config_reloads_total",
+            &[("result", "ok")]
+        ),
+        Some(1.0),
+        "counted as a good reload"
+    );
+}
