@@ -10,7 +10,8 @@
   rules.yaml's groups);
 - dashboard.json loads, its panels are laid out without overlap, every query uses the
   `datasource` variable, and every PromQL query parses (`promtool check rules` on the queries
-  as recording rules, Grafana's variables replaced);
+  as recording rules, Grafana's variables replaced); every metric an alert fires on is in a
+  dashboard query;
 - every metric name in the rules' and the dashboard's queries is one the proxy exports: the
   families of src/metrics.rs, histograms as `_bucket`/`_sum`/`_count` (the exporter renders
   a histogram where buckets are set, else a summary); every label name used is a scrape label
@@ -311,6 +312,13 @@ def main() -> int:
                  f"dashboard.json: {len(panels)} panels, unique ids, laid out, on ${{datasource}}",
                  "; ".join(layout) or "duplicate panel ids")
     queries = expressions_of_dashboard(dashboard)
+    # Whoever an alert pages finds what it fired on, across replicas and over time.
+    shown = {m for _, expr, _ in queries for m in re.findall(r"\badmission_proxy_\w+", expr)}
+    unshown = sorted({f"{alert['alert']}: {m}" for alert in alerts
+                      for m in re.findall(r"\badmission_proxy_\w+", alert["expr"])
+                      if m not in shown})
+    checks.check(not unshown, "dashboard.json shows every metric an alert fires on",
+                 f"not in any panel: {'; '.join(unshown)}")
     promql = []
     check_names(checks, "dashboard.json", [(where, expr) for where, expr, _ in queries],
                 names, literals, decisions, set())
