@@ -2,7 +2,8 @@
 //! legacy backend's time and the proxy's own, plus the process (build, configuration, TLS,
 //! namespace watch). Label names follow kube-apiserver's admission webhook metrics where they
 //! mean the same (`name`, `type`, `operation`, `rejected`; `apiserver_admission_webhook_*` in
-//! `k8s.io/apiserver/pkg/admission/metrics`). Depends on `memory` only.
+//! `k8s.io/apiserver/pkg/admission/metrics`). Depends on `memory`, and on `config` for the
+//! series rendered from the configuration served ([`write_configuration_series`]).
 //!
 //! Every family is described (HELP) and every series the proxy can know in advance exists at
 //! zero from start. Per-webhook handles are resolved when a configuration is loaded
@@ -100,7 +101,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_config_hash", Kind::Gauge, "A hash of the loaded configuration files' contents (53 bits): replicas serving the same files show the same value."),
     ("admission_proxy_config_webhooks", Kind::Gauge, "Webhooks in the loaded configuration."),
     ("admission_proxy_serving_certificate_expiry_timestamp_seconds", Kind::Gauge, "When the serving certificate expires, Unix seconds."),
-    ("admission_proxy_backend_ca_bundle_expiry_timestamp_seconds", Kind::Gauge, "When the first certificate of a webhook's clientConfig.caBundle expires, Unix seconds, per webhook (name, type): from then on the backend's certificate no longer verifies against it."),
+    ("admission_proxy_backend_ca_bundle_expiry_timestamp_seconds", Kind::Gauge, "When the first certificate of a webhook's clientConfig.caBundle expires, Unix seconds, per webhook (name, type) of the configuration served: from then on the backend's certificate no longer verifies against it."),
     ("admission_proxy_tls_handshake_failures_total", Kind::Counter, "Connections that never became a TLS session, by reason (error, timeout, plain_http)."),
     ("admission_proxy_connections_open", Kind::Gauge, "Client connections open now (--max-connections caps them)."),
     ("admission_proxy_connections_closed_total", Kind::Counter, "Client connections the proxy closed because of a limit, by reason (idle_timeout, header_timeout, body_timeout, header_too_large, write_timeout, max_connections)."),
@@ -477,10 +478,42 @@ pub(crate) fn serving_certificate(not_after: i64) {
         .set(not_after as f64);
 }
 
-/// `webhook`'s `caBundle` stops verifying its backend at `not_after` (Unix seconds).
-pub(crate) fn backend_ca_bundle(webhook: &str, webhook_type: &'static str, not_after: i64) {
-    metrics::gauge!("admission_proxy_backend_ca_bundle_expiry_timestamp_seconds", "name" => webhook.to_string(), "type" => webhook_type)
-        .set(not_after as f64);
+/// Appends to `out`, a scrape's text, the families rendered from `snapshot`, the configuration
+/// served: `admission_proxy_backend_ca_bundle_expiry_timestamp_seconds{name,type}` (HELP and
+/// TYPE even without a series, as the recorder's families have from start).
+///
+/// Rendered here at each scrape rather than set through the recorder, so that a webhook a
+/// reload removed loses its series (and stops firing AdmissionProxyBackendCABundleExpiring):
+/// metrics-exporter-prometheus 0.18 cannot remove a series (its registry is private), and
+/// its `idle_timeout` drops series by age, which would also drop this set-once gauge of a
+/// webhook still served.
+pub(crate) fn write_configuration_series(out: &mut String, snapshot: &crate::config::Snapshot) {
+    use metrics_exporter_prometheus::formatting::{
+        sanitize_label_value, write_help_line, write_type_line,
+    };
+    use std::fmt::Write;
+    let name = "admission_proxy_backend_ca_bundle_expiry_timestamp_seconds";
+    let help = FAMILIES
+        .iter()
+        .find(|(family, _, _)| *family == name)
+        .map_or("", |(_, _, help)| *help);
+    write_help_line(out, name, None, None, help);
+    write_type_line(out, name, None, None, "gauge");
+    let mut expiries = Vec::new();
+    for w in snapshot.webhooks() {
+        if let Some(not_after) = w.backend.ca_bundle_expiry {
+            expiries.push((w.webhook_type.as_str(), w.name.as_str(), not_after));
+        }
+    }
+    expiries.sort_unstable();
+    for (webhook_type, webhook, not_after) in expiries {
+        let _ = writeln!(
+            out,
+            "{name}{{name=\"{}\",type=\"{webhook_type}\"}} {not_after}",
+            sanitize_label_value(webhook)
+        );
+    }
+    out.push('\n');
 }
 
 /// A CRD conversion webhook call failed:

@@ -118,11 +118,6 @@ pub(crate) fn loaded(snapshot: &config::Snapshot, reloaded: bool) {
         );
     }
     crate::metrics::config_loaded(snapshot.hash, snapshot.len());
-    for w in snapshot.webhooks() {
-        if let Some(not_after) = w.backend.ca_bundle_expiry {
-            crate::metrics::backend_ca_bundle(&w.name, w.webhook_type.as_str(), not_after);
-        }
-    }
 }
 
 impl Sources {

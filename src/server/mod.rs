@@ -103,11 +103,20 @@ impl State {
         limits: Limits,
         metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     ) -> Self {
+        let admissions = Arc::new(admissions);
+        let metrics = metrics.map(|handle| {
+            let admissions = admissions.clone();
+            crate::metrics::Scrapes::new(move || {
+                let mut text = handle.render();
+                crate::metrics::write_configuration_series(&mut text, &admissions.config.load());
+                text
+            })
+        });
         State {
-            admissions: Arc::new(admissions),
+            admissions,
             max_body_bytes,
             limits: Arc::new(limits),
-            metrics: metrics.map(|handle| crate::metrics::Scrapes::new(move || handle.render())),
+            metrics,
             shutting_down: AtomicBool::new(false),
             in_flight: InFlight::default(),
         }

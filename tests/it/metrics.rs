@@ -426,3 +426,66 @@ fn clients_that_never_read_metrics_pin_a_bounded_amount() {
         "a 65th connection to the metrics listener stays open"
     );
 }
+
+/// Two webhooks with a caBundle, then a reload that removes one: the removed webhook's
+/// `admission_proxy_backend_ca_bundle_expiry_timestamp_seconds` leaves `/metrics` with it (it
+/// used to stay until a restart, and AdmissionProxyBackendCABundleExpiring kept firing for a
+/// webhook that no longer exists); the one still served keeps its series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_removed_by_a_reload_loses_its_ca_bundle_expiry() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("metrics-removed");
+    let kept = validating(
+        "kept.metrics.test",
+        &backend.client_config("/allow"),
+        ALL,
+        "",
+    );
+    let removed = validating(
+        "removed.metrics.test",
+        &backend.client_config("/allow"),
+        ALL,
+        "",
+    );
+    let file = ws.conf.join("webhooks.yaml");
+    std::fs::write(&file, format!("{kept}---\n{removed}")).unwrap();
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    let family = "admission_proxy_backend_ca_bundle_expiry_timestamp_seconds";
+    let expiry = |metrics: &str, name: &str| {
+        value(metrics, family, &[("name", name), ("type", "validating")])
+    };
+    let before = tokio::task::block_in_place(|| scrape(&proxy, &ws));
+    assert!(expiry(&before, "kept.metrics.test").is_some(), "{before}");
+    assert!(
+        expiry(&before, "removed.metrics.test").is_some(),
+        "{before}"
+    );
+
+    std::fs::write(&file, &kept).unwrap();
+    // Bounded: the reload is applied within a few of these.
+    let mut after = String::new();
+    for _ in 0..60 {
+        after = tokio::task::block_in_place(|| scrape(&proxy, &ws));
+        if value(&after, "admission_proxy_config_webhooks", &[]) == Some(1.0)
+            && expiry(&after, "removed.metrics.test").is_none()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        expiry(&after, "removed.metrics.test"),
+        None,
+        "the removed webhook's caBundle expiry is gone: {after}"
+    );
+    assert_eq!(
+        expiry(&after, "kept.metrics.test"),
+        expiry(&before, "kept.metrics.test"),
+        "the webhook still served keeps its series"
+    );
+    assert_eq!(
+        after.matches(&format!("# TYPE {family} gauge")).count(),
+        1,
+        "one family: {after}"
+    );
+}
