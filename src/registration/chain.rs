@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use super::{
     client_config, configuration_object, excluding_namespace, rules_for, rules_with_defaults,
-    Options,
+    webhook_types, Options,
 };
 use crate::api::{
     FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, ReinvocationPolicy,
@@ -113,7 +113,7 @@ pub fn render_chains(snapshot: &Snapshot, options: &Options) -> Result<String, V
 pub fn chain_objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value>, Vec<Problem>> {
     let mut out = Vec::new();
     let mut problems = Vec::new();
-    for webhook_type in [WebhookType::Validating, WebhookType::Mutating] {
+    for webhook_type in webhook_types(options) {
         for (configuration, webhooks) in snapshot.configurations(webhook_type) {
             if let Some(problem) = invalid_name(webhook_type, configuration, webhooks) {
                 problems.push(problem);

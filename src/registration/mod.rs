@@ -12,7 +12,9 @@
 //! - `rules`: the legacy ones for matchPolicy Exact; for Equivalent, widened to every version
 //!   the proxy converts from (`coverage::registration_rules`): kube-apiserver only knows
 //!   equivalents it serves, so a rule for a removed version would never reach the proxy;
-//! - `clientConfig` is the proxy's Service, path `/webhooks/{validating|mutating}/{name}`;
+//! - `clientConfig` is the proxy's Service, path `/webhooks/{validating|mutating}/{name}`, or
+//!   with `--url` the proxy's URL with that path (kube-apiserver's static manifests take no
+//!   `service`);
 //! - `timeoutSeconds` is one second above the legacy one (at most 30): the proxy spends up
 //!   to the legacy timeout on the backend and answers by failurePolicy before kube-apiserver's
 //!   own deadline;
@@ -29,6 +31,10 @@
 //!
 //! `registration --chain` ([`chain`]) registers each configuration once instead, as one
 //! webhook calling the proxy's chain route, which runs the configuration's webhooks itself.
+//!
+//! `registration --static-manifests validating|mutating` writes for one of kube-apiserver's
+//! KEP-5793 `staticManifestsDir`s ([`Options::static_manifests`]): that plugin's kind only,
+//! names ending in `.static.k8s.io`, `clientConfig.url` and `caBundle`.
 
 use serde_json::{json, Value};
 
@@ -36,6 +42,7 @@ use crate::api::WebhookType;
 use crate::api::{
     FailurePolicy, LabelSelector, LabelSelectorRequirement, MatchPolicy, SideEffects,
 };
+use crate::config::static_manifests::{StaticPlugin, STATIC_CONFIG_SUFFIX};
 use crate::config::{Problem, Snapshot, Webhook};
 use crate::matching::namespaces::METADATA_NAME_LABEL;
 use crate::served::ServedResources;
@@ -48,12 +55,11 @@ pub use chain::{chain_objects, render_chains};
 /// Where kube-apiserver reaches the proxy, and how it trusts it.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// The proxy's Service: namespace, name, port.
+    /// The namespace the proxy's pods run in (the Service's, with [`Endpoint::Service`]):
+    /// excluded from every namespaceSelector.
     pub namespace: String,
-    /// The proxy's Service name.
-    pub service: String,
-    /// The Service port kube-apiserver calls.
-    pub port: u16,
+    /// How kube-apiserver reaches the proxy: `clientConfig.service` or `clientConfig.url`.
+    pub endpoint: Endpoint,
     /// `caBundle` (base64 of the PEM CA that signed the proxy's serving certificate); `None`
     /// leaves it to cert-manager's CA injector (`inject_ca_from`) or to the user.
     pub ca_bundle: Option<String>,
@@ -64,6 +70,84 @@ pub struct Options {
     /// The cluster's served resources (`--discover`): when given, only served versions are
     /// registered.
     pub served: Option<ServedResources>,
+    /// Written for kube-apiserver's static manifests directory of this plugin
+    /// (`staticManifestsDir`, KEP-5793): only the plugin's kind (one plugin per directory),
+    /// and each name ending in `.static.k8s.io` (appended to the suffixed name unless it
+    /// already ends so). The loader also wants `url` and `caBundle` on every webhook; the
+    /// caller checks the output with [`crate::config::static_manifests::check`].
+    pub static_manifests: Option<StaticPlugin>,
+}
+
+/// How kube-apiserver reaches the proxy.
+#[derive(Clone, Debug)]
+pub enum Endpoint {
+    /// `clientConfig.service`: the proxy's Service in [`Options::namespace`].
+    Service {
+        /// The Service's name.
+        name: String,
+        /// The Service port kube-apiserver calls.
+        port: u16,
+    },
+    /// `clientConfig.url`: this base (`https://HOST[:PORT]`, as [`parse_url`] returns it)
+    /// with each webhook's route appended.
+    Url(String),
+}
+
+/// Why a `--url` value is not where kube-apiserver can call the proxy: kube-apiserver's
+/// rules for a webhook URL (`ValidateWebhookURL` in
+/// `staging/src/k8s.io/apiserver/pkg/util/webhook/validation.go`, https only), plus no path
+/// of its own, since the proxy's routes start at `/`.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlError {
+    /// Not a URL at all.
+    #[error("url must be a valid URL: {0}; desired format: https://host[:port]")]
+    Parse(#[from] url::ParseError),
+    /// A scheme other than https.
+    #[error("{0:?}: 'https' is the only allowed URL scheme; desired format: https://host[:port]")]
+    Scheme(String),
+    /// No host.
+    #[error("host must be specified; desired format: https://host[:port]")]
+    Host,
+    /// `user@` or `user:password@`.
+    #[error("user information is not permitted in the URL")]
+    UserInfo,
+    /// A `?query`.
+    #[error("query parameters are not permitted in the URL")]
+    Query,
+    /// A `#fragment`.
+    #[error("fragments are not permitted in the URL")]
+    Fragment,
+    /// A path other than `/`.
+    #[error("{0:?}: give the proxy's URL without a path; each webhook's route (/webhooks/...) is appended")]
+    Path(String),
+}
+
+/// Parses `https://HOST[:PORT]`, where kube-apiserver reaches the proxy; returns it without
+/// a trailing `/` (port 443 is dropped, as a URL writes it).
+///
+/// # Errors
+/// [`UrlError`] for what kube-apiserver refuses in a webhook URL, and for a path.
+pub fn parse_url(s: &str) -> Result<String, UrlError> {
+    let url = url::Url::parse(s)?;
+    if url.scheme() != "https" {
+        return Err(UrlError::Scheme(url.scheme().to_string()));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(UrlError::Host);
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(UrlError::UserInfo);
+    }
+    if url.query().is_some() {
+        return Err(UrlError::Query);
+    }
+    if url.fragment().is_some() {
+        return Err(UrlError::Fragment);
+    }
+    if url.path() != "/" {
+        return Err(UrlError::Path(url.path().to_string()));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 /// Why a `--service` value is not a service reference.
@@ -115,7 +199,7 @@ pub fn render(snapshot: &Snapshot, options: &Options) -> String {
 /// The registration objects as JSON values (see [`render`]).
 pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
     let mut out = Vec::new();
-    for webhook_type in [WebhookType::Validating, WebhookType::Mutating] {
+    for webhook_type in webhook_types(options) {
         for (configuration, webhooks) in snapshot.configurations(webhook_type) {
             out.push(configuration_object(
                 webhook_type,
@@ -131,9 +215,32 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
     out
 }
 
-/// One registration object: the legacy configuration's name plus `name_suffix`, labelled as
-/// the proxy's, annotated with the legacy name (and cert-manager's CA injection), holding
-/// `webhooks`.
+/// The types registered: both, or the static manifests plugin's alone (kube-apiserver's
+/// loader refuses the other kind in its directory).
+fn webhook_types(options: &Options) -> Vec<WebhookType> {
+    match options.static_manifests {
+        None => vec![WebhookType::Validating, WebhookType::Mutating],
+        Some(StaticPlugin::Validating) => vec![WebhookType::Validating],
+        Some(StaticPlugin::Mutating) => vec![WebhookType::Mutating],
+    }
+}
+
+/// The registration's name for the legacy configuration `configuration`: plus `name_suffix`,
+/// and for static manifests plus `.static.k8s.io` unless it ends so already (the loader
+/// refuses any other name; the suffix is reserved, so it cannot clash with an object of the
+/// API).
+fn configuration_name(configuration: &str, options: &Options) -> String {
+    let name = format!("{configuration}{}", options.name_suffix);
+    if options.static_manifests.is_some() && !name.ends_with(STATIC_CONFIG_SUFFIX) {
+        format!("{name}{STATIC_CONFIG_SUFFIX}")
+    } else {
+        name
+    }
+}
+
+/// One registration object: the legacy configuration's name plus `name_suffix`
+/// ([`configuration_name`]), labelled as the proxy's, annotated with the legacy name (and
+/// cert-manager's CA injection), holding `webhooks`.
 fn configuration_object(
     webhook_type: WebhookType,
     configuration: &str,
@@ -141,7 +248,7 @@ fn configuration_object(
     options: &Options,
 ) -> Value {
     let mut metadata = json!({
-        "name": format!("{configuration}{}", options.name_suffix),
+        "name": configuration_name(configuration, options),
         "labels": {"app.kubernetes.io/managed-by": "admission-proxy"},
         "annotations": {"admission-proxy.io/registered-for": configuration},
     });
@@ -156,16 +263,20 @@ fn configuration_object(
     })
 }
 
-/// `clientConfig`: the proxy's Service with `path`, and `caBundle` when given.
+/// `clientConfig`: the proxy's Service with `path`, or its URL with `path` appended, and
+/// `caBundle` when given.
 fn client_config(path: String, options: &Options) -> Value {
-    let mut client_config = json!({
-        "service": {
-            "namespace": options.namespace,
-            "name": options.service,
-            "port": options.port,
-            "path": path,
-        }
-    });
+    let mut client_config = match &options.endpoint {
+        Endpoint::Service { name, port } => json!({
+            "service": {
+                "namespace": options.namespace,
+                "name": name,
+                "port": port,
+                "path": path,
+            }
+        }),
+        Endpoint::Url(base) => json!({ "url": format!("{base}{path}") }),
+    };
     if let Some(ca) = &options.ca_bundle {
         client_config["caBundle"] = json!(ca);
     }
@@ -296,6 +407,36 @@ mod tests {
         assert_eq!(parse_service("ns/svc:8443").unwrap().2, 8443);
         for bad in ["svc", "/svc", "ns/", "ns/svc:0", "ns/svc:http"] {
             assert!(parse_service(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// `--url`: what kube-apiserver accepts as a webhook URL, without a path of its own.
+    #[test]
+    fn proxy_urls() {
+        for (url, base) in [
+            ("https://10.0.0.5:8443", "https://10.0.0.5:8443"),
+            ("https://10.0.0.5:8443/", "https://10.0.0.5:8443"),
+            ("https://proxy.example.com:443", "https://proxy.example.com"),
+            ("https://[fd00::5]:8443", "https://[fd00::5]:8443"),
+        ] {
+            assert_eq!(parse_url(url).unwrap(), base, "{url}");
+        }
+        for (bad, message) in [
+            ("10.0.0.5:8443", "url must be a valid URL"),
+            (
+                "http://10.0.0.5:8443",
+                "'https' is the only allowed URL scheme",
+            ),
+            ("https://user@10.0.0.5", "user information is not permitted"),
+            (
+                "https://10.0.0.5/?a=b",
+                "query parameters are not permitted",
+            ),
+            ("https://10.0.0.5/#x", "fragments are not permitted"),
+            ("https://10.0.0.5/webhooks", "without a path"),
+        ] {
+            let e = parse_url(bad).unwrap_err().to_string();
+            assert!(e.contains(message), "{bad}: {e}");
         }
     }
 }

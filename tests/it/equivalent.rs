@@ -652,12 +652,15 @@ async fn through_registration(config: &str, proxy: &TestProxy, review: &[u8]) ->
     }
     let options = registration::Options {
         namespace: "webhooks".into(),
-        service: "admission-proxy".into(),
-        port: 443,
+        endpoint: registration::Endpoint::Service {
+            name: "admission-proxy".into(),
+            port: 443,
+        },
         ca_bundle: None,
         inject_ca_from: None,
         name_suffix: "-admission-proxy".into(),
         served: None,
+        static_manifests: None,
     };
     let mut paths = Vec::new();
     for object in registration::objects(&snapshot, &options) {

@@ -1143,3 +1143,207 @@ fn a_configuration_name_too_long_for_a_chain_webhook_name_is_reported() {
     assert_eq!(code, Some(0), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The proxy's CA, written into `dir`: (file, its base64 as `caBundle`).
+fn proxy_ca(dir: &std::path::Path) -> (std::path::PathBuf, String) {
+    use base64::Engine;
+    let pki = crate::tools::pki::TestPki::generate(&["10.0.0.5"]).unwrap();
+    let file = dir.join("proxy-ca.crt");
+    std::fs::write(&file, &pki.ca_pem).unwrap();
+    (
+        file,
+        base64::engine::general_purpose::STANDARD.encode(&pki.ca_pem),
+    )
+}
+
+/// `registration --static-manifests validating|mutating` writes a file kube-apiserver's static
+/// manifests loader takes: `check --static-manifests` (the loader's rules) passes on a
+/// directory holding it, each configuration is its legacy one's name with the suffix and
+/// `.static.k8s.io`, and each webhook's `clientConfig` is exactly the proxy's URL with the
+/// webhook's typed route and the proxy's CA, no `service`.
+#[test]
+fn a_static_manifests_registration_is_what_kube_apiserver_loads() {
+    let dir = scratch("static-registration");
+    let (ca_file, ca_bundle) = proxy_ca(&dir);
+    let legacy = legacy();
+    for (plugin, kind) in [
+        ("validating", "ValidatingWebhookConfiguration"),
+        ("mutating", "MutatingWebhookConfiguration"),
+    ] {
+        let (code, out, err) = run_registration(&[
+            "--config".as_ref(),
+            CONFIG.as_ref(),
+            "--url".as_ref(),
+            "https://10.0.0.5:8443".as_ref(),
+            "--namespace".as_ref(),
+            "webhooks".as_ref(),
+            "--ca-bundle".as_ref(),
+            ca_file.as_os_str(),
+            "--static-manifests".as_ref(),
+            plugin.as_ref(),
+        ]);
+        assert_eq!(code, Some(0), "{err}");
+        let static_dir = dir.join(plugin);
+        std::fs::create_dir_all(&static_dir).unwrap();
+        std::fs::write(static_dir.join("admission-proxy.yaml"), &out).unwrap();
+        let (valid, report) = check(&[
+            "--config".as_ref(),
+            static_dir.as_os_str(),
+            "--static-manifests".as_ref(),
+            plugin.as_ref(),
+        ]);
+        assert!(valid, "{plugin}: {report}\n{out}");
+
+        let mut registered = Vec::new();
+        for doc in documents(&out) {
+            assert_eq!(doc["kind"], kind, "one plugin's kind per directory");
+            let legacy_name = doc["metadata"]["annotations"]["admission-proxy.io/registered-for"]
+                .as_str()
+                .unwrap();
+            assert_eq!(
+                doc["metadata"]["name"],
+                format!("{legacy_name}-admission-proxy.static.k8s.io")
+            );
+            for w in doc["webhooks"].as_array().unwrap() {
+                let name = w["name"].as_str().unwrap();
+                assert_eq!(
+                    w["clientConfig"],
+                    serde_json::json!({
+                        "url": format!("https://10.0.0.5:8443/webhooks/{plugin}/{name}"),
+                        "caBundle": ca_bundle,
+                    })
+                );
+                registered.push(name.to_string());
+            }
+        }
+        registered.sort();
+        let expected: Vec<String> = legacy
+            .keys()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, name)| name.clone())
+            .collect();
+        assert_eq!(registered, expected, "every legacy {plugin} webhook, once");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--url` without `--static-manifests`: both kinds, `clientConfig.url` the proxy's URL (port
+/// 443 dropped, as a URL writes it) with each webhook's route, or with `--chain` the chain
+/// route, and `--namespace` excluded from every namespaceSelector as `--service`'s is.
+#[test]
+fn registration_url_appends_each_route() {
+    let args = [
+        "--url",
+        "https://proxy.example.com:443/",
+        "--namespace",
+        "admission",
+    ];
+    let docs = registration(&args);
+    let kinds: std::collections::BTreeSet<&str> =
+        docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    for doc in &docs {
+        let webhook_type = if doc["kind"] == "ValidatingWebhookConfiguration" {
+            "validating"
+        } else {
+            "mutating"
+        };
+        for w in doc["webhooks"].as_array().unwrap() {
+            let name = w["name"].as_str().unwrap();
+            assert_eq!(
+                w["clientConfig"],
+                serde_json::json!({
+                    "url": format!("https://proxy.example.com/webhooks/{webhook_type}/{name}")
+                })
+            );
+            let excluded = w["namespaceSelector"]["matchExpressions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| {
+                    e["key"] == "kubernetes.io/metadata.name"
+                        && e["values"] == serde_json::json!(["admission"])
+                });
+            assert!(excluded, "{w}");
+        }
+    }
+    let chains = registration(&[args.as_slice(), &["--chain"]].concat());
+    let labeler = chains
+        .iter()
+        .find(|d| d["metadata"]["name"] == "legacy-labeler-admission-proxy")
+        .unwrap();
+    assert_eq!(
+        labeler["webhooks"][0]["clientConfig"],
+        serde_json::json!({
+            "url": "https://proxy.example.com/configurations/mutating/legacy-labeler"
+        })
+    );
+}
+
+/// What `--url` and `--static-manifests` refuse, as usage errors (exit 2) naming the problem.
+#[test]
+fn registration_refuses_what_kube_apiserver_would() {
+    let dir = scratch("static-registration-usage");
+    let (ca_file, _) = proxy_ca(&dir);
+    let ca = ca_file.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["--url", "http://10.0.0.5:8443", "--namespace", "webhooks"],
+            "'https' is the only allowed URL scheme",
+        ),
+        (
+            vec![
+                "--url",
+                "https://10.0.0.5:8443/proxy",
+                "--namespace",
+                "webhooks",
+            ],
+            "without a path",
+        ),
+        (vec!["--url", "https://10.0.0.5:8443"], "--namespace"),
+        (
+            vec![
+                "--service",
+                "webhooks/admission-proxy",
+                "--ca-bundle",
+                ca,
+                "--static-manifests",
+                "validating",
+            ],
+            "--url",
+        ),
+        (
+            vec![
+                "--url",
+                "https://10.0.0.5:8443",
+                "--namespace",
+                "webhooks",
+                "--static-manifests",
+                "mutating",
+            ],
+            "--ca-bundle",
+        ),
+        (
+            vec![
+                "--url",
+                "https://10.0.0.5:8443",
+                "--namespace",
+                "webhooks",
+                "--ca-bundle",
+                ca,
+                "--static-manifests",
+                "both",
+            ],
+            "expected validating or mutating",
+        ),
+    ] {
+        let mut all = vec!["--config", CONFIG];
+        all.extend(&args);
+        let all: Vec<&std::ffi::OsStr> = all.iter().map(std::ffi::OsStr::new).collect();
+        let (code, out, err) = run_registration(&all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: nothing printed");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

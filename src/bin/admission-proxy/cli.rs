@@ -119,8 +119,17 @@ pub(crate) struct RegistrationArgs {
     pub(crate) config: PathBuf,
     /// The proxy's Service, `NAMESPACE/NAME[:PORT]` (port 443 by default). Its namespace is
     /// excluded from every namespaceSelector so that the proxy never blocks its own pods.
-    #[arg(long, value_parser = admission_proxy::registration::parse_service)]
-    pub(crate) service: (String, String, u16),
+    #[arg(long, value_parser = admission_proxy::registration::parse_service, required_unless_present = "url", conflicts_with = "url")]
+    pub(crate) service: Option<(String, String, u16)>,
+    /// Where kube-apiserver reaches the proxy, `https://HOST[:PORT]`: written as
+    /// `clientConfig.url` with each webhook's route appended
+    /// (`https://HOST:PORT/webhooks/validating/NAME`) instead of `clientConfig.service`.
+    #[arg(long, value_parser = admission_proxy::registration::parse_url, requires = "namespace")]
+    pub(crate) url: Option<String>,
+    /// With --url: the namespace the proxy's pods run in, excluded from every
+    /// namespaceSelector as --service's namespace is.
+    #[arg(long, requires = "url")]
+    pub(crate) namespace: Option<String>,
     /// PEM CA that signed the proxy's serving certificate, written as caBundle.
     #[arg(long)]
     pub(crate) ca_bundle: Option<PathBuf>,
@@ -138,6 +147,12 @@ pub(crate) struct RegistrationArgs {
     /// --chain`").
     #[arg(long)]
     pub(crate) chain: bool,
+    /// Write for kube-apiserver's KEP-5793 `staticManifestsDir` of the `validating` or
+    /// `mutating` webhook admission plugin: that kind only, names ending in `.static.k8s.io`
+    /// (appended), checked as `check --static-manifests` checks. Needs --url and --ca-bundle
+    /// (the loader takes no `service`, and no CA injector writes into its files).
+    #[arg(long, requires_all = ["url", "ca_bundle"], conflicts_with = "inject_ca_from")]
+    pub(crate) static_manifests: Option<admission_proxy::config::static_manifests::StaticPlugin>,
     #[command(flatten)]
     pub(crate) discovery: DiscoveryArgs,
 }

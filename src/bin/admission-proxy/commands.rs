@@ -211,8 +211,11 @@ fn discovery_warnings(
 
 /// `registration`: prints the proxy's webhook configurations for the legacy ones in --config:
 /// one webhook per legacy webhook, or with --chain one per legacy configuration (a
-/// configuration that cannot be is an error, printed on stderr, and nothing is printed).
+/// configuration that cannot be is an error, printed on stderr, and nothing is printed). With
+/// --static-manifests, what kube-apiserver's static manifests loader would refuse in the
+/// output is an error too.
 pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
+    use admission_proxy::registration::Endpoint;
     use base64::Engine;
     let snapshot = config::load(&args.config)
         .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
@@ -226,15 +229,26 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let (namespace, service, port) = args.service.clone();
+    let (namespace, endpoint) = match (&args.service, &args.url, &args.namespace) {
+        (Some((namespace, name, port)), _, _) => (
+            namespace.clone(),
+            Endpoint::Service {
+                name: name.clone(),
+                port: *port,
+            },
+        ),
+        (None, Some(url), Some(namespace)) => (namespace.clone(), Endpoint::Url(url.clone())),
+        // clap requires --service, or --url with --namespace.
+        _ => bail!("--service, or --url with --namespace, is required"),
+    };
     let options = admission_proxy::registration::Options {
         namespace,
-        service,
-        port,
+        endpoint,
         ca_bundle,
         inject_ca_from: args.inject_ca_from.clone(),
         name_suffix: args.name_suffix.clone(),
         served: args.discovery.served()?,
+        static_manifests: args.static_manifests,
     };
     if let Some(served) = &options.served {
         for w in discovery_warnings(&snapshot, served) {
@@ -260,6 +274,27 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
     } else {
         admission_proxy::registration::render(&snapshot, &options)
     };
+    if let Some(plugin) = args.static_manifests {
+        if rendered.is_empty() {
+            bail!(
+                "{}: no webhooks of the kind --static-manifests names to register",
+                args.config.display()
+            );
+        }
+        // The same rules as `check --static-manifests`, on what is printed: a file
+        // kube-apiserver's loader refuses keeps it from starting.
+        let output = std::path::PathBuf::from("registration.yaml");
+        let refused = config::static_manifests::check(&[(output, rendered.clone())], plugin);
+        if !refused.is_empty() {
+            for p in &refused {
+                eprintln!("error: {p}");
+            }
+            bail!(
+                "{} problem(s) kube-apiserver's static manifests loader would refuse; nothing printed",
+                refused.len()
+            );
+        }
+    }
     print!("{rendered}");
     Ok(())
 }
