@@ -113,11 +113,6 @@ impl AsyncWrite for RawStream {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        // admission-proxy's copy: one buffer (rustls hands over one TLS record so) goes out
-        // with `send`, not a one-element `writev`, which takes the kernel's longer path.
-        if let [only] = bufs {
-            return self.poll_write(cx, only);
-        }
         // Safety: Basic enum pin projection
         unsafe {
             match &mut Pin::get_unchecked_mut(self) {
@@ -330,6 +325,11 @@ impl AsyncWrite for RawStreamWrapper {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        // admission-proxy's copy: one buffer (rustls hands over one TLS record so) goes out
+        // with `send`, not a one-element `writev`, which takes the kernel's longer path.
+        if let [only] = bufs {
+            return self.poll_write(cx, only);
+        }
         // Safety: Basic enum pin projection
         unsafe {
             match &mut Pin::get_unchecked_mut(self).stream {
