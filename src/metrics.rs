@@ -2,8 +2,8 @@
 //! legacy backend's time and the proxy's own, plus the process (build, configuration, TLS,
 //! namespace watch). Label names follow kube-apiserver's admission webhook metrics where they
 //! mean the same (`name`, `type`, `operation`, `rejected`; `apiserver_admission_webhook_*` in
-//! `k8s.io/apiserver/pkg/admission/metrics`). Depends on `memory`, and on `config` for the
-//! series rendered from the configuration served ([`write_configuration_series`]).
+//! `k8s.io/apiserver/pkg/admission/metrics`). Depends on `memory` only; the series rendered
+//! from the configuration served are handed in by the caller ([`write_ca_bundle_expiries`]).
 //!
 //! Every family is described (HELP) and every series the proxy can know in advance exists at
 //! zero from start. Per-webhook handles are resolved when a configuration is loaded
@@ -478,16 +478,21 @@ pub(crate) fn serving_certificate(not_after: i64) {
         .set(not_after as f64);
 }
 
-/// Appends to `out`, a scrape's text, the families rendered from `snapshot`, the configuration
-/// served: `admission_proxy_backend_ca_bundle_expiry_timestamp_seconds{name,type}` (HELP and
-/// TYPE even without a series, as the recorder's families have from start).
+/// Appends to `out`, a scrape's text,
+/// `admission_proxy_backend_ca_bundle_expiry_timestamp_seconds{name,type}` for `expiries`, the
+/// configuration served's webhooks with a `caBundle`: (`type`, `name`, its first certificate's
+/// notAfter in Unix seconds). HELP and TYPE are written even without a series, as the
+/// recorder's families have from start.
 ///
 /// Rendered here at each scrape rather than set through the recorder, so that a webhook a
 /// reload removed loses its series (and stops firing AdmissionProxyBackendCABundleExpiring):
 /// metrics-exporter-prometheus 0.18 cannot remove a series (its registry is private), and
 /// its `idle_timeout` drops series by age, which would also drop this set-once gauge of a
 /// webhook still served.
-pub(crate) fn write_configuration_series(out: &mut String, snapshot: &crate::config::Snapshot) {
+pub(crate) fn write_ca_bundle_expiries<'a>(
+    out: &mut String,
+    expiries: impl IntoIterator<Item = (&'a str, &'a str, i64)>,
+) {
     use metrics_exporter_prometheus::formatting::{
         sanitize_label_value, write_help_line, write_type_line,
     };
@@ -499,12 +504,7 @@ pub(crate) fn write_configuration_series(out: &mut String, snapshot: &crate::con
         .map_or("", |(_, _, help)| *help);
     write_help_line(out, name, None, None, help);
     write_type_line(out, name, None, None, "gauge");
-    let mut expiries = Vec::new();
-    for w in snapshot.webhooks() {
-        if let Some(not_after) = w.backend.ca_bundle_expiry {
-            expiries.push((w.webhook_type.as_str(), w.name.as_str(), not_after));
-        }
-    }
+    let mut expiries: Vec<_> = expiries.into_iter().collect();
     expiries.sort_unstable();
     for (webhook_type, webhook, not_after) in expiries {
         let _ = writeln!(

@@ -108,7 +108,12 @@ impl State {
             let admissions = admissions.clone();
             crate::metrics::Scrapes::new(move || {
                 let mut text = handle.render();
-                crate::metrics::write_configuration_series(&mut text, &admissions.config.load());
+                let served = admissions.config.load();
+                let expiries = served.webhooks().filter_map(|w| {
+                    let not_after = w.backend.ca_bundle_expiry?;
+                    Some((w.webhook_type.as_str(), w.name.as_str(), not_after))
+                });
+                crate::metrics::write_ca_bundle_expiries(&mut text, expiries);
                 text
             })
         });
