@@ -11,6 +11,8 @@
 //!   ([`crate::matching::cel_env::introduced`]).
 //! - matchConditions themselves: beta and on by default from 1.28 (the
 //!   `AdmissionWebhookMatchConditions` feature gate; GA in 1.30).
+//! - What a matchCondition's calls into the Kubernetes CEL libraries cost at run time: their
+//!   own prices from 1.32, 1 each before ([`crate::matching::CostModel`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -32,6 +34,11 @@ pub struct KubeVersion {
 
 /// The first release serving webhook matchConditions by default (beta).
 pub const MATCH_CONDITIONS: KubeVersion = KubeVersion { minor: 28 };
+
+/// The first release charging the Kubernetes CEL libraries' own costs to webhook matchConditions
+/// by default (`StrictCostEnforcementForWebhooks`: beta and off in 1.30 and 1.31, GA and locked
+/// on in 1.32; `pkg/features/versioned_kube_features.go`).
+pub const STRICT_COST_ENFORCEMENT: KubeVersion = KubeVersion { minor: 32 };
 
 /// The first release whose kube-apiserver keeps the virtual authentication and authorization
 /// resources from webhooks (`ExcludeAdmissionWebhookVirtualResources`, beta and on by default;

@@ -329,7 +329,7 @@ impl Serving {
         })?;
         let certificates = certificates(config)?;
         reload::loaded(&snapshot, false);
-        let mut dispatcher = dispatcher(config);
+        let mut dispatcher = dispatcher(config, kube_version);
         if let Some(ttl) = config.authorizer {
             let client = SubjectAccessReviews::client(config.kubeconfig.as_deref())
                 .await
@@ -548,9 +548,11 @@ fn certificates(config: &ServeConfig) -> Result<Certificates, ServeError> {
     })
 }
 
-/// The dispatcher with `config`'s timeouts, breakers and default mode.
-fn dispatcher(config: &ServeConfig) -> Dispatcher {
+/// The dispatcher with `config`'s timeouts, breakers and default mode, and the CEL cost model
+/// of the cluster's `kube_version`.
+fn dispatcher(config: &ServeConfig, kube_version: Option<KubeVersion>) -> Dispatcher {
     let dispatcher = Dispatcher::new(config.timeout_margin)
+        .with_cost_model(crate::matching::CostModel::of_kube_version(kube_version))
         .with_conversion_timeout(config.conversion_webhook_timeout)
         .with_call_queue_timeout(config.call_queue_timeout)
         .with_default_mode(config.default_mode);

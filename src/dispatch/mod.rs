@@ -32,6 +32,7 @@ use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, EquivalentError, Rewritten};
 pub(crate) use crate::decision::Decision;
+use crate::matching::CostModel;
 use crate::metrics::Conditions;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
 pub use client::{HttpClient, HttpReply, Target, TransportError};
@@ -259,7 +260,15 @@ impl Dispatcher {
             call_queue_timeout: DEFAULT_CALL_QUEUE_TIMEOUT,
             default_mode: Mode::Enforce,
             authorizer: None,
+            cost_model: CostModel::Strict,
         }
+    }
+
+    /// Prices matchConditions' calls into the Kubernetes CEL libraries as kube-apiserver of the
+    /// cluster's version does ([`CostModel::of_kube_version`]; strict otherwise).
+    pub fn with_cost_model(mut self, model: CostModel) -> Self {
+        self.cost_model = model;
+        self
     }
 
     /// Answers matchConditions' `authorizer` checks with `authorizer`

@@ -49,8 +49,8 @@ use crate::config::Webhook;
 use crate::conversion::{self, Rewritten};
 use crate::matching::authz::Decisions;
 use crate::matching::{
-    Authorized, ConditionsResult, ConditionsVerdict, MatchDecision, Namespaces, SkipReason,
-    MAX_AUTHORIZATION_ROUNDS,
+    Authorized, ConditionsResult, ConditionsVerdict, CostModel, MatchDecision, Namespaces,
+    SkipReason, MAX_AUTHORIZATION_ROUNDS,
 };
 use crate::metrics::Conditions;
 use crate::resources::Equivalent;
@@ -113,6 +113,8 @@ pub struct Dispatcher {
     pub(super) default_mode: Mode,
     /// `--authorizer=subjectaccessreview`: answers matchConditions' `authorizer` checks.
     pub(super) authorizer: Option<Arc<SubjectAccessReviews>>,
+    /// What matchConditions' library calls cost: the cluster's version's default.
+    pub(super) cost_model: CostModel,
 }
 
 impl Dispatcher {
@@ -287,7 +289,8 @@ impl Dispatcher {
             // admission's future.
             Box::pin(self.authorize(a, sent)).await
         } else {
-            webhook.matcher.decide_conditions(sent)
+            self.cost_model
+                .apply(|| webhook.matcher.decide_conditions(sent))
         };
         self.conditions(a, verdict, invocation, matching, trace)?;
         ControlFlow::Continue(Prepared {
@@ -442,7 +445,10 @@ impl Dispatcher {
         let mut span: Option<PhaseSpan> = None;
         let mut asked = 0usize;
         for _ in 0..MAX_AUTHORIZATION_ROUNDS {
-            match conditions.evaluate_authorized(sent, &mut decisions) {
+            let round = self
+                .cost_model
+                .apply(|| conditions.evaluate_authorized(sent, &mut decisions));
+            match round {
                 Authorized::Done(result) => {
                     if let Some(span) = &mut span {
                         span.set("checks", i64::try_from(asked).unwrap_or(i64::MAX));

@@ -121,8 +121,8 @@ pub(crate) const DECISION_TYPE: &str = "kubernetes.authorization.Decision";
 pub(crate) const REQUEST_RESOURCE_VARIABLE: &str = "authorizer.requestResource";
 
 /// `check`'s cost (`library/cost.go` `CallCost`: "set to allow for only two authorization
-/// checks per expression"); charged because `StrictCostEnforcementForWebhooks` is locked on
-/// since Kubernetes 1.32.
+/// checks per expression"), charged under `StrictCostEnforcementForWebhooks`, locked on since
+/// Kubernetes 1.32 (before, a call costs 1: [`super::CostModel`]).
 pub(crate) const CHECK_COST: u64 = 350_000;
 
 #[derive(Debug, PartialEq, Eq)]

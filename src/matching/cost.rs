@@ -157,6 +157,12 @@ fn needs_operands(function: &str) -> bool {
             | operators::IN
             | "startsWith"
             | "endsWith"
+            | "isSorted"
+            | "sum"
+            | "max"
+            | "min"
+            | "indexOf"
+            | "lastIndexOf"
             | "contains"
             | "matches"
             | "bytes"
@@ -194,16 +200,93 @@ fn selector_cost(length: u64) -> u64 {
         + ceil_factor(length, 0.5) * (LIST_CREATE + STRUCT_CREATE)
 }
 
-/// cel-go `CostTracker.costCall` with Kubernetes' `CostEstimator.CallCost` consulted first.
-/// `operands` lists the target first for member calls, as cel-go's argument list does;
-/// `traversal` is `traversalCost` of the first operand and `result` the result's size, for the
-/// few functions that charge by them.
+/// How kube-apiserver charges calls into the Kubernetes CEL libraries at run time.
+///
+/// `StrictCostOpt` (`staging/src/k8s.io/apiserver/pkg/cel/environment/base.go`) adds
+/// `cel.CostTracking(&library.CostEstimator{})` to a webhook's CEL environment when
+/// `StrictCostEnforcementForWebhooks` is on: beta and off by default in 1.30 and 1.31, GA and
+/// locked on from 1.32 (`pkg/features/versioned_kube_features.go`). Without it, cel-go's
+/// `CostTracker.costCall` prices the calls by its own table, where a library function costs 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CostModel {
+    /// `library.CostEstimator` consulted first: `check` 350,000, strings by their length, ...
+    #[default]
+    Strict,
+    /// cel-go's own costs only (kube-apiserver before 1.32, by default).
+    Unstrict,
+}
+
+impl CostModel {
+    /// The default of kube-apiserver `version`: strict from 1.32, and when the version is not
+    /// known (the current releases').
+    ///
+    /// ```
+    /// use admission_proxy::kube_version::KubeVersion;
+    /// use admission_proxy::matching::CostModel;
+    ///
+    /// let at = |v: &str| CostModel::of_kube_version(Some(v.parse::<KubeVersion>().unwrap()));
+    /// assert_eq!(at("1.31"), CostModel::Unstrict);
+    /// assert_eq!(at("1.32"), CostModel::Strict);
+    /// assert_eq!(CostModel::of_kube_version(None), CostModel::Strict);
+    /// ```
+    pub fn of_kube_version(version: Option<crate::kube_version::KubeVersion>) -> Self {
+        match version {
+            Some(v) if v < crate::kube_version::STRICT_COST_ENFORCEMENT => CostModel::Unstrict,
+            _ => CostModel::Strict,
+        }
+    }
+
+    /// Runs `f` (an evaluation: a dispatcher's conditions phase, `explain`) with every cost
+    /// it charges priced by `self`; [`CostModel::Strict`] outside. As `authz::with_decisions`,
+    /// a setting of one synchronous evaluation rather than a parameter of every evaluation
+    /// function.
+    pub fn apply<R>(self, f: impl FnOnce() -> R) -> R {
+        struct Restore(CostModel);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                MODEL.with(|m| m.set(self.0));
+            }
+        }
+        let _restore = Restore(MODEL.with(|m| m.replace(self)));
+        f()
+    }
+}
+
+thread_local! {
+    /// The model [`CostModel::apply`] set for the evaluation running on this thread.
+    static MODEL: std::cell::Cell<CostModel> = const { std::cell::Cell::new(CostModel::Strict) };
+}
+
+/// cel-go `CostTracker.costCall`, with Kubernetes' `CostEstimator.CallCost` consulted first
+/// under [`CostModel::Strict`]. `operands` lists the target first for member calls, as
+/// cel-go's argument list does; `traversal` is `traversalCost` of the first operand and
+/// `result` the result's size, for the few functions that charge by them.
 fn call_cost(function: &str, operands: &[Operand], traversal: u64, result: u64) -> u64 {
+    let library = match MODEL.with(std::cell::Cell::get) {
+        CostModel::Strict => library_call_cost(function, operands, traversal, result),
+        CostModel::Unstrict => None,
+    };
+    library.unwrap_or_else(|| runtime_call_cost(function, operands))
+}
+
+/// The most [`call_cost`] charges under either model: for the load-time bound.
+fn call_cost_bound(function: &str, operands: &[Operand], traversal: u64, result: u64) -> u64 {
+    library_call_cost(function, operands, traversal, result)
+        .map_or_else(|| runtime_call_cost(function, operands), |c| c.max(1))
+}
+
+/// `CostEstimator.CallCost` (library/cost.go): the Kubernetes libraries' prices, `None` for a
+/// function it leaves to cel-go.
+fn library_call_cost(
+    function: &str,
+    operands: &[Operand],
+    traversal: u64,
+    result: u64,
+) -> Option<u64> {
     let size = |i: usize| operands.get(i).map_or(1, |o| o.size);
     let text = |i: usize| operands.get(i).is_some_and(|o| o.text);
     let regex = || ceil_factor(1 + size(0), STRING_TRAVERSAL) * ceil_factor(size(1), REGEX_LENGTH);
-    match function {
-        // library/cost.go first.
+    Some(match function {
         "isSorted" | "sum" | "max" | "min" | "indexOf" | "lastIndexOf" => traversal,
         "url" | "lowerAscii" | "upperAscii" | "substring" | "trim" | "cidr" | "isIP" | "isCIDR"
         | "quantity" | "isQuantity" => ceil_factor(size(0), STRING_TRAVERSAL),
@@ -232,7 +315,17 @@ fn call_cost(function: &str, operands: &[Operand], traversal: u64, result: u64) 
             };
             base + mask + parse
         }
-        // runtimecost.go.
+        _ => return None,
+    })
+}
+
+/// cel-go's own prices (`interpreter/runtimecost.go` `costCall`): 1 for a call it has no
+/// formula for.
+fn runtime_call_cost(function: &str, operands: &[Operand]) -> u64 {
+    let size = |i: usize| operands.get(i).map_or(1, |o| o.size);
+    let text = |i: usize| operands.get(i).is_some_and(|o| o.text);
+    let regex = || ceil_factor(1 + size(0), STRING_TRAVERSAL) * ceil_factor(size(1), REGEX_LENGTH);
+    match function {
         "startsWith" | "endsWith" if text(0) => ceil_factor(size(0), STRING_TRAVERSAL),
         "bytes" | "string" if text(0) => ceil_factor(size(0), STRING_TRAVERSAL),
         // InList charges the list's size; `in` on a map is O(1).
@@ -512,7 +605,7 @@ fn bound(expr: &Expression, max_size: u64) -> (u64, u64) {
                 operators::CONDITIONAL | operators::LOGICAL_AND | operators::LOGICAL_OR => 0,
                 operators::OPT_SELECT => 1,
                 // A traversal costs at most one unit per byte of what is traversed.
-                _ => call_cost(&function, &operands, sizes.max(n), u64::MAX),
+                _ => call_cost_bound(&function, &operands, sizes.max(n), u64::MAX),
             };
             let size = match &*function {
                 // Results that may outgrow their operands.
@@ -609,6 +702,39 @@ mod tests {
         for (expression, want) in cases {
             assert_eq!(cost(expression, object()), Ok(*want), "{expression}");
         }
+    }
+
+    /// Before 1.32 (`StrictCostEnforcementForWebhooks` off) a Kubernetes library call costs
+    /// cel-go's default 1; cel-go's own formulas (`matches`, `startsWith`) stay.
+    #[test]
+    fn library_calls_cost_one_without_strict_cost_enforcement() {
+        let cases: &[(&str, u64, u64)] = &[
+            // url: ceil(len × 0.1) = 3 strict; 1 otherwise.
+            ("url('https://example.com/x') != null", 3 + 1, 1 + 1),
+            // lowerAscii on a 14-character name: select 3 plus ceil(1.4) = 2.
+            (
+                "object.metadata.name.lowerAscii() == 'x'",
+                3 + 2 + 1,
+                3 + 1 + 1,
+            ),
+            // isSorted: the list's traversal (three strings of one character, 0 each: what
+            // `traversalCost` gives; it was charged 1 before its operand was read) vs 1.
+            ("['a', 'b', 'c'].isSorted()", 10, 10 + 1),
+            ("['abcdefghijkl', 'b'].isSorted()", 10 + 1, 10 + 1),
+            // cel-go's own prices are the same under both.
+            ("object.metadata.name.startsWith('web')", 5, 5),
+            ("object.metadata.name.matches('^web-[0-9]+$')", 9, 9),
+        ];
+        for (expression, strict, unstrict) in cases {
+            assert_eq!(cost(expression, object()), Ok(*strict), "{expression}");
+            let under = CostModel::Unstrict.apply(|| cost(expression, object()));
+            assert_eq!(under, Ok(*unstrict), "{expression} without strict cost");
+        }
+        // apply restores the model it found.
+        assert_eq!(
+            cost("url('https://example.com/x') != null", object()),
+            Ok(4)
+        );
     }
 
     /// The cost of `expression` with `variables` bound, under `limit`.

@@ -25,6 +25,7 @@ use crate::review::{Operation, ParsedReview, Status};
 pub use conditions::Authorized;
 pub(crate) use conditions::MAX_AUTHORIZATION_ROUNDS;
 pub use conditions::{ConditionsResult, MatchCondition, MatchConditions};
+pub use cost::CostModel;
 pub use namespaces::Namespaces;
 pub use rules::{Rule, RuleInput};
 pub(crate) use selector::LabelSelector;

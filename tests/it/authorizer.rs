@@ -417,6 +417,36 @@ async fn a_third_check_runs_over_the_cost_limit() {
     assert_eq!(asked, vec![json!("/a"), json!("/b")]);
 }
 
+/// Before 1.32 kube-apiserver does not charge `check` its 350000 by default
+/// (`StrictCostEnforcementForWebhooks` beta and off in 1.30 and 1.31): with `--kube-version
+/// 1.31` the same three checks are all asked and the condition is simply false.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_checks_fit_the_cost_limit_before_1_32() {
+    let api = SarApi::start();
+    let backend = TestBackend::start();
+    let three = "authorizer.path('/a').check('get').allowed() || authorizer.path('/b').check('get').allowed() || authorizer.path('/c').check('get').allowed()";
+    let ws = Workspace::new("authz-cost-1-31");
+    let config = webhook(
+        "three.authz.test",
+        &backend,
+        "/allow",
+        "Fail",
+        &[("three", three)],
+    );
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    let proxy = start(&ws, &api, &["--kube-version", "1.31"]);
+    let (decision, response) = admit(&proxy, &ws, "three.authz.test", &pod_by("jane", 1)).await;
+    assert_eq!(decision, "skipped", "{response}");
+    assert_eq!(response["allowed"], true);
+    assert_eq!(backend.recorder.calls(), 0);
+    let asked: Vec<Value> = api
+        .bodies()
+        .iter()
+        .map(|b| b["spec"]["nonResourceAttributes"]["path"].clone())
+        .collect();
+    assert_eq!(asked, vec![json!("/a"), json!("/b"), json!("/c")]);
+}
+
 /// A backend no test reaches (the proxy refuses to start first).
 const UNCALLED: &str = "{url: \"https://127.0.0.1:9/never\"}";
 
@@ -597,6 +627,16 @@ fn explain_shows_each_check_and_its_answer() {
         "{offline}"
     );
     assert_eq!(api.calls(), 1);
+
+    // kube-apiserver 1.31 does not charge `check` its 350000 (StrictCostEnforcementForWebhooks
+    // off by default before 1.32): the same condition costs 7.
+    let at_1_31 = explain(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--kube-version",
+        "1.31",
+    ]);
+    assert!(at_1_31.contains("-> false (cost 7)"), "{at_1_31}");
 
     // With --kubeconfig the cluster's version is read too (the stand-in answers 1.33): the
     // semver library, in kube-apiserver's environment from 1.33, is refused for a new
