@@ -110,6 +110,14 @@ async fn admit(proxy: &BinaryProxy, ws: &Workspace, webhook: &str, body: &[u8]) 
     (decision, review["response"].clone())
 }
 
+/// The non-resource paths of the SubjectAccessReviews `api` was asked, in order.
+fn paths_asked(api: &SarApi) -> Vec<Value> {
+    api.bodies()
+        .iter()
+        .map(|b| b["spec"]["nonResourceAttributes"]["path"].clone())
+        .collect()
+}
+
 /// A metric's value in the proxy's /metrics, 0 when absent.
 fn metric(proxy: &BinaryProxy, ws: &Workspace, series: &str) -> f64 {
     let text = https_get(&proxy.addr, &ws.pki.ca_pem, None, "/metrics").unwrap();
@@ -409,12 +417,7 @@ async fn a_third_check_runs_over_the_cost_limit() {
         "{message}"
     );
     assert_eq!(backend.recorder.calls(), 0);
-    let asked: Vec<Value> = api
-        .bodies()
-        .iter()
-        .map(|b| b["spec"]["nonResourceAttributes"]["path"].clone())
-        .collect();
-    assert_eq!(asked, vec![json!("/a"), json!("/b")]);
+    assert_eq!(paths_asked(&api), vec![json!("/a"), json!("/b")]);
 }
 
 /// Before 1.32 kube-apiserver does not charge `check` its 350000 by default
@@ -439,12 +442,10 @@ async fn three_checks_fit_the_cost_limit_before_1_32() {
     assert_eq!(decision, "skipped", "{response}");
     assert_eq!(response["allowed"], true);
     assert_eq!(backend.recorder.calls(), 0);
-    let asked: Vec<Value> = api
-        .bodies()
-        .iter()
-        .map(|b| b["spec"]["nonResourceAttributes"]["path"].clone())
-        .collect();
-    assert_eq!(asked, vec![json!("/a"), json!("/b"), json!("/c")]);
+    assert_eq!(
+        paths_asked(&api),
+        vec![json!("/a"), json!("/b"), json!("/c")]
+    );
 }
 
 /// A backend no test reaches (the proxy refuses to start first).

@@ -323,45 +323,40 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
         std::fs::read(&args.review).with_context(|| format!("read {}", args.review.display()))?;
     let review = admission_proxy::review::ParsedReview::parse(&body)
         .with_context(|| format!("parse the AdmissionReview in {}", args.review.display()))?;
+    // `authorizer` checks: asked of the cluster with --kubeconfig, else answered "not checked".
+    let cluster = match &args.kubeconfig {
+        None => None,
+        Some(kubeconfig) => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("start the tokio runtime")?;
+            let client = runtime.block_on(SubjectAccessReviews::client(Some(kubeconfig)))?;
+            Some((
+                runtime,
+                SubjectAccessReviews::new(client, CacheTtl::default()),
+            ))
+        }
+    };
+    let authorize = |key: &CheckKey| match &cluster {
+        Some((runtime, authorizer)) => runtime.block_on(authorizer.decide(key, ASK_TIMEOUT)),
+        None => Decision {
+            error: Some("not checked: explain asks the cluster only with --kubeconfig".into()),
+            ..Decision::default()
+        },
+    };
     // matchConditions' library calls priced as the cluster's kube-apiserver prices them.
     let cost_model = admission_proxy::matching::CostModel::of_kube_version(kube_version);
-    let explanation = cost_model.apply(|| -> anyhow::Result<_> {
-        Ok(match &args.kubeconfig {
-            None => {
-                let not_checked = |_: &CheckKey| Decision {
-                    error: Some(
-                        "not checked: explain asks the cluster only with --kubeconfig".into(),
-                    ),
-                    ..Decision::default()
-                };
-                admission_proxy::explain::explain(
-                    &snapshot,
-                    &review,
-                    namespaces.as_ref(),
-                    exclusions.as_ref(),
-                    &args.redact_path,
-                    &not_checked,
-                )
-            }
-            Some(kubeconfig) => {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .context("start the tokio runtime")?;
-                let client = runtime.block_on(SubjectAccessReviews::client(Some(kubeconfig)))?;
-                let authorizer = SubjectAccessReviews::new(client, CacheTtl::default());
-                let ask = |key: &CheckKey| runtime.block_on(authorizer.decide(key, ASK_TIMEOUT));
-                admission_proxy::explain::explain(
-                    &snapshot,
-                    &review,
-                    namespaces.as_ref(),
-                    exclusions.as_ref(),
-                    &args.redact_path,
-                    &ask,
-                )
-            }
-        })
-    })?;
+    let explanation = cost_model.apply(|| {
+        admission_proxy::explain::explain(
+            &snapshot,
+            &review,
+            namespaces.as_ref(),
+            exclusions.as_ref(),
+            &args.redact_path,
+            &authorize,
+        )
+    });
     if args.output == "json" {
         println!("{}", serde_json::to_string_pretty(&explanation)?);
     } else {
