@@ -27,8 +27,8 @@ pub struct Backend {
     pub(crate) path: String,
     /// Trust roots from `caBundle` (DER); `None` means the system roots.
     pub(crate) ca_bundle: Option<Arc<[WrappedX509]>>,
-    /// When the first certificate of `caBundle` expires (Unix seconds): from then on the
-    /// backend's certificate no longer verifies against it.
+    /// When the first of `caBundle`'s certificates expires (its soonest `notAfter`, Unix
+    /// seconds): from then on a backend certificate it signed no longer verifies.
     pub(crate) ca_bundle_expiry: Option<i64>,
     /// Distinguishes connection pools of backends with different trust roots or server names.
     pub(crate) ca_fingerprint: u64,
@@ -156,12 +156,7 @@ impl Backend {
                     host,
                     port,
                     path,
-                    ca_bundle_expiry: ca_bundle.as_ref().and_then(|certs| {
-                        certs
-                            .iter()
-                            .map(|c| c.borrow_cert().validity().not_after.timestamp())
-                            .min()
-                    }),
+                    ca_bundle_expiry: ca_bundle.as_deref().and_then(soonest_expiry),
                     ca_bundle,
                     ca_fingerprint,
                     server_name: None,
@@ -209,12 +204,7 @@ impl Backend {
                     host,
                     port: port as u16,
                     path,
-                    ca_bundle_expiry: ca_bundle.as_ref().and_then(|certs| {
-                        certs
-                            .iter()
-                            .map(|c| c.borrow_cert().validity().not_after.timestamp())
-                            .min()
-                    }),
+                    ca_bundle_expiry: ca_bundle.as_deref().and_then(soonest_expiry),
                     ca_bundle,
                     ca_fingerprint,
                     server_name: None,
@@ -308,6 +298,14 @@ pub(crate) fn is_loopback(host: &str) -> bool {
 }
 
 /// Go's `path.Join(path)` for a single absolute path: trailing `/` dropped, empty becomes `/`.
+/// The soonest `notAfter` of `certs` (Unix seconds); `None` for none.
+fn soonest_expiry(certs: &[WrappedX509]) -> Option<i64> {
+    certs
+        .iter()
+        .map(|c| c.borrow_cert().validity().not_after.timestamp())
+        .min()
+}
+
 fn join_path(path: &str) -> String {
     let trimmed = path.trim_end_matches('/');
     if trimmed.is_empty() {

@@ -68,6 +68,18 @@ pub const VIRTUAL_RESOURCES: [(&str, &str); 6] = [
 ];
 
 impl ExclusionSettings {
+    /// These settings for a cluster of `version`: from
+    /// [`crate::kube_version::VIRTUAL_RESOURCES_EXCLUDED`] the virtual resources are exempt as
+    /// well (an unknown version changes nothing).
+    pub fn for_kube_version(self, version: Option<crate::kube_version::KubeVersion>) -> Self {
+        let excluded =
+            version.is_some_and(|v| v >= crate::kube_version::VIRTUAL_RESOURCES_EXCLUDED);
+        ExclusionSettings {
+            virtual_resources: self.virtual_resources || excluded,
+            ..self
+        }
+    }
+
     /// True when no exclusion is asked for (the default).
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty()

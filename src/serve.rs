@@ -321,12 +321,8 @@ impl Serving {
             })?;
         let namespaces = load_namespaces(config, &snapshot)?;
         // The cluster's version may only be known now (from /version).
-        let exclusions = Exclusions::load(&crate::exclusions::ExclusionSettings {
-            virtual_resources: config.exclusions.virtual_resources
-                || kube_version
-                    .is_some_and(|v| v >= crate::kube_version::VIRTUAL_RESOURCES_EXCLUDED),
-            ..config.exclusions.clone()
-        })?;
+        let exclusions =
+            Exclusions::load(&config.exclusions.clone().for_kube_version(kube_version))?;
         let certificates = certificates(config)?;
         reload::loaded(&snapshot, false);
         let mut dispatcher = dispatcher(config, kube_version);

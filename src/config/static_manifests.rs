@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::{documents, Problem};
+use super::{configuration_items, documents, Problem};
 
 /// The reserved suffix of static configurations' names (`manifest.StaticConfigSuffix`).
 pub const STATIC_CONFIG_SUFFIX: &str = ".static.k8s.io";
@@ -95,9 +95,14 @@ pub fn check(files: &[(PathBuf, String)], plugin: StaticPlugin) -> Vec<Problem> 
                 document: (!is_json).then_some(index),
                 ..Problem::of_file(file, message)
             };
-            for item in items(doc) {
-                if let Err(message) = configuration(&item, file, plugin, &mut seen) {
-                    problems.push(located(message));
+            // A List whose `items` is no list is the configuration validation's to report.
+            let base = Problem::of_file(file, String::new());
+            for (_, item) in configuration_items(doc, &base, &mut Vec::new()) {
+                if item.is_null() {
+                    continue;
+                }
+                if let Err(refused) = configuration(&item, file, plugin, &mut seen) {
+                    problems.push(located(refused.to_string()));
                 }
             }
         });
@@ -105,93 +110,127 @@ pub fn check(files: &[(PathBuf, String)], plugin: StaticPlugin) -> Vec<Problem> 
     problems
 }
 
-/// A document's configurations: itself, or a `List`'s items.
-fn items(doc: serde_json::Value) -> Vec<serde_json::Value> {
-    let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    if kind == "List" || kind.ends_with("WebhookConfigurationList") {
-        if let Some(serde_json::Value::Array(items)) = doc.get("items") {
-            return items.clone();
-        }
-    }
-    if doc.is_null() {
-        Vec::new()
-    } else {
-        vec![doc]
-    }
+/// What kube-apiserver's static manifests loader refuses in one configuration, in its words.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("file {file:?} contains {kind} but this directory is configured for {plugin} plugin; use a separate directory")]
+    OtherPlugin {
+        file: String,
+        kind: String,
+        plugin: &'static str,
+    },
+    #[error("file {file:?} contains unsupported resource type {group}/{version}, Kind={kind}; only {supported} and its List variants are supported")]
+    Unsupported {
+        file: String,
+        group: String,
+        version: String,
+        kind: String,
+        supported: &'static str,
+    },
+    #[error("{kind} in file {file:?} must have a name")]
+    Unnamed { kind: String, file: String },
+    #[error(
+        "{kind} {name:?} in file {file:?} must have a name ending with {STATIC_CONFIG_SUFFIX:?}"
+    )]
+    Suffix {
+        kind: String,
+        name: String,
+        file: String,
+    },
+    #[error(
+        "duplicate {kind} name {name:?} found in file {file:?} (previously seen in {previous:?})"
+    )]
+    Duplicate {
+        kind: String,
+        name: String,
+        file: String,
+        previous: String,
+    },
+    #[error("webhook {webhook:?} in {kind} {name:?} (file {file:?}): {rule}")]
+    ClientConfig {
+        webhook: String,
+        kind: String,
+        name: String,
+        file: String,
+        rule: &'static str,
+    },
 }
 
-/// One configuration's static-manifest rules; the first broken one, in upstream's words.
+/// One configuration's static-manifest rules; the first broken one.
 fn configuration(
     item: &serde_json::Value,
     file: &Path,
     plugin: StaticPlugin,
     seen: &mut HashMap<String, PathBuf>,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let text = |pointer: &str| item.pointer(pointer).and_then(|v| v.as_str()).unwrap_or("");
-    let (api_version, kind) = (text("/apiVersion"), text("/kind"));
-    let file_name = file.display();
+    let (api_version, kind) = (text("/apiVersion"), text("/kind").to_string());
+    let file_name = file.display().to_string();
     if kind == plugin.other_kind() {
-        return Err(format!(
-            "file {:?} contains {kind} but this directory is configured for {} plugin; use a separate directory",
-            file_name.to_string(),
-            plugin.plugin()
-        ));
+        return Err(Refused::OtherPlugin {
+            file: file_name,
+            kind,
+            plugin: plugin.plugin(),
+        });
     }
     if api_version != "admissionregistration.k8s.io/v1" || kind != plugin.kind() {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        return Err(format!(
-            "file {:?} contains unsupported resource type {group}/{version}, Kind={kind}; only {} and its List variants are supported",
-            file_name.to_string(),
-            plugin.kind()
-        ));
+        return Err(Refused::Unsupported {
+            file: file_name,
+            group: group.to_string(),
+            version: version.to_string(),
+            kind,
+            supported: plugin.kind(),
+        });
     }
-    let name = text("/metadata/name");
+    let name = text("/metadata/name").to_string();
     if name.is_empty() {
-        return Err(format!(
-            "{kind} in file {:?} must have a name",
-            file_name.to_string()
-        ));
+        return Err(Refused::Unnamed {
+            kind,
+            file: file_name,
+        });
     }
     if !name.ends_with(STATIC_CONFIG_SUFFIX) {
-        return Err(format!(
-            "{kind} {name:?} in file {:?} must have a name ending with {STATIC_CONFIG_SUFFIX:?}",
-            file_name.to_string()
-        ));
+        return Err(Refused::Suffix {
+            kind,
+            name,
+            file: file_name,
+        });
     }
-    if let Some(previous) = seen.get(name) {
-        return Err(format!(
-            "duplicate {kind} name {name:?} found in file {:?} (previously seen in {:?})",
-            file_name.to_string(),
-            previous.display().to_string()
-        ));
+    if let Some(previous) = seen.get(&name) {
+        return Err(Refused::Duplicate {
+            kind,
+            previous: previous.display().to_string(),
+            name,
+            file: file_name,
+        });
     }
-    seen.insert(name.to_string(), file.to_path_buf());
+    seen.insert(name.clone(), file.to_path_buf());
     let webhooks = item.get("webhooks").and_then(|w| w.as_array());
     for webhook in webhooks.into_iter().flatten() {
-        let webhook_name = webhook.get("name").and_then(|n| n.as_str()).unwrap_or("");
         let cc = webhook.get("clientConfig");
-        let at = |what: &str| {
-            format!(
-                "webhook {webhook_name:?} in {kind} {name:?} (file {:?}): {what}",
-                file_name.to_string()
-            )
-        };
         let field = |f: &str| cc.and_then(|c| c.get(f)).filter(|v| !v.is_null());
-        if field("service").is_some() {
-            return Err(at("clientConfig.service is not supported for static manifests; use clientConfig.url instead"));
-        }
-        if field("url")
-            .and_then(|u| u.as_str())
-            .is_none_or(str::is_empty)
-        {
-            return Err(at("clientConfig.url is required for static manifests"));
-        }
-        if field("caBundle")
-            .and_then(|u| u.as_str())
-            .is_none_or(str::is_empty)
-        {
-            return Err(at("clientConfig.caBundle is required for static manifests"));
-        }
+        let text_field = |f: &str| field(f).and_then(|v| v.as_str()).filter(|v| !v.is_empty());
+        let rule = if field("service").is_some() {
+            "clientConfig.service is not supported for static manifests; use clientConfig.url instead"
+        } else if text_field("url").is_none() {
+            "clientConfig.url is required for static manifests"
+        } else if text_field("caBundle").is_none() {
+            "clientConfig.caBundle is required for static manifests"
+        } else {
+            continue;
+        };
+        return Err(Refused::ClientConfig {
+            webhook: webhook
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("")
+                .to_string(),
+            kind,
+            name,
+            file: file_name,
+            rule,
+        });
     }
     Ok(())
 }

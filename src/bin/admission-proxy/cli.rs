@@ -449,9 +449,9 @@ impl ExclusionArgs {
             namespaces: self.exempt_namespaces.clone(),
             namespace_selector: self.exempt_namespace_selector.clone(),
             file: self.exclusions_file.clone(),
-            virtual_resources: kube_version
-                .is_some_and(|v| v >= admission_proxy::kube_version::VIRTUAL_RESOURCES_EXCLUDED),
+            virtual_resources: false,
         }
+        .for_kube_version(kube_version)
     }
 }
 
