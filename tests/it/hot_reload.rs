@@ -521,7 +521,11 @@ async fn a_refused_reload_is_exported_until_a_good_one() {
         "the start's load, {loaded}, is the last good one (started at {started})"
     );
 
-    std::fs::write(&file, config(&[("c.state.test", "PATCH")])).unwrap();
+    // Renamed into place, one event: written in place, the truncation and the write can reach
+    // the watcher in two batches on a busy machine, and be refused twice.
+    let staged = ws.dir.join("webhooks.yaml.new");
+    std::fs::write(&staged, config(&[("c.state.test", "PATCH")])).unwrap();
+    std::fs::rename(&staged, &file).unwrap();
     let refused = scrape_when_reload_successful_is(&proxy, &ws, 0.0).await;
     assert_eq!(
         common::metric_value(
