@@ -467,25 +467,25 @@ async fn repeated_problems_are_summarised() {
     assert_eq!(status(&client, &target, "a.many.test").await, 200);
 }
 
-/// `/metrics` once `admission_proxy_config_last_reload_successful` is `want`, scraped at most
-/// 60 times 50 ms apart: the reload thread applies a change after the file event, so the
-/// first scrape after a write may still see the previous value.
+/// `/metrics` once `admission_proxy_config_last_reload_successful` is `want` (bounded: the
+/// reload thread applies a change after the file event, so the first scrape after a write may
+/// still see the previous value).
 async fn scrape_when_reload_successful_is(
     proxy: &BinaryProxy,
     ws: &Workspace,
     want: f64,
 ) -> String {
-    let mut last = String::new();
-    for _ in 0..60 {
-        last = tokio::task::block_in_place(|| proxy.scrape(&ws.pki));
-        if common::metric_value(&last, "admission_proxy_config_last_reload_successful", &[])
-            == Some(want)
-        {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("admission_proxy_config_last_reload_successful never became {want}: {last}");
+    let successful =
+        |m: &str| common::metric_value(m, "admission_proxy_config_last_reload_successful", &[]);
+    let last = tokio::task::block_in_place(|| {
+        proxy.scrape_until(&ws.pki, |m| successful(m) == Some(want))
+    });
+    assert_eq!(
+        successful(&last),
+        Some(want),
+        "admission_proxy_config_last_reload_successful never became {want}: {last}"
+    );
+    last
 }
 
 fn now_seconds() -> f64 {

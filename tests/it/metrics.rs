@@ -462,17 +462,12 @@ async fn a_webhook_removed_by_a_reload_loses_its_ca_bundle_expiry() {
     );
 
     std::fs::write(&file, &kept).unwrap();
-    // Bounded: the reload is applied within a few of these.
-    let mut after = String::new();
-    for _ in 0..60 {
-        after = tokio::task::block_in_place(|| scrape(&proxy, &ws));
-        if value(&after, "admission_proxy_config_webhooks", &[]) == Some(1.0)
-            && expiry(&after, "removed.metrics.test").is_none()
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let after = tokio::task::block_in_place(|| {
+        proxy.scrape_until(&ws.pki, |m| {
+            value(m, "admission_proxy_config_webhooks", &[]) == Some(1.0)
+                && expiry(m, "removed.metrics.test").is_none()
+        })
+    });
     assert_eq!(
         expiry(&after, "removed.metrics.test"),
         None,

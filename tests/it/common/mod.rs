@@ -465,6 +465,20 @@ impl BinaryProxy {
         https_get(&self.addr, &pki.ca_pem, None, "/metrics").unwrap()
     }
 
+    /// `/metrics` once `ready` holds for it, scraped at most 60 times 50 ms apart (the proxy
+    /// applies a change on disk after its file event); the last scrape either way.
+    pub(crate) fn scrape_until(&self, pki: &TestPki, ready: impl Fn(&str) -> bool) -> String {
+        let mut last = String::new();
+        for _ in 0..60 {
+            last = self.scrape(pki);
+            if ready(&last) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        last
+    }
+
     pub(crate) fn logged(&self, needle: &str) -> bool {
         for _ in 0..60 {
             if self.logs.lock().unwrap().iter().any(|l| l.contains(needle)) {
