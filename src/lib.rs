@@ -34,6 +34,7 @@ pub mod authorizer;
 pub mod backend;
 pub mod candidate_report;
 pub mod capture;
+pub mod clock;
 pub mod config;
 pub mod conversion;
 pub mod decision;

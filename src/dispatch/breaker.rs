@@ -71,7 +71,9 @@ impl Breaker {
     /// Nanoseconds since the breaker was made. `open_until` is `now + cooldown`, never 0
     /// (the cool-down is at least 1 s), so 0 can mean closed.
     fn now(&self) -> u64 {
-        self.base.elapsed().as_nanos().min(u128::from(u64::MAX / 2)) as u64
+        crate::clock::since(self.base)
+            .as_nanos()
+            .min(u128::from(u64::MAX / 2)) as u64
     }
 
     /// Whether the next call may go out.

@@ -490,7 +490,7 @@ impl Dispatcher {
                 continue;
             }
             let a = request.admission(webhook);
-            let started = Instant::now();
+            let started = crate::clock::now();
             let in_flight = webhook.metrics.in_flight();
             let mut trace = Trace::default();
             let flow = {
@@ -514,7 +514,7 @@ impl Dispatcher {
                 continue;
             }
             run.steps
-                .push(Step::of(webhook, 0, &verdict, started.elapsed()));
+                .push(Step::of(webhook, 0, &verdict, crate::clock::since(started)));
             match verdict.outcome {
                 Outcome::Response(_) if verdict.decision == Decision::Skipped => {}
                 Outcome::Response(r) => {
@@ -567,7 +567,7 @@ impl Dispatcher {
                             verdict
                         }
                     };
-                    (index, i, verdict, started.elapsed())
+                    (index, i, verdict, crate::clock::since(started))
                 }
             })
             .collect();
@@ -732,13 +732,13 @@ impl Dispatcher {
         }
         let shared = current;
         let current = current.get();
-        let started = Instant::now();
+        let started = crate::clock::now();
         let _in_flight = webhook.metrics.in_flight();
         let (verdict, called) = {
             let call = pin!(self.mutating_call(webhook, current, run, grace));
             call.await
         };
-        let mut record = Step::of(webhook, round, &verdict, started.elapsed());
+        let mut record = Step::of(webhook, round, &verdict, crate::clock::since(started));
         if verdict.decision == Decision::Skipped {
             run.steps.push(record);
             return Turn::Next;

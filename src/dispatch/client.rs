@@ -273,10 +273,11 @@ struct Pool {
     queues: ArcSwap<HashMap<u64, Arc<ArrayQueue<Idle>>>>,
 }
 
-/// An idle connection and when it was last used.
+/// An idle connection and when it was last used (the wake-up that read its answer,
+/// [`crate::clock`]).
 struct Idle {
     stream: pingora::protocols::Stream,
-    since: std::time::Instant,
+    since: tokio::time::Instant,
 }
 
 /// Idle connections kept per backend; more are closed after their answer.
@@ -287,7 +288,7 @@ impl Pool {
     fn take(&self, key: u64) -> Option<pingora::protocols::Stream> {
         let queue = self.queues.load().get(&key).cloned()?;
         while let Some(idle) = queue.pop() {
-            if idle.since.elapsed() < POOL_IDLE {
+            if crate::clock::since(idle.since) < POOL_IDLE {
                 return Some(idle.stream);
             }
         }
@@ -299,7 +300,7 @@ impl Pool {
         let queue = super::cow_entry(&self.queues, key, || ArrayQueue::new(POOL_PER_BACKEND));
         let _ = queue.push(Idle {
             stream,
-            since: std::time::Instant::now(),
+            since: crate::clock::now(),
         });
     }
 }
@@ -370,20 +371,9 @@ impl HttpClient {
         }
         let stream = match stream {
             Some(pooled) => pooled,
-            None => {
-                // Only a new connection needs the address: a pooled one is reused without a
-                // DNS lookup (a Service backend's name would otherwise be resolved per call),
-                // as Go's transport reuses idle connections by host and port.
-                let verified = target.peer().await?;
-                let pinned = target.pinned_peer(&verified);
-                let session = self.connect(target, &verified, pinned.as_ref()).await?;
-                let HttpSession::H1(h1) = session else {
-                    return Err(TransportError::Io(TransportFailure::new(
-                        "unexpected HTTP/2 session",
-                    )));
-                };
-                h1.into_inner()
-            }
+            // Boxed: a new connection (DNS lookup, TCP and TLS handshakes) is the rare branch,
+            // and its state, most of this future's, would otherwise be part of every call's.
+            None => Box::pin(self.new_connection(target)).await?,
         };
         let (reply, mut h1) = exchange(stream, target, &wire).await?;
         h1.respect_keepalive();
@@ -391,6 +381,24 @@ impl HttpClient {
             self.pools[lane_pool()].put(key, stream);
         }
         Ok(reply)
+    }
+
+    /// A new connection to `target`. Only a new connection needs the address: a pooled one
+    /// is reused without a DNS lookup (a Service backend's name would otherwise be resolved
+    /// per call), as Go's transport reuses idle connections by host and port.
+    async fn new_connection(
+        &self,
+        target: &Target,
+    ) -> Result<pingora::protocols::Stream, TransportError> {
+        let verified = target.peer().await?;
+        let pinned = target.pinned_peer(&verified);
+        let session = self.connect(target, &verified, pinned.as_ref()).await?;
+        let HttpSession::H1(h1) = session else {
+            return Err(TransportError::Io(TransportFailure::new(
+                "unexpected HTTP/2 session",
+            )));
+        };
+        Ok(h1.into_inner())
     }
 
     /// A new connection: first through `pinned` (when the `caBundle` has a self-signed

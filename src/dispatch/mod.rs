@@ -336,7 +336,7 @@ impl Dispatcher {
                 Duration::MAX,
                 Some(t),
                 self.timeout_margin,
-                received.elapsed(),
+                crate::clock::since(received),
             )
         })
     }
@@ -354,7 +354,7 @@ impl Dispatcher {
             limit,
             clock.caller_timeout,
             self.timeout_margin,
-            clock.received.elapsed(),
+            crate::clock::since(clock.received),
         )
     }
 

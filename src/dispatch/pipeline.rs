@@ -440,7 +440,7 @@ impl Dispatcher {
         };
         // One deadline for every round: the webhook's timeoutSeconds within the caller's
         // `?timeout=`. What the checks take is not there for the call.
-        let deadline = Instant::now() + self.budget(self.call_limit(webhook), clock);
+        let deadline = crate::clock::now() + self.budget(self.call_limit(webhook), clock);
         let mut decisions = Decisions::with_cache(authorizer.clone());
         let mut span: Option<PhaseSpan> = None;
         let mut asked = 0usize;
@@ -459,7 +459,7 @@ impl Dispatcher {
                     // One span for every round's waits, from the first.
                     span = span.or_else(|| trace_context.phase("authorization"));
                     asked += keys.len();
-                    let budget = deadline.saturating_duration_since(Instant::now());
+                    let budget = deadline.saturating_duration_since(crate::clock::now());
                     let answers = authorizer.decide_all(&keys, budget).await;
                     for (key, decision) in keys.into_iter().zip(answers) {
                         decisions.insert(key, decision);
@@ -619,9 +619,10 @@ impl Dispatcher {
             &trace_headers,
             || webhook.metrics.retry(),
         ));
-        let started = Instant::now();
-        let reply = tokio::time::timeout(budget, call).await;
-        trace.backend = Some(started.elapsed());
+        // `timeout_at`: tokio's `timeout` would read the clock again for its deadline.
+        let started = crate::clock::now();
+        let reply = tokio::time::timeout_at(started + budget, call).await;
+        trace.backend = Some(crate::clock::since(started));
         note_outcome(&reply, span, permit);
         // The URL only appears in failure messages; built there, not on every call.
         let url = || format!("{}?timeout={timeout}s", webhook.backend.url);

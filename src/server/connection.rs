@@ -208,7 +208,10 @@ impl Watch {
         self.phase.store(phase as u8, Ordering::Relaxed);
         let deadline = timeout.map_or(0, |t| {
             // At least 1 ns so that 0 keeps meaning "none".
-            (self.base.elapsed() + t).as_nanos().min(u64::MAX as u128) as u64 | 1
+            (crate::clock::since(self.base) + t)
+                .as_nanos()
+                .min(u64::MAX as u128) as u64
+                | 1
         });
         self.deadline.store(deadline, Ordering::Relaxed);
     }
@@ -357,7 +360,7 @@ impl ConnIo {
             // request, on the idle read after each answer) until it has.
             let armed = self.timer.is_some() && self.timer_at.is_some_and(|at| at <= deadline);
             if !armed {
-                if Instant::now() >= deadline {
+                if crate::clock::now() >= deadline {
                     return Poll::Ready(Err(self.watch.timed_out()));
                 }
                 match &mut self.timer {

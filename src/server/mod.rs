@@ -13,8 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use bytes::Bytes;
 use http::Response;
 use pingora::http::ResponseHeader;
@@ -528,7 +526,7 @@ impl Respond for AdmissionApp {
     }
 
     async fn response(&self, session: &mut ServerSession) -> Response<Bytes> {
-        let received = Instant::now();
+        let received = crate::clock::now();
         let _in_flight = self.state.request_started();
         let header = session.req_header();
         // Cloned, not copied into Strings: the body is read through `session` below. A
@@ -840,10 +838,11 @@ async fn accept_loop<A: Respond>(
                     limits.clone(),
                     shutdown.clone(),
                 );
-                tokio::spawn(async move {
+                // The clock is read once per wake-up of the connection's task (crate::clock).
+                tokio::spawn(crate::clock::Cached::new(async move {
                     connection(tcp, peer, acceptor, app, limits, shutdown).await;
                     drop(slot);
-                });
+                }));
             }
             Err(e) => {
                 // EMFILE and the like: accept() fails at once until a descriptor frees up.
