@@ -135,19 +135,7 @@ impl Backend {
                     )),
                     other => return Err(invalid(format!("'https' is required, got {other:?}"))),
                 };
-                if !url.username().is_empty() || url.password().is_some() {
-                    return Err(invalid(
-                        "user information is not permitted in the URL".into(),
-                    ));
-                }
-                if url.fragment().is_some() {
-                    return Err(invalid("fragments are not permitted in the URL".into()));
-                }
-                if url.query().is_some() {
-                    return Err(invalid(
-                        "query parameters are not permitted in the URL".into(),
-                    ));
-                }
+                refuse_url_parts(raw, &url).map_err(|e| invalid(e.to_string()))?;
                 let port = url.port_or_known_default().unwrap_or(443);
                 let path = join_path(url.path());
                 Ok(Backend {
@@ -299,6 +287,62 @@ pub(crate) fn is_loopback(host: &str) -> bool {
 
 /// Go's `path.Join(path)` for a single absolute path: trailing `/` dropped, empty becomes `/`.
 /// The soonest `notAfter` of `certs` (Unix seconds); `None` for none.
+/// What kube-apiserver refuses in every webhook URL besides its scheme, in the order it checks
+/// (`ValidateWebhookURL`, `staging/src/k8s.io/apiserver/pkg/util/webhook/validation.go`). The
+/// texts are kube-apiserver's. Both a backend's `clientConfig.url` and `registration --url`
+/// are held to it; each has its own scheme rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UrlRefusal {
+    /// No host (`len(u.Host) == 0`).
+    #[error("host must be specified")]
+    Host,
+    /// A user, even an empty one (`u.User != nil`: `https://@host` too).
+    #[error("user information is not permitted in the URL")]
+    UserInfo,
+    /// A fragment that is not empty (`len(u.Fragment) != 0`: `https://host/path#` is valid).
+    #[error("fragments are not permitted in the URL")]
+    Fragment,
+    /// A query that is not empty (`len(u.RawQuery) != 0`: `https://host/path?` is valid).
+    #[error("query parameters are not permitted in the URL")]
+    Query,
+}
+
+/// Checks `url` (parsed from `raw`) against [`UrlRefusal`]'s rules, the first broken one
+/// reported. `raw` is read for an empty user (`https://@host`), which the URL standard's
+/// parser drops and Go's `url.Parse` keeps.
+///
+/// # Errors
+/// The first [`UrlRefusal`] that applies.
+///
+/// ```
+/// use admission_proxy::backend::{refuse_url_parts, UrlRefusal};
+///
+/// let check = |raw: &str| refuse_url_parts(raw, &url::Url::parse(raw).unwrap());
+/// assert_eq!(check("https://hooks.example.com/validate?"), Ok(()));
+/// assert_eq!(check("https://@hooks.example.com/"), Err(UrlRefusal::UserInfo));
+/// assert_eq!(check("https://hooks.example.com/#a?b=c"), Err(UrlRefusal::Fragment));
+/// ```
+pub fn refuse_url_parts(raw: &str, url: &url::Url) -> Result<(), UrlRefusal> {
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(UrlRefusal::Host);
+    }
+    // The authority ends at the first `/`, `?` or `#` (`\` is a `/` in special schemes).
+    let authority = raw
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split(['/', '\\', '?', '#']).next())
+        .unwrap_or("");
+    if !url.username().is_empty() || url.password().is_some() || authority.contains('@') {
+        return Err(UrlRefusal::UserInfo);
+    }
+    if url.fragment().is_some_and(|f| !f.is_empty()) {
+        return Err(UrlRefusal::Fragment);
+    }
+    if url.query().is_some_and(|q| !q.is_empty()) {
+        return Err(UrlRefusal::Query);
+    }
+    Ok(())
+}
+
 fn soonest_expiry(certs: &[WrappedX509]) -> Option<i64> {
     certs
         .iter()
@@ -445,6 +489,19 @@ mod tests {
             .unwrap_err()
             .body()
             .contains("fragment"));
+        // kube-apiserver refuses a query or fragment only when it is not empty
+        // (`len(u.RawQuery) != 0`, `len(u.Fragment) != 0`), and any user, even an empty one.
+        for valid in ["https://h.example.com/v?", "https://h.example.com/v#"] {
+            let b = url(valid).unwrap();
+            assert_eq!(
+                (b.path.as_str(), b.url.as_str()),
+                ("/v", "https://h.example.com:443/v")
+            );
+        }
+        assert!(url("https://@h.example.com/")
+            .unwrap_err()
+            .body()
+            .contains("user information"));
         assert_eq!(
             url("https://[::1]:8443/v").unwrap().url,
             "https://[::1]:8443/v"

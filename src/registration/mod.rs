@@ -105,18 +105,9 @@ pub enum UrlError {
     /// A scheme other than https.
     #[error("{0:?}: 'https' is the only allowed URL scheme; desired format: https://host[:port]")]
     Scheme(String),
-    /// No host.
-    #[error("host must be specified; desired format: https://host[:port]")]
-    Host,
-    /// `user@` or `user:password@`.
-    #[error("user information is not permitted in the URL")]
-    UserInfo,
-    /// A `?query`.
-    #[error("query parameters are not permitted in the URL")]
-    Query,
-    /// A `#fragment`.
-    #[error("fragments are not permitted in the URL")]
-    Fragment,
+    /// No host, a user, a query or a fragment: what kube-apiserver refuses in any webhook URL.
+    #[error("{0}; desired format: https://host[:port]")]
+    Refused(#[from] crate::backend::UrlRefusal),
     /// A path other than `/`.
     #[error("{0:?}: give the proxy's URL without a path; each webhook's route (/webhooks/...) is appended")]
     Path(String),
@@ -132,22 +123,15 @@ pub fn parse_url(s: &str) -> Result<String, UrlError> {
     if url.scheme() != "https" {
         return Err(UrlError::Scheme(url.scheme().to_string()));
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(UrlError::Host);
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(UrlError::UserInfo);
-    }
-    if url.query().is_some() {
-        return Err(UrlError::Query);
-    }
-    if url.fragment().is_some() {
-        return Err(UrlError::Fragment);
-    }
+    crate::backend::refuse_url_parts(s, &url)?;
     if url.path() != "/" {
         return Err(UrlError::Path(url.path().to_string()));
     }
-    Ok(url.as_str().trim_end_matches('/').to_string())
+    // An empty `?` or `#` passed the rules above; the base carries neither.
+    let mut base = url;
+    base.set_query(None);
+    base.set_fragment(None);
+    Ok(base.as_str().trim_end_matches('/').to_string())
 }
 
 /// Why a `--service` value is not a service reference.
@@ -418,6 +402,10 @@ mod tests {
             ("https://10.0.0.5:8443/", "https://10.0.0.5:8443"),
             ("https://proxy.example.com:443", "https://proxy.example.com"),
             ("https://[fd00::5]:8443", "https://[fd00::5]:8443"),
+            // An empty query or fragment is no query or fragment to kube-apiserver (Go's
+            // `len(u.RawQuery) != 0`), and the base carries neither.
+            ("https://10.0.0.5:8443?", "https://10.0.0.5:8443"),
+            ("https://10.0.0.5:8443/#", "https://10.0.0.5:8443"),
         ] {
             assert_eq!(parse_url(url).unwrap(), base, "{url}");
         }
@@ -428,6 +416,9 @@ mod tests {
                 "'https' is the only allowed URL scheme",
             ),
             ("https://user@10.0.0.5", "user information is not permitted"),
+            // Go's url.Parse keeps an empty user (`u.User != nil`); a URL parser that drops it
+            // must not let it through.
+            ("https://@10.0.0.5", "user information is not permitted"),
             (
                 "https://10.0.0.5/?a=b",
                 "query parameters are not permitted",

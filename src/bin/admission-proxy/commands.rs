@@ -62,101 +62,47 @@ fn kube_version_for(
     Ok(Some(version))
 }
 
+/// What `check` found so far: each problem (`error: ...`) and warning (`warning: ...`) is
+/// printed on its own line as it is found, and counted for the verdict.
+#[derive(Default)]
+struct Tally {
+    problems: usize,
+    warnings: usize,
+}
+
+impl Tally {
+    fn error(&mut self, problem: impl std::fmt::Display) {
+        println!("error: {problem}");
+        self.problems += 1;
+    }
+
+    fn warning(&mut self, warning: impl std::fmt::Display) {
+        println!("warning: {warning}");
+        self.warnings += 1;
+    }
+}
+
 /// `check`: loads as `serve` would and prints the result on stdout; returns whether it is valid.
 pub(crate) fn check(args: &CheckArgs) -> bool {
-    let mut problems = 0usize;
-    let mut warnings = 0usize;
+    let mut tally = Tally::default();
     let cluster = args
         .discovery
         .discover
         .then_some(args.discovery.kubeconfig.as_deref());
     let kube_version = kube_version_for(args.kube_version, cluster).unwrap_or_else(|why| {
-        println!("warning: {why}");
-        warnings += 1;
+        tally.warning(why);
         None
     });
     let loaded_exclusions = Exclusions::load(&args.exclusions.settings(kube_version));
-    let summary = match config::load(&args.config) {
-        Ok(snapshot) => {
-            for w in &snapshot.warnings {
-                println!("warning: {w}");
-            }
-            if let Err(config::ConfigError::Invalid(refused)) =
-                snapshot.require_kube_version(kube_version)
-            {
-                for p in &refused {
-                    println!("error: {p}");
-                }
-                problems += refused.len();
-            }
-            let exempt = loaded_exclusions.as_ref().ok().and_then(Option::as_ref);
-            let findings = admission_proxy::findings::findings(&snapshot, None, exempt);
-            for f in &findings {
-                println!("warning: {f}");
-            }
-            warnings += snapshot.warnings.len() + findings.len();
-            // Not a problem: `serve --authorizer=subjectaccessreview` answers them.
-            let authorizer = match snapshot.require_authorizer(false) {
-                Err(config::ConfigError::Invalid(uses)) => {
-                    for p in &uses {
-                        println!("authorizer: {p}");
-                    }
-                    format!("; {} matchCondition(s) use authorizer", uses.len())
-                }
-                _ => String::new(),
-            };
-            let cluster = match args.discovery.served() {
-                Ok(None) => String::new(),
-                Ok(Some(served)) => {
-                    for w in discovery_warnings(&snapshot, &served) {
-                        println!("warning: {w}");
-                        warnings += 1;
-                    }
-                    format!(
-                        "; cluster: {} group/version(s) served",
-                        served.group_versions()
-                    )
-                }
-                Err(e) => {
-                    println!("error: discovery: {e:#}");
-                    problems += 1;
-                    "; cluster: discovery failed".to_string()
-                }
-            };
-            let candidates: usize = snapshot.webhooks().map(|w| w.candidates().len()).sum();
-            let candidates = if candidates > 0 {
-                format!(", {candidates} candidate(s)")
-            } else {
-                String::new()
-            };
-            format!(
-                "{}: {} webhook(s){candidates} in {} file(s){authorizer}{cluster}",
-                args.config.display(),
-                snapshot.len(),
-                snapshot.files.len()
-            )
-        }
-        Err(config::ConfigError::Invalid(list)) => {
-            for p in &list {
-                println!("error: {p}");
-            }
-            problems += list.len();
-            format!("{}: {} problem(s)", args.config.display(), list.len())
-        }
-        Err(e) => {
-            println!("error: {e}");
-            problems += 1;
-            format!("{}: cannot be read", args.config.display())
-        }
-    };
+    let exempt = loaded_exclusions.as_ref().ok().and_then(Option::as_ref);
+    let summary = check_configuration(args, kube_version, exempt, &mut tally);
     let namespaces = args
         .namespaces_file
         .as_ref()
         .map(|f| match Namespaces::load(f) {
             Ok(ns) => format!("; {}: {} namespace(s)", f.display(), ns.len()),
             Err(e) => {
-                println!("error: {e}");
-                problems += 1;
+                tally.error(e);
                 format!("; {}: invalid", f.display())
             }
         });
@@ -164,22 +110,18 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
         Ok(None) => String::new(),
         Ok(Some(exclusions)) => format!("; exclusions: {}", exclusions.summary()),
         Err(e) => {
-            for p in e.problems() {
-                println!("error: {p}");
-                problems += 1;
-            }
+            e.problems().iter().for_each(|p| tally.error(p));
             "; exclusions: invalid".to_string()
         }
     };
     if let Some(plugin) = args.static_manifests {
         if let Ok(files) = config::read_files(&args.config) {
-            let refused = config::static_manifests::check(&files, plugin);
-            for p in &refused {
-                println!("error: {p}");
-            }
-            problems += refused.len();
+            config::static_manifests::check(&files, plugin)
+                .iter()
+                .for_each(|p| tally.error(p));
         }
     }
+    let Tally { problems, warnings } = tally;
     let verdict = if problems == 0 { "valid" } else { "INVALID" };
     let warned = if warnings > 0 {
         format!("; {warnings} warning(s)")
@@ -191,6 +133,74 @@ pub(crate) fn check(args: &CheckArgs) -> bool {
         namespaces.unwrap_or_default()
     );
     problems == 0 && (warnings == 0 || args.fail_on == FailOn::Error)
+}
+
+/// `check` of the configuration directory at `kube_version`, with the proxy-wide exemptions
+/// `exempt` (the safety findings leave out what they exempt): its problems and warnings go to
+/// `tally`; returns its summary (`DIR: N webhook(s) in M file(s)...`).
+fn check_configuration(
+    args: &CheckArgs,
+    kube_version: Option<KubeVersion>,
+    exempt: Option<&Exclusions>,
+    tally: &mut Tally,
+) -> String {
+    let snapshot = match config::load(&args.config) {
+        Ok(snapshot) => snapshot,
+        Err(config::ConfigError::Invalid(list)) => {
+            list.iter().for_each(|p| tally.error(p));
+            return format!("{}: {} problem(s)", args.config.display(), list.len());
+        }
+        Err(e) => {
+            tally.error(e);
+            return format!("{}: cannot be read", args.config.display());
+        }
+    };
+    snapshot.warnings.iter().for_each(|w| tally.warning(w));
+    if let Err(config::ConfigError::Invalid(refused)) = snapshot.require_kube_version(kube_version)
+    {
+        refused.iter().for_each(|p| tally.error(p));
+    }
+    admission_proxy::findings::findings(&snapshot, None, exempt)
+        .iter()
+        .for_each(|f| tally.warning(f));
+    // Not a problem: `serve --authorizer=subjectaccessreview` answers them.
+    let authorizer = match snapshot.require_authorizer(false) {
+        Err(config::ConfigError::Invalid(uses)) => {
+            for p in &uses {
+                println!("authorizer: {p}");
+            }
+            format!("; {} matchCondition(s) use authorizer", uses.len())
+        }
+        _ => String::new(),
+    };
+    let cluster = match args.discovery.served() {
+        Ok(None) => String::new(),
+        Ok(Some(served)) => {
+            discovery_warnings(&snapshot, &served)
+                .iter()
+                .for_each(|w| tally.warning(w));
+            format!(
+                "; cluster: {} group/version(s) served",
+                served.group_versions()
+            )
+        }
+        Err(e) => {
+            tally.error(format_args!("discovery: {e:#}"));
+            "; cluster: discovery failed".to_string()
+        }
+    };
+    let candidates: usize = snapshot.webhooks().map(|w| w.candidates().len()).sum();
+    let candidates = if candidates > 0 {
+        format!(", {candidates} candidate(s)")
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: {} webhook(s){candidates} in {} file(s){authorizer}{cluster}",
+        args.config.display(),
+        snapshot.len(),
+        snapshot.files.len()
+    )
 }
 
 /// What `--discover` tells about `snapshot` (`check` and `registration` print it): the
