@@ -82,7 +82,7 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_candidate_duration_seconds", Kind::Histogram, "Seconds a candidate took to decide, per webhook and candidate (in the background, after the legacy answer)."),
     ("admission_proxy_captures_total", Kind::Counter, "AdmissionReviews written to --capture-dir (sampled by --capture-sample, redacted)."),
     ("admission_proxy_captures_dropped_total", Kind::Counter, "Sampled captures not written because the capture queue was full."),
-    ("admission_proxy_circuit_breaker_state", Kind::Gauge, "Each backend's circuit breaker: 0 closed, 1 open, 2 half-open (one probe call under way); --breaker-failures."),
+    ("admission_proxy_circuit_breaker_state", Kind::Gauge, "Each circuit breaker of a backend the configuration served calls, from its first call: 0 closed, 1 open, 2 half-open (one probe call under way); --breaker-failures."),
     ("admission_proxy_circuit_breaker_transitions_total", Kind::Counter, "Circuit breaker state changes per backend (host:port), by the state entered (open, half_open, closed); --breaker-failures."),
     ("admission_proxy_webhook_retries_total", Kind::Counter, "Backend calls re-sent after a 429/5xx answer with Retry-After, per webhook (client-go's retry)."),
     ("admission_proxy_chain_admissions_total", Kind::Counter, "Admissions answered per chain route (/configurations/{type}/{name}; chain \"*\" for /configurations/{type}), by the chain's decision: skipped (no webhook called), allowed, failed-open (allowed, a webhook failed open), denied, failed-closed (a webhook's failurePolicy Fail, or the chain ran out of time), rejected-dry-run, rejected; each webhook is also counted in the webhook families."),
@@ -481,37 +481,68 @@ pub(crate) fn serving_certificate(not_after: i64) {
 /// Appends to `out`, a scrape's text,
 /// `admission_proxy_backend_ca_bundle_expiry_timestamp_seconds{name,type}` for `expiries`, the
 /// configuration served's webhooks with a `caBundle`: (`type`, `name`, its first certificate's
-/// notAfter in Unix seconds). HELP and TYPE are written even without a series, as the
-/// recorder's families have from start.
-///
-/// Rendered here at each scrape rather than set through the recorder, so that a webhook a
-/// reload removed loses its series (and stops firing AdmissionProxyBackendCABundleExpiring):
-/// metrics-exporter-prometheus 0.18 cannot remove a series (its registry is private), and
-/// its `idle_timeout` drops series by age, which would also drop this set-once gauge of a
-/// webhook still served.
+/// notAfter in Unix seconds).
 pub(crate) fn write_ca_bundle_expiries<'a>(
     out: &mut String,
     expiries: impl IntoIterator<Item = (&'a str, &'a str, i64)>,
 ) {
-    use metrics_exporter_prometheus::formatting::{
-        sanitize_label_value, write_help_line, write_type_line,
-    };
+    use metrics_exporter_prometheus::formatting::sanitize_label_value;
+    let series = expiries
+        .into_iter()
+        .map(|(webhook_type, webhook, not_after)| {
+            (
+                format!(
+                    "name=\"{}\",type=\"{webhook_type}\"",
+                    sanitize_label_value(webhook)
+                ),
+                not_after,
+            )
+        });
+    write_served_gauge(
+        out,
+        "admission_proxy_backend_ca_bundle_expiry_timestamp_seconds",
+        series,
+    );
+}
+
+/// Appends to `out`, a scrape's text, `admission_proxy_circuit_breaker_state{backend}` for
+/// `states`: the breakers of the backends the configuration served calls (`host:port`, 0
+/// closed, 1 open, 2 half-open).
+pub(crate) fn write_breaker_states(out: &mut String, states: Vec<(String, u8)>) {
+    use metrics_exporter_prometheus::formatting::sanitize_label_value;
+    let series = states.into_iter().map(|(backend, state)| {
+        (
+            format!("backend=\"{}\"", sanitize_label_value(&backend)),
+            i64::from(state),
+        )
+    });
+    write_served_gauge(out, "admission_proxy_circuit_breaker_state", series);
+}
+
+/// Appends gauge family `name` (one of [`FAMILIES`], never set through the recorder) to `out`
+/// with `series`: each one's labels, written out, and its value; sorted, one series per label
+/// set. HELP and TYPE are written even without a series, as the recorder's families have from
+/// start.
+///
+/// Such a family is rendered at each scrape from the configuration served rather than set
+/// through the recorder, so that a series of a webhook or backend that a reload removed leaves
+/// `/metrics` (and stops firing its alert): metrics-exporter-prometheus 0.18 cannot remove a
+/// series (its registry is private), and its `idle_timeout` drops series by age, which would
+/// also drop a set-once gauge of what is still served.
+fn write_served_gauge(out: &mut String, name: &str, series: impl Iterator<Item = (String, i64)>) {
+    use metrics_exporter_prometheus::formatting::{write_help_line, write_type_line};
     use std::fmt::Write;
-    let name = "admission_proxy_backend_ca_bundle_expiry_timestamp_seconds";
     let help = FAMILIES
         .iter()
         .find(|(family, _, _)| *family == name)
         .map_or("", |(_, _, help)| *help);
     write_help_line(out, name, None, None, help);
     write_type_line(out, name, None, None, "gauge");
-    let mut expiries: Vec<_> = expiries.into_iter().collect();
-    expiries.sort_unstable();
-    for (webhook_type, webhook, not_after) in expiries {
-        let _ = writeln!(
-            out,
-            "{name}{{name=\"{}\",type=\"{webhook_type}\"}} {not_after}",
-            sanitize_label_value(webhook)
-        );
+    let mut series: Vec<_> = series.collect();
+    series.sort_unstable();
+    series.dedup_by(|a, b| a.0 == b.0);
+    for (labels, value) in series {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
     }
     out.push('\n');
 }
@@ -633,13 +664,6 @@ pub(crate) fn throttled() {
 /// `admission_proxy_circuit_breaker_transitions_total{backend,to}`. Rare: labels hashed here.
 pub(crate) fn breaker_transition(backend: &str, to: &'static str) {
     metrics::counter!("admission_proxy_circuit_breaker_transitions_total", "backend" => backend.to_string(), "to" => to).increment(1);
-    let state = match to {
-        "open" => 1.0,
-        "half_open" => 2.0,
-        _ => 0.0,
-    };
-    metrics::gauge!("admission_proxy_circuit_breaker_state", "backend" => backend.to_string())
-        .set(state);
 }
 
 /// What a webhook in mode Shadow decided in the background:

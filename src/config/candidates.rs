@@ -55,6 +55,15 @@ pub(crate) enum CandidateKind {
 }
 
 impl Candidate {
+    /// A backend candidate's backend (its pool key: what its circuit breaker is found by);
+    /// `None` for a policy.
+    pub(crate) fn backend_pool_key(&self) -> Option<u64> {
+        match &self.kind {
+            CandidateKind::Backend(webhook) => Some(webhook.backend.pool_key),
+            CandidateKind::Policy(_) => None,
+        }
+    }
+
     /// `backend` or `policy`: the `kind` label of reports.
     pub(crate) fn kind_str(&self) -> &'static str {
         match self.kind {

@@ -107,6 +107,19 @@ impl Breaker {
         }
     }
 
+    /// What `admission_proxy_circuit_breaker_state` says of this breaker: 0 closed, 1 open,
+    /// 2 half-open (its one probe call under way).
+    fn state(&self) -> u8 {
+        match (
+            self.open_until.load(Ordering::Acquire),
+            self.probing.load(Ordering::Acquire),
+        ) {
+            (0, _) => 0,
+            (_, false) => 1,
+            (_, true) => 2,
+        }
+    }
+
     /// The next call's permit as a guard ([`CallPermit`]), or the refusal's reason when the
     /// breaker is open.
     ///
@@ -178,6 +191,18 @@ impl Breakers {
     /// the breaker is made: no string per call).
     pub(crate) fn get(&self, key: u64, backend: impl FnOnce() -> String) -> Arc<Breaker> {
         super::cow_entry(&self.map, key, || Breaker::new(backend(), self.settings))
+    }
+
+    /// The backend (`host:port`) and state ([`Breaker::state`]) of each breaker whose backend
+    /// `served` keeps (by pool key): what a scrape shows. A breaker whose backend no webhook
+    /// calls any more is left out, so that its state leaves `/metrics` with its webhook.
+    pub(crate) fn states(&self, served: impl Fn(u64) -> bool) -> Vec<(String, u8)> {
+        self.map
+            .load()
+            .iter()
+            .filter(|(key, _)| served(**key))
+            .map(|(_, breaker)| (breaker.backend.clone(), breaker.state()))
+            .collect()
     }
 }
 

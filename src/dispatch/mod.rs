@@ -308,6 +308,14 @@ impl Dispatcher {
         self
     }
 
+    /// Each circuit breaker's backend (`host:port`) and state (0 closed, 1 open, 2 half-open)
+    /// whose backend `served` keeps (by pool key); none without `--breaker-failures`.
+    pub(crate) fn breaker_states(&self, served: impl Fn(u64) -> bool) -> Vec<(String, u8)> {
+        self.breakers
+            .as_ref()
+            .map_or_else(Vec::new, |breakers| breakers.states(served))
+    }
+
     /// Bounds every webhook call by `cap` (`--max-timeout-seconds`), below its
     /// `timeoutSeconds`: a webhook that registered itself with 30 s cannot hold kube-apiserver
     /// for 30 s. The proxy's own, opt-in; kube-apiserver has no such bound.

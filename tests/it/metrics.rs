@@ -484,3 +484,65 @@ async fn a_webhook_removed_by_a_reload_loses_its_ca_bundle_expiry() {
         "one family: {after}"
     );
 }
+
+/// A backend that refuses connections opens its breaker (`--breaker-failures 1`), and
+/// `admission_proxy_circuit_breaker_state` says so; a reload that removes the only webhook
+/// calling it takes the series away (it used to stay until a restart, and
+/// AdmissionProxyCircuitBreakerOpen kept firing for a backend nothing calls). The breaker of
+/// the backend still served stays, closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_no_webhook_calls_any_more_loses_its_breaker_state() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("metrics-breaker-removed");
+    let port = crate::common::closed_port();
+    let kept = validating(
+        "kept.metrics.test",
+        &backend.client_config("/allow"),
+        ALL,
+        "failurePolicy: Ignore",
+    );
+    let down = validating(
+        "down.metrics.test",
+        &format!(
+            "{{url: \"https://127.0.0.1:{port}/allow\", caBundle: \"{}\"}}",
+            ws.pki.ca_bundle()
+        ),
+        ALL,
+        "failurePolicy: Ignore",
+    );
+    let file = ws.conf.join("webhooks.yaml");
+    std::fs::write(&file, format!("{kept}---\n{down}")).unwrap();
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--breaker-failures", "1"]);
+    let target = proxy.target(&ws.pki);
+    let client = admission_proxy::dispatch::HttpClient::new();
+    let pod = fixture("0096-create-core-v1-pods-v1.json");
+    for hook in ["kept.metrics.test", "down.metrics.test"] {
+        let reply = client
+            .post(&target, &format!("/webhooks/{hook}?timeout=10s"), &pod, &[])
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 200, "{hook}");
+    }
+    let family = "admission_proxy_circuit_breaker_state";
+    let down_backend = format!("127.0.0.1:{port}");
+    let kept_backend = backend.url.trim_start_matches("https://").to_string();
+    let state = |metrics: &str, backend: &str| value(metrics, family, &[("backend", backend)]);
+    let before = tokio::task::block_in_place(|| scrape(&proxy, &ws));
+    assert_eq!(state(&before, &down_backend), Some(1.0), "open: {before}");
+    assert_eq!(state(&before, &kept_backend), Some(0.0), "closed: {before}");
+
+    std::fs::write(&file, &kept).unwrap();
+    let after = tokio::task::block_in_place(|| {
+        proxy.scrape_until(&ws.pki, |m| {
+            value(m, "admission_proxy_config_webhooks", &[]) == Some(1.0)
+                && state(m, &down_backend).is_none()
+        })
+    });
+    assert_eq!(state(&after, &down_backend), None, "{after}");
+    assert_eq!(state(&after, &kept_backend), Some(0.0), "{after}");
+    assert_eq!(
+        after.matches(&format!("# TYPE {family} gauge")).count(),
+        1,
+        "one family: {after}"
+    );
+}
