@@ -12,10 +12,12 @@
 //! configuration reload, the CLI) [`now`] reads the clock.
 //!
 //! What the cached value means: the time at which the task was woken, at most the length of
-//! one poll (the parse, matching and the write of one request: microseconds) earlier than
-//! the true time. Every deadline derived from it is that much earlier, never later, so
-//! failurePolicy still answers before kube-apiserver's deadline; a latency measured between
-//! two wake-ups (received, backend answered) is the time between them.
+//! one poll earlier than the true time (the parse, matching and the write of one request:
+//! microseconds; milliseconds when matchConditions run costly CEL). A deadline derived from it
+//! is that much earlier, never later, so failurePolicy still answers before kube-apiserver's
+//! deadline; a latency measured between two wake-ups (received, backend answered) is the time
+//! between them. What must spend what is left of a deadline after work in the same poll reads
+//! the clock itself (the `authorizer` rounds do).
 //!
 //! It is tokio's clock ([`tokio::time::Instant`]), so tests with paused time see paused time.
 

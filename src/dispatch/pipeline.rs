@@ -459,7 +459,9 @@ impl Dispatcher {
                     // One span for every round's waits, from the first.
                     span = span.or_else(|| trace_context.phase("authorization"));
                     asked += keys.len();
-                    let budget = deadline.saturating_duration_since(crate::clock::now());
+                    // The clock itself, not the wake-up's reading: this round's CEL ran in
+                    // this poll, and its time is not the checks' to spend.
+                    let budget = deadline.saturating_duration_since(Instant::now());
                     let answers = authorizer.decide_all(&keys, budget).await;
                     for (key, decision) in keys.into_iter().zip(answers) {
                         decisions.insert(key, decision);
