@@ -285,8 +285,6 @@ pub(crate) fn is_loopback(host: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Go's `path.Join(path)` for a single absolute path: trailing `/` dropped, empty becomes `/`.
-/// The soonest `notAfter` of `certs` (Unix seconds); `None` for none.
 /// What kube-apiserver refuses in every webhook URL besides its scheme, in the order it checks
 /// (`ValidateWebhookURL`, `staging/src/k8s.io/apiserver/pkg/util/webhook/validation.go`). The
 /// texts are kube-apiserver's. Both a backend's `clientConfig.url` and `registration --url`
@@ -343,6 +341,7 @@ pub fn refuse_url_parts(raw: &str, url: &url::Url) -> Result<(), UrlRefusal> {
     Ok(())
 }
 
+/// The soonest `notAfter` of `certs` (Unix seconds); `None` for none.
 fn soonest_expiry(certs: &[WrappedX509]) -> Option<i64> {
     certs
         .iter()
@@ -350,6 +349,7 @@ fn soonest_expiry(certs: &[WrappedX509]) -> Option<i64> {
         .min()
 }
 
+/// Go's `path.Join(path)` for a single absolute path: trailing `/` dropped, empty becomes `/`.
 fn join_path(path: &str) -> String {
     let trimmed = path.trim_end_matches('/');
     if trimmed.is_empty() {

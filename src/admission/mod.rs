@@ -178,6 +178,30 @@ impl Admissions {
         }
     }
 
+    /// Appends to `out`, a scrape's text, the families rendered from the configuration
+    /// served rather than kept by the recorder, so that what a reload removed leaves
+    /// `/metrics` with it: each webhook's caBundle expiry, and the circuit breaker state of
+    /// each backend it calls (legacy webhooks and backend candidates).
+    pub(crate) fn write_served_metrics(&self, out: &mut String) {
+        let served = self.config.load();
+        let expiries = served.webhooks().filter_map(|w| {
+            let not_after = w.backend.ca_bundle_expiry?;
+            Some((w.webhook_type.as_str(), w.name.as_str(), not_after))
+        });
+        crate::metrics::write_ca_bundle_expiries(out, expiries);
+        let backends: std::collections::HashSet<u64> = served
+            .webhooks()
+            .flat_map(|w| {
+                std::iter::once(w.backend.pool_key)
+                    .chain(w.candidates().iter().filter_map(|c| c.backend_pool_key()))
+            })
+            .collect();
+        let states = self
+            .dispatcher
+            .breaker_states(|key| backends.contains(&key));
+        crate::metrics::write_breaker_states(out, states);
+    }
+
     /// The admission of `shared` (parsed once, with its body) on `route`, from the caller's
     /// `query` and `headers` (`?timeout=`, trace context), received at `received`: answered,
     /// observed (log line, trace-level body, capture, metrics), with its Shadow calls handed to

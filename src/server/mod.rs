@@ -106,24 +106,7 @@ impl State {
             let admissions = admissions.clone();
             crate::metrics::Scrapes::new(move || {
                 let mut text = handle.render();
-                let served = admissions.config.load();
-                let expiries = served.webhooks().filter_map(|w| {
-                    let not_after = w.backend.ca_bundle_expiry?;
-                    Some((w.webhook_type.as_str(), w.name.as_str(), not_after))
-                });
-                crate::metrics::write_ca_bundle_expiries(&mut text, expiries);
-                // The breakers of the backends served: legacy webhooks and backend candidates.
-                let backends: std::collections::HashSet<u64> = served
-                    .webhooks()
-                    .flat_map(|w| {
-                        std::iter::once(w.backend.pool_key)
-                            .chain(w.candidates().iter().filter_map(|c| c.backend_pool_key()))
-                    })
-                    .collect();
-                let states = admissions
-                    .dispatcher
-                    .breaker_states(|key| backends.contains(&key));
-                crate::metrics::write_breaker_states(&mut text, states);
+                admissions.write_served_metrics(&mut text);
                 text
             })
         });

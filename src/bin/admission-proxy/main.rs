@@ -23,18 +23,22 @@ mod pki;
 static GLOBAL: Mimalloc = Mimalloc;
 
 /// mimalloc with the alignment `mi_malloc` always gives taken as given. `mimalloc::MiMalloc`
-/// calls `mi_malloc_aligned` for every allocation, whose alignment checks cost about 35
-/// instructions more than `mi_malloc`'s fast path, on each of the 50 allocations of a
-/// forwarded admission (benches/README.md, "The allocator's aligned calls"). The rule is the
-/// standard library's `System` allocator's (`library/std/src/sys/alloc/unix.rs`): an alignment
-/// of at most 16 bytes (`MI_MAX_ALIGN_SIZE`, what malloc guarantees on 64-bit targets) and at
+/// calls `mi_malloc_aligned` for every allocation: its alignment checks cost about 24
+/// instructions more than `mi_malloc`'s fast path, and when a page's free list is empty it
+/// over-allocates, on the 50 allocations of a forwarded admission (benches/README.md, "The
+/// allocator's aligned calls"). The rule is the standard library's `System` allocator's
+/// (`library/std/src/sys/alloc/unix.rs`): an alignment of at most [`MI_MAX_ALIGN_SIZE`] and at
 /// most the size goes to the plain call; anything else to the aligned one.
 struct Mimalloc;
 
+/// What `mi_malloc` aligns every block of at least this size to (mimalloc's
+/// `MI_MAX_ALIGN_SIZE`, `sizeof(max_align_t)` on 64-bit targets, as malloc must).
+const MI_MAX_ALIGN_SIZE: usize = 16;
+
 impl Mimalloc {
-    /// Whether `mi_malloc(layout.size())` is aligned enough for `layout`.
-    fn plain(layout: std::alloc::Layout) -> bool {
-        layout.align() <= 16 && layout.align() <= layout.size()
+    /// Whether `mi_malloc(size)` is aligned enough for `align`.
+    fn plain(align: usize, size: usize) -> bool {
+        align <= MI_MAX_ALIGN_SIZE && align <= size
     }
 }
 
@@ -45,7 +49,7 @@ unsafe impl std::alloc::GlobalAlloc for Mimalloc {
         use libmimalloc_sys::{mi_malloc, mi_malloc_aligned};
         // SAFETY: as the trait requires, `layout` has a non-zero size.
         let block: *mut u8 = unsafe {
-            if Self::plain(layout) {
+            if Self::plain(layout.align(), layout.size()) {
                 mi_malloc(layout.size()).cast()
             } else {
                 mi_malloc_aligned(layout.size(), layout.align()).cast()
@@ -61,7 +65,7 @@ unsafe impl std::alloc::GlobalAlloc for Mimalloc {
         use libmimalloc_sys::{mi_zalloc, mi_zalloc_aligned};
         // SAFETY: as `alloc`.
         unsafe {
-            if Self::plain(layout) {
+            if Self::plain(layout.align(), layout.size()) {
                 mi_zalloc(layout.size()).cast()
             } else {
                 mi_zalloc_aligned(layout.size(), layout.align()).cast()
@@ -78,7 +82,7 @@ unsafe impl std::alloc::GlobalAlloc for Mimalloc {
         use libmimalloc_sys::{mi_realloc, mi_realloc_aligned};
         // SAFETY: `ptr` came from this allocator with `layout`; `new_size` is non-zero.
         unsafe {
-            if layout.align() <= 16 && layout.align() <= new_size {
+            if Self::plain(layout.align(), new_size) {
                 mi_realloc(ptr.cast(), new_size).cast()
             } else {
                 mi_realloc_aligned(ptr.cast(), new_size, layout.align()).cast()
