@@ -371,6 +371,8 @@ impl Sources {
         let sources = self;
         std::thread::Builder::new()
             .name("config-reload".into())
+            // Compiling and dropping a configuration recurses over its expressions and values.
+            .stack_size(crate::deep_json::THREAD_STACK_BYTES)
             .spawn(move || {
                 let mut next_resync = std::time::Instant::now() + sources.resync;
                 loop {

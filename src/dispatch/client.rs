@@ -19,6 +19,17 @@ use crate::backend::Backend;
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(60);
 
+/// The most bytes read of one backend's answer body (5 MiB). An answer carries at most the
+/// request's object back as a JSONPatch, base64-encoded: kube-apiserver takes request bodies
+/// of at most 3 MiB (`MaxRequestBodyBytes`, `staging/src/k8s.io/apiserver/pkg/server/config.go`),
+/// which is 4 MiB in base64, and 1 MiB more covers the status message, warnings and audit
+/// annotations. client-go reads a webhook's answer whole (`transformResponse`,
+/// `staging/src/k8s.io/client-go/rest/request.go`) without a limit; a sidecar cannot: one
+/// backend streaming an endless body would otherwise take every webhook behind the proxy down
+/// with it. A larger answer (by its `Content-Length`, or as read) is a call error
+/// ([`TransportError::TooLarge`]), decided by the webhook's failurePolicy.
+pub const MAX_ANSWER_BYTES: usize = 5 * 1024 * 1024;
+
 /// A transport-level failure, classified once (connect / TLS / other I/O or protocol).
 /// Displays as Go's words for it (what callers see in AdmissionReview messages and logs);
 /// `source()` is what caused it, when something did (pingora's or an I/O error).
@@ -33,6 +44,8 @@ pub enum TransportError {
     /// The answer's header arrived and its body could not be read: client-go reports this
     /// without the `Post "URL": ` prefix of a failed round trip (`transformResponse`).
     Body(TransportFailure),
+    /// The answer's body is larger than [`MAX_ANSWER_BYTES`]; read no further.
+    TooLarge(TransportFailure),
 }
 
 /// What a [`TransportError`] says (Go's words, `dial tcp ADDR: connect: connection refused`,
@@ -73,7 +86,9 @@ impl TransportError {
         match self {
             TransportError::Connect(_) => "connect",
             TransportError::Tls(_) => "tls",
-            TransportError::Io(_) | TransportError::Body(_) => "transport",
+            TransportError::Io(_) | TransportError::Body(_) | TransportError::TooLarge(_) => {
+                "transport"
+            }
         }
     }
 
@@ -82,7 +97,8 @@ impl TransportError {
             TransportError::Connect(f)
             | TransportError::Tls(f)
             | TransportError::Io(f)
-            | TransportError::Body(f) => f,
+            | TransportError::Body(f)
+            | TransportError::TooLarge(f) => f,
         }
     }
 
@@ -91,7 +107,8 @@ impl TransportError {
             TransportError::Connect(f)
             | TransportError::Tls(f)
             | TransportError::Io(f)
-            | TransportError::Body(f) => f,
+            | TransportError::Body(f)
+            | TransportError::TooLarge(f) => f,
         }
     }
 }
@@ -459,6 +476,19 @@ async fn exchange(
         .ok_or_else(|| TransportError::Io(TransportFailure::new("no response header")))?;
     let status = header.status.as_u16();
     let headers = header.headers.clone();
+    let too_large = || {
+        TransportError::TooLarge(TransportFailure::new(format!(
+            "the answer's body is larger than {MAX_ANSWER_BYTES} bytes, more than any answer to an AdmissionReview kube-apiserver accepts"
+        )))
+    };
+    // Refused before a byte of it is read when its length says so.
+    let declared = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_ANSWER_BYTES as u64) {
+        return Err(too_large());
+    }
     let mut body = Body::default();
     // client-go reads the whole body in `transformResponse`
     // (`staging/src/k8s.io/client-go/rest/request.go`) and words any failure so.
@@ -475,6 +505,10 @@ async fn exchange(
         })
     };
     while let Some(chunk) = h1.read_body_bytes().await.map_err(body_failed)? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            // The connection is dropped with the rest unread: it cannot carry another call.
+            return Err(too_large());
+        }
         body.push(chunk);
     }
     let body = body.finish();

@@ -631,7 +631,9 @@ impl Dispatcher {
         let failure = match reply {
             Ok(Ok(reply)) => return ControlFlow::Continue(reply),
             Err(_) => CallFailure::Timeout { url: url() },
-            Ok(Err(e @ TransportError::Body(_))) => CallFailure::ReadBody(e.to_string()),
+            Ok(Err(e @ (TransportError::Body(_) | TransportError::TooLarge(_)))) => {
+                CallFailure::ReadBody(e.to_string())
+            }
             Ok(Err(e)) => CallFailure::Transport {
                 url: url(),
                 class: e.class(),

@@ -241,6 +241,9 @@ pub enum ConditionsResult {
 /// ...`).
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
+    /// Over one of cel-go's parser limits (size, nesting, depth), checked before parsing.
+    #[error("compilation failed: {0}")]
+    Limit(#[from] super::cel_limits::LimitError),
     /// A syntax error: the parser's errors.
     #[error("compilation failed: {0}")]
     Parse(#[source] cel::ParseErrors),
@@ -400,6 +403,7 @@ pub(crate) fn compile_program(
     expression: &str,
     variables: &[&str],
 ) -> Result<(Program, Vec<String>), CompileError> {
+    super::cel_limits::check(expression)?;
     let program = env().compile(expression).map_err(CompileError::Parse)?;
     let mut names = Names::default();
     free_variables(&program.expression().expr, &mut Vec::new(), &mut names)?;
@@ -426,6 +430,9 @@ pub(crate) fn compile_program(
 /// ([`crate::config::Snapshot::require_kube_version`]); empty when it does not parse
 /// (compiling it reports that).
 pub(crate) fn functions_called(expression: &str) -> Vec<String> {
+    if super::cel_limits::check(expression).is_err() {
+        return Vec::new();
+    }
     let Ok(program) = env().compile(expression) else {
         return Vec::new();
     };

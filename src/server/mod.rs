@@ -351,6 +351,9 @@ fn go_refusal(http: &ServerSession, watch: &Watch) -> Option<&'static str> {
         return Some(GO_400);
     }
     let header = http.req_header();
+    if let Some(answer) = go_target_refusal(header.raw_path(), &header.method) {
+        return Some(answer);
+    }
     let mut codings = header
         .headers
         .get_all(http::header::TRANSFER_ENCODING)
@@ -365,6 +368,62 @@ fn go_refusal(http: &ServerSession, watch: &Watch) -> Option<&'static str> {
         && !header.headers.contains_key(http::header::HOST)
     {
         return Some(GO_NO_HOST);
+    }
+    None
+}
+
+/// Go's `ServeMux` answer to the request target `*` (`ServeMux.ServeHTTP` in
+/// `net/http/server.go`: `Connection: close` and a bare 400); Go adds a `Date`, which no
+/// client of a webhook reads.
+const GO_ASTERISK: &str =
+    "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+
+/// Go's answer to a request target it does not route, in `readRequest`'s order
+/// (`net/http/request.go`, `url.ParseRequestURI` in `net/url/url.go`): `*` parses, and
+/// `ServeMux` answers it [`GO_ASTERISK`] (an `OPTIONS *` included: the proxy serves no
+/// `globalOptionsHandler`); a target that is neither an absolute path nor an absolute URI
+/// (`invalid URI for request`), or whose path has a `%` not followed by two hex digits
+/// (`invalid URL escape`), fails `ParseRequestURI`: [`GO_400`]. A `CONNECT` target is an
+/// authority and is not read here. `None` for a target Go routes.
+fn go_target_refusal(target: &[u8], method: &http::Method) -> Option<&'static str> {
+    if method == http::Method::CONNECT {
+        return None;
+    }
+    if target == b"*" {
+        return Some(GO_ASTERISK);
+    }
+    let path = match target.first() {
+        Some(b'/') => target,
+        _ => match uri_scheme_end(target) {
+            // `scheme:` then the rest; only its path is unescaped at parse time.
+            Some(end) => &target[end + 1..],
+            None => return Some(GO_400),
+        },
+    };
+    let path = path.split(|b| *b == b'?').next().unwrap_or_default();
+    let mut bytes = path.iter();
+    while let Some(b) = bytes.next() {
+        if *b == b'%' {
+            let hex = |b: Option<&u8>| b.is_some_and(u8::is_ascii_hexdigit);
+            if !(hex(bytes.next()) && hex(bytes.next())) {
+                return Some(GO_400);
+            }
+        }
+    }
+    None
+}
+
+/// Where an absolute URI's scheme ends (the index of its `:`), as Go's `getScheme` reads it
+/// (`net/url/url.go`): a letter, then letters, digits, `+`, `-` or `.`, then `:`. `None`
+/// when the target has no scheme.
+fn uri_scheme_end(target: &[u8]) -> Option<usize> {
+    for (i, b) in target.iter().enumerate() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' => {}
+            b'0'..=b'9' | b'+' | b'-' | b'.' if i > 0 => {}
+            b':' if i > 0 => return Some(i),
+            _ => return None,
+        }
     }
     None
 }

@@ -582,3 +582,43 @@ async fn an_unreadable_file_put_back_unchanged_is_a_good_reload() {
         "counted as a good reload"
     );
 }
+
+/// A matchCondition of `1+1+…` with 10,000 terms (20 KB) overflowed the reload thread's stack
+/// and aborted the running proxy within 2 s. kube-apiserver refuses it at create (cel-go's
+/// `MaxRecursionDepth`, 250), and so does the proxy: the change is refused with cel-go's
+/// words, the last good configuration keeps serving, and a later edit still loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expression_over_cel_go_s_parser_limits_is_refused_and_the_proxy_keeps_serving() {
+    let ws = Workspace::new("cel-depth");
+    let file = ws.conf.join("webhooks.yaml");
+    std::fs::write(&file, config(&[("a.cel.test", "UPDATE")])).unwrap();
+    let mut proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
+    assert_eq!(status(&client, &target, "a.cel.test").await, 200);
+
+    let chain = vec!["1"; 10_000].join("+");
+    let deep = config(&[("b.cel.test", "UPDATE")])
+        + &format!("  matchConditions:\n  - name: deep\n    expression: \"{chain} > 0\"\n");
+    let staged = ws.dir.join("webhooks.yaml.new");
+    std::fs::write(&staged, deep).unwrap();
+    std::fs::rename(&staged, &file).unwrap();
+    scrape_when_reload_successful_is(&proxy, &ws, 0.0).await;
+    assert!(
+        tokio::task::block_in_place(|| proxy
+            .logged("compilation failed: ERROR: <input>:-1:0: max recursion depth exceeded")),
+        "refused in cel-go's words: {:?}",
+        proxy.logs.lock().unwrap()
+    );
+    assert_eq!(status(&client, &target, "a.cel.test").await, 200);
+    assert_eq!(status(&client, &target, "b.cel.test").await, 404);
+
+    // At cel-go's limit the same chain loads and is evaluated.
+    let at_limit = vec!["1"; 250].join("+");
+    let good = config(&[("b.cel.test", "UPDATE")])
+        + &format!("  matchConditions:\n  - name: deep\n    expression: \"{at_limit} > 0\"\n");
+    std::fs::write(&staged, good).unwrap();
+    std::fs::rename(&staged, &file).unwrap();
+    scrape_when_reload_successful_is(&proxy, &ws, 1.0).await;
+    assert_eq!(status(&client, &target, "b.cel.test").await, 200);
+    assert!(proxy.child.try_wait().unwrap().is_none(), "still running");
+}

@@ -490,8 +490,10 @@ fn answer_to(addr: std::net::SocketAddr, ca: &str, request: &[u8]) -> String {
 /// a coding other than exactly `chunked` (Go: 501, `transferReader.parseTransferEncoding` in
 /// `net/http/transfer.go`); a space, TAB or NUL in the request target (400, `readRequest` in
 /// `net/http/request.go`); no Host on HTTP/1.1, or two (400 with Go's reason,
-/// `conn.readRequest` in `net/http/server.go`). Each gets Go's answer, word for word, and the
-/// connection closes; the backend is never called. `Transfer-Encoding: Chunked` alone, and
+/// `conn.readRequest` in `net/http/server.go`); a target that is not an absolute path or URI,
+/// or has a bad `%` escape in its path (400, `url.ParseRequestURI`), and `*` (`ServeMux`'s bare
+/// 400). Each gets Go's answer, word for word, and the connection closes; the backend is
+/// never called. `Transfer-Encoding: Chunked` alone, and
 /// HTTP/1.0 without Host, are still served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_go_refuses_get_go_s_answers() {
@@ -534,6 +536,18 @@ async fn requests_go_refuses_get_go_s_answers() {
         ("a TAB in the target", target(b"/livez\tx"), GO_400),
         ("a NUL in the target", target(b"/livez\0x"), GO_400),
         (
+            "a target without a leading slash",
+            target(format!("webhooks/{WEBHOOK}").as_bytes()),
+            GO_400,
+        ),
+        ("a bad escape in the path", target(b"/livez%zz"), GO_400),
+        ("a short escape at the end", target(b"/livez%4"), GO_400),
+        (
+            "the asterisk",
+            target(b"*"),
+            "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+        ),
+        (
             "no Host",
             format!("POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
                 .into_bytes(),
@@ -557,6 +571,21 @@ async fn requests_go_refuses_get_go_s_answers() {
     let ca2 = ca.clone();
     let http10 = blocking(move || answer_to(addr, &ca2, b"GET /livez HTTP/1.0\r\n\r\n")).await;
     assert!(http10.starts_with("HTTP/1.1 200"), "{http10}");
+    // An escape Go unescapes, a `%` in the query (not unescaped at parse time) and an absolute
+    // URI are routed.
+    for good in [
+        &b"/live%7a"[..],
+        b"/livez?x=%zz",
+        b"https://127.0.0.1/livez",
+    ] {
+        let mut request = b"GET ".to_vec();
+        request.extend_from_slice(good);
+        request.extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        let ca = ca.clone();
+        let answer = blocking(move || answer_to(addr, &ca, &request)).await;
+        let routed = answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.1 404");
+        assert!(routed, "{}: {answer}", String::from_utf8_lossy(good));
+    }
     let mut body = review();
     let mut request = format!(
         "POST /webhooks/{WEBHOOK}?timeout=10s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nTransfer-Encoding: Chunked\r\n\r\n{:x}\r\n",

@@ -36,6 +36,11 @@ enum Act {
     /// A 200 header announcing more body than is sent, then the TCP connection closed without
     /// TLS close_notify (a backend that died mid-answer).
     Truncated,
+    /// A 200 with a chunked body that never ends (written until the proxy stops reading, at
+    /// most 256 MiB).
+    Endless,
+    /// A 200 announcing a 1 GiB body, of which it sends nothing.
+    Huge,
 }
 
 /// A TLS backend on 127.0.0.1 that answers by script; counts requests and connections.
@@ -158,6 +163,23 @@ fn answer(tls: &mut (impl Read + Write), act: Act, request: &[u8]) -> bool {
             allow
         ),
         Act::Close => return false,
+        Act::Huge => format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            1u64 << 30
+        ),
+        Act::Endless => {
+            let header = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+            if tls.write_all(header.as_bytes()).is_err() {
+                return false;
+            }
+            let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
+            for _ in 0..4096 {
+                if tls.write_all(chunk.as_bytes()).is_err() {
+                    break;
+                }
+            }
+            return false;
+        }
         Act::Status(code, retry_after) => http(
             &format!("{code} Busy"),
             &retry_after
@@ -180,7 +202,7 @@ fn answer(tls: &mut (impl Read + Write), act: Act, request: &[u8]) -> bool {
             std::thread::sleep(Duration::from_millis(100));
             false
         }
-        Act::Garbage | Act::Close | Act::Truncated => false,
+        Act::Garbage | Act::Close | Act::Truncated | Act::Endless | Act::Huge => false,
     }
 }
 
@@ -260,6 +282,31 @@ async fn a_backend_dying_mid_answer_is_reported_in_client_gos_words() {
     );
     assert!(!warning.contains("https://docs.rs"), "{warning}");
     assert_eq!(backend.requests(), 2, "neither failure is re-sent");
+}
+
+/// An answer larger than any answer kube-apiserver takes is read no further than
+/// `MAX_ANSWER_BYTES`: a backend streaming an endless body, or announcing 1 GiB, fails the
+/// call at once (decided by failurePolicy) instead of filling the proxy's memory until the
+/// call's timeout (10 s here).
+#[tokio::test]
+async fn an_answer_larger_than_any_admission_answer_is_a_call_error() {
+    let backend = RawBackend::start(vec![Act::Endless, Act::Huge]);
+    let proxy = proxy_for(&backend, "failurePolicy: Ignore");
+    let limit = admission_proxy::dispatch::MAX_ANSWER_BYTES;
+    let expected = format!(
+        ": failed to call webhook: the answer's body is larger than {limit} bytes, more than any answer to an AdmissionReview kube-apiserver accepts; failurePolicy is Ignore"
+    );
+    for what in ["an endless chunked body", "a Content-Length of 1 GiB"] {
+        let started = Instant::now();
+        let (decision, warning) = decide(&proxy).await;
+        assert_eq!(decision, "failed-open", "{what}: {warning}");
+        assert!(warning.contains(&expected), "{what}: {warning}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{what}: decided before the call's timeout, not by it"
+        );
+    }
+    assert_eq!(backend.requests(), 2);
 }
 
 #[tokio::test]
