@@ -122,7 +122,38 @@ fn empty((webhook, candidate): (String, String)) -> CandidateReport {
     }
 }
 
-/// The report as text, one block per candidate.
+/// `text` as it may reach a terminal: control characters (C0, DEL, C1: an escape sequence
+/// could erase or rewrite report lines, a newline forge one) and the bidirectional formatting
+/// characters (which reorder what follows them) written as `\u{..}`. Everything the report
+/// prints comes from requests, backends, policies or label values, none of them the reader's.
+///
+/// ```
+/// use admission_proxy::candidate_report::printable;
+///
+/// assert_eq!(printable("denied: é"), "denied: é");
+/// assert_eq!(printable("a\u{1b}[2Kb\nc\u{202e}d"), "a\\u{1b}[2Kb\\u{a}c\\u{202e}d");
+/// ```
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.contains(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The report as text, one block per candidate; every value from outside the report passes
+/// through [`printable`].
 pub fn render(reports: &[CandidateReport]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -133,8 +164,8 @@ pub fn render(reports: &[CandidateReport]) -> String {
         let _ = writeln!(
             out,
             "candidate {} for webhook {}: compared on {} requests, {:.2}% agreement ({} disagreements)",
-            r.candidate,
-            r.webhook,
+            printable(&r.candidate),
+            printable(&r.webhook),
             r.compared,
             r.agreement() * 100.0,
             r.compared - r.agreed
@@ -143,7 +174,7 @@ pub fn render(reports: &[CandidateReport]) -> String {
             .results
             .iter()
             .filter(|(k, _)| !(k.as_str() == "agree" || k.starts_with("disagree_")))
-            .map(|(k, v)| format!("{k} {v}"))
+            .map(|(k, v)| format!("{} {v}", printable(k)))
             .collect();
         if !other.is_empty() {
             let _ = writeln!(out, "  not compared: {}", other.join(", "));
@@ -152,7 +183,7 @@ pub fn render(reports: &[CandidateReport]) -> String {
             .results
             .iter()
             .filter(|(k, v)| k.starts_with("disagree_") && **v > 0)
-            .map(|(k, v)| format!("{} {v}", &k["disagree_".len()..]))
+            .map(|(k, v)| format!("{} {v}", printable(&k["disagree_".len()..])))
             .collect();
         if !differing.is_empty() {
             let _ = writeln!(
@@ -166,12 +197,13 @@ pub fn render(reports: &[CandidateReport]) -> String {
                 out,
                 "  {} x {}: legacy {}; candidate {}",
                 d.count,
-                d.differences.join("+"),
-                d.legacy,
-                d.candidate
+                printable(&d.differences.join("+")),
+                printable(&d.legacy),
+                printable(&d.candidate)
             );
             for capture in &d.captures {
-                let _ = writeln!(out, "      {}", capture.display());
+                let path = capture.to_string_lossy();
+                let _ = writeln!(out, "      {}", printable(&path));
             }
         }
     }

@@ -275,7 +275,7 @@ pub fn server_config(
 /// kube-apiserver offers a webhook). ring's default order puts AES-256-GCM first, and a rustls
 /// backend follows the client's order: each call's records then cost AES-256's extra rounds.
 /// Nothing changes when a provider is already installed.
-pub(crate) fn install_client_provider() {
+pub fn install_client_provider() {
     let mut provider = rustls::crypto::ring::default_provider();
     // A stable sort: TLS 1.3's AES-128-GCM first, everything else in ring's order.
     provider

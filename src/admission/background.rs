@@ -1,7 +1,9 @@
 //! The background lane: work done after an admission's answer (Shadow calls), never before
 //! it and never delaying it. One bounded lane for the whole process: at most
-//! [`BACKGROUND_LIMIT`] pieces of work run or wait at once; past that, new work is shed by the
-//! caller, which counts what it shed.
+//! [`BACKGROUND_LIMIT`] pieces of work run or wait at once, holding at most
+//! [`BACKGROUND_BYTES`] of the requests they work on; past either, new work is shed by the
+//! caller, which counts what it shed. (What the lane's calls read back is bounded apart:
+//! `dispatch::client::LANE_ANSWER_BYTES`.)
 //!
 //! The lane is a runtime of its own on one thread the kernel schedules only when the cores are
 //! otherwise idle (`SCHED_IDLE`, else the lowest `nice`). Why: on a node whose cores are busy,
@@ -17,9 +19,19 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 /// Pieces of background work running or waiting at once; more are shed.
 pub(crate) const BACKGROUND_LIMIT: usize = 256;
 
+/// Bytes the work running or waiting on the lane may hold at once (32 MiB), counted as twice
+/// each request's body: the request kept for the work (shared with nothing once the answer
+/// is written) and what the work builds from it (the body sent to a Shadow webhook or a
+/// candidate, a policy's bindings). Without it, 300 reviews of 2 MiB queued behind a
+/// candidate that hangs held 1.6 GB for its 30 s timeout; with it, such work is shed past
+/// the budget.
+pub(crate) const BACKGROUND_BYTES: usize = 32 << 20;
+
 /// The lane's places and its runtime.
 pub(crate) struct Background {
     places: Arc<Semaphore>,
+    /// [`BACKGROUND_BYTES`], in permits of 1 KiB.
+    bytes: Arc<Semaphore>,
     /// The lane's runtime, driven by its own thread until `_stop` is dropped.
     runtime: tokio::runtime::Handle,
     /// Dropped with the lane: the thread returns and drops the runtime with any work left.
@@ -29,9 +41,13 @@ pub(crate) struct Background {
 /// The lane thread's name, as `top -H` and `/proc/PID/task/*/comm` show it (at most 15 bytes).
 const THREAD_NAME: &str = "admission-bg";
 
-/// A place on the lane, taken before the work is built (so that shed work costs nothing):
-/// [`Slot::run`] starts the work on a task of its own, holding the place until it ends.
-pub(crate) struct Slot(OwnedSemaphorePermit);
+/// A place on the lane and the bytes it holds, taken before the work is built (so that shed
+/// work costs nothing): [`Slot::run`] starts the work on a task of its own, holding both
+/// until it ends.
+pub(crate) struct Slot {
+    _place: OwnedSemaphorePermit,
+    _bytes: OwnedSemaphorePermit,
+}
 
 impl Background {
     /// An empty lane of [`BACKGROUND_LIMIT`] places, its thread started at idle priority.
@@ -56,14 +72,24 @@ impl Background {
             })?;
         Ok(Background {
             places: Arc::new(Semaphore::new(BACKGROUND_LIMIT)),
+            bytes: Arc::new(Semaphore::new(BACKGROUND_BYTES >> 10)),
             runtime: handle,
             _stop: stop,
         })
     }
 
-    /// A free place, or `None` when the lane is full (the work is to be shed).
-    pub(crate) fn slot(&self) -> Option<Slot> {
-        self.places.clone().try_acquire_owned().ok().map(Slot)
+    /// A free place for work on a request of `body_len` bytes, or `None` when the lane is
+    /// full, by places or by [`BACKGROUND_BYTES`] (the work is to be shed).
+    pub(crate) fn slot(&self, body_len: usize) -> Option<Slot> {
+        let kib = u32::try_from(body_len.saturating_mul(2).div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .max(1);
+        let place = self.places.clone().try_acquire_owned().ok()?;
+        let bytes = self.bytes.clone().try_acquire_many_owned(kib).ok()?;
+        Some(Slot {
+            _place: place,
+            _bytes: bytes,
+        })
     }
 
     /// Resolves once every piece of work started so far has ended (all places free).
@@ -87,7 +113,7 @@ impl Slot {
     /// Runs `work` on a task of its own on `lane`'s runtime; the place is freed when it ends.
     pub(crate) fn run(self, lane: &Background, work: impl Future<Output = ()> + Send + 'static) {
         lane.runtime.spawn(async move {
-            let _place = self.0;
+            let _slot = self;
             work.await;
         });
     }
@@ -129,10 +155,34 @@ mod tests {
         assert_eq!(policy, libc::SCHED_IDLE);
         assert_eq!(name.as_deref(), Some(THREAD_NAME));
         let (done, ran) = oneshot::channel();
-        lane.slot().unwrap().run(&lane, async move {
+        lane.slot(1).unwrap().run(&lane, async move {
             let _ = done.send(std::thread::current().name().map(str::to_string));
         });
         assert_eq!(ran.await.unwrap().as_deref(), Some(THREAD_NAME));
         lane.finished().await;
+    }
+
+    /// Work is shed by bytes as well as by places: reviews of 2 MiB take 4 MiB of the
+    /// budget each, so the ninth waits for none of the 256 places and is refused; a small one
+    /// still fits while any bytes are left, and the bytes come back when the work ends.
+    #[tokio::test]
+    async fn work_is_shed_past_the_byte_budget() {
+        let lane = Background::new().unwrap();
+        let big = 2 << 20;
+        let (release, released) = tokio::sync::watch::channel(false);
+        let mut fits = 0;
+        while let Some(slot) = lane.slot(big) {
+            let mut released = released.clone();
+            slot.run(&lane, async move {
+                let _ = released.wait_for(|r| *r).await;
+            });
+            fits += 1;
+            assert!(fits <= BACKGROUND_LIMIT, "bounded");
+        }
+        assert_eq!(fits, BACKGROUND_BYTES / (2 * big));
+        assert!(lane.slot(big).is_none());
+        let _ = release.send(true);
+        lane.finished().await;
+        assert!(lane.slot(big).is_some(), "the bytes are given back");
     }
 }

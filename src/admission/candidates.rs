@@ -66,7 +66,7 @@ impl Admissions {
             decision: legacy.decision,
         });
         for candidate in &webhook.candidates {
-            let Some(slot) = self.background.slot() else {
+            let Some(slot) = self.background.slot(review.get().body_len()) else {
                 crate::metrics::candidate_comparison(&webhook.name, &candidate.name, "shed");
                 continue;
             };

@@ -547,7 +547,7 @@ impl Admissions {
         caller_timeout: Option<Duration>,
         received: Instant,
     ) {
-        let Some(slot) = self.background.slot() else {
+        let Some(slot) = self.background.slot(shadow.review.get().body_len()) else {
             crate::metrics::shadow_dropped();
             tracing::debug!(webhook = %shadow.webhook.name, "shadow call dropped: the background lane is full");
             return;

@@ -142,7 +142,33 @@ pub struct HttpReply {
     pub headers: http::HeaderMap,
     /// The whole response body.
     pub body: Bytes,
+    /// The share of [`LANE_ANSWER_BYTES`] the body holds, for an answer read on the
+    /// background lane; given back when the last clone of the reply is dropped.
+    held: Option<Arc<tokio::sync::SemaphorePermit<'static>>>,
 }
+
+impl HttpReply {
+    /// An answer made here rather than read from a backend.
+    pub(crate) fn new(status: u16, headers: http::HeaderMap, body: Bytes) -> Self {
+        HttpReply {
+            status,
+            headers,
+            body,
+            held: None,
+        }
+    }
+}
+
+/// Bytes of answers the background lane's calls (Shadow webhooks, candidate backends) may hold
+/// at once: 32 MiB. Each answer is at most [`MAX_ANSWER_BYTES`], and the lane runs up to
+/// `BACKGROUND_LIMIT` calls at once; without this, a candidate that trickles large answers to
+/// each of them would hold 256 × 5 MiB. An answer that would go over is a call error of that
+/// call (the work after the answer is best effort; the admission was answered long before).
+pub const LANE_ANSWER_BYTES: usize = 32 << 20;
+
+/// [`LANE_ANSWER_BYTES`], as permits of 1 KiB.
+static LANE_ANSWERS: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new(LANE_ANSWER_BYTES >> 10);
 
 impl HttpReply {
     /// The first value of header `name` (any case), when it is text.
@@ -504,10 +530,16 @@ async fn exchange(
             cause: failed.into_failure().cause,
         })
     };
+    let on_lane = lane_pool() == 1;
+    let mut held: Option<tokio::sync::SemaphorePermit<'static>> = None;
     while let Some(chunk) = h1.read_body_bytes().await.map_err(body_failed)? {
-        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+        let total = body.len() + chunk.len();
+        if total > MAX_ANSWER_BYTES {
             // The connection is dropped with the rest unread: it cannot carry another call.
             return Err(too_large());
+        }
+        if on_lane {
+            hold_lane_bytes(&mut held, total)?;
         }
         body.push(chunk);
     }
@@ -517,9 +549,35 @@ async fn exchange(
             status,
             headers,
             body,
+            held: held.map(Arc::new),
         },
         h1,
     ))
+}
+
+/// Grows `held` to cover `total` bytes of an answer (in KiB) from [`LANE_ANSWERS`].
+///
+/// # Errors
+/// [`TransportError::TooLarge`] when the lane's answers already hold [`LANE_ANSWER_BYTES`].
+fn hold_lane_bytes(
+    held: &mut Option<tokio::sync::SemaphorePermit<'static>>,
+    total: usize,
+) -> Result<(), TransportError> {
+    let want = u32::try_from(total.div_ceil(1024)).unwrap_or(u32::MAX);
+    let have = held.as_ref().map_or(0, |p| p.num_permits() as u32);
+    if want <= have {
+        return Ok(());
+    }
+    let more = LANE_ANSWERS.try_acquire_many(want - have).map_err(|_| {
+        TransportError::TooLarge(TransportFailure::new(format!(
+            "the background lane's answers already hold {LANE_ANSWER_BYTES} bytes; this answer is not read further"
+        )))
+    })?;
+    match held {
+        Some(permit) => permit.merge(more),
+        None => *held = Some(more),
+    }
+    Ok(())
 }
 
 /// An HTTP body read chunk by chunk. A body that arrives in one piece (the usual

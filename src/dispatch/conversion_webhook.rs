@@ -172,10 +172,12 @@ mod tests {
     /// unknown-code text this copy used to give).
     #[test]
     fn non_2xx_messages() {
-        let reply = |status: u16, body: &'static [u8]| crate::dispatch::HttpReply {
-            status,
-            headers: http::HeaderMap::new(),
-            body: bytes::Bytes::from_static(body),
+        let reply = |status: u16, body: &'static [u8]| {
+            crate::dispatch::HttpReply::new(
+                status,
+                http::HeaderMap::new(),
+                bytes::Bytes::from_static(body),
+            )
         };
         let message = |status, body| super::super::verify::status_message(&reply(status, body));
         assert_eq!(

@@ -357,14 +357,14 @@ mod tests {
     use bytes::Bytes;
 
     fn reply(status: u16, body: &str) -> HttpReply {
-        HttpReply {
+        HttpReply::new(
             status,
-            headers: http::HeaderMap::from_iter([(
+            http::HeaderMap::from_iter([(
                 http::header::CONTENT_TYPE,
                 http::HeaderValue::from_static("application/json"),
             )]),
-            body: Bytes::from(body.to_string()),
-        }
+            Bytes::from(body.to_string()),
+        )
     }
 
     fn v1(body: &str, t: WebhookType) -> Result<VerifiedResponse, CallFailure> {

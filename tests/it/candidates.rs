@@ -622,3 +622,91 @@ async fn a_policy_candidate_agrees_where_it_should_and_reports_exactly_what_it_c
         assert!(text.contains(line), "missing {line:?} in {text}");
     }
 }
+
+/// A metrics endpoint answering as `answer` does to each connection (at most 4), on
+/// 127.0.0.1; its `http://` URL.
+fn metrics_server(answer: fn(&mut std::net::TcpStream)) -> String {
+    use std::io::Read as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut tcp in listener.incoming().take(4).flatten() {
+            let mut head = [0u8; 4096];
+            let _ = tcp.read(&mut head);
+            answer(&mut tcp);
+        }
+    });
+    url
+}
+
+fn candidates_report(metrics: &str, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["candidates", "--metrics", metrics])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The report prints what requests, backends and label values said: an escape sequence in a
+/// decision or a label (`\u{1b}[1A\u{1b}[2K` erases the line above), or a newline that forges
+/// a line, is written escaped. A chunked scrape is read as its body (it read as "no
+/// comparisons yet"); a trickling scrape ends at `--scrape-timeout-seconds` and an endless one
+/// at 64 MiB (it hung, or grew to 2.16 GB).
+#[test]
+fn the_report_is_escaped_and_its_scrape_bounded() {
+    use std::io::Write as _;
+    let chunked = metrics_server(|tcp| {
+        let series = "admission_proxy_candidate_comparisons_total{webhook=\"w\",candidate=\"c\\n  candidate forged: 100.00% agreement\\u001b[2K\",result=\"agree\"} 7\n";
+        let series = series.replace("\\u001b", "\u{1b}");
+        let _ = write!(
+            tcp,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{series}\r\n0\r\n\r\n",
+            series.len()
+        );
+    });
+    let report = candidates_report(&chunked, &[]);
+    assert!(report.status.success(), "{report:?}");
+    let text = String::from_utf8(report.stdout).unwrap();
+    assert!(
+        text.starts_with("candidate c\\u{a}  candidate forged: 100.00% agreement\\u{1b}[2K for webhook w: compared on 7 requests"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
+
+    let trickle = metrics_server(|tcp| {
+        let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+        for _ in 0..600 {
+            if tcp.write_all(b"#").is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let started = std::time::Instant::now();
+    let report = candidates_report(&trickle, &["--scrape-timeout-seconds", "1"]);
+    assert!(!report.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "ended by the timeout"
+    );
+    let stderr = String::from_utf8_lossy(&report.stderr);
+    assert!(stderr.contains(&format!("scrape {trickle}")), "{stderr}");
+
+    let endless = metrics_server(|tcp| {
+        let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+        let line = "#".repeat(64 * 1024);
+        for _ in 0..2048 {
+            if tcp.write_all(line.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    let report = candidates_report(&endless, &[]);
+    assert!(!report.status.success());
+    let stderr = String::from_utf8_lossy(&report.stderr);
+    assert!(
+        stderr.contains("the answer is larger than 67108864 bytes"),
+        "{stderr}"
+    );
+}

@@ -75,6 +75,10 @@ pub(crate) struct CandidatesArgs {
     /// `text` (default) or `json`.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub(crate) output: String,
+    /// With an `http://` --metrics: the most the scrape may take, from connecting to its last
+    /// byte; a slower answer is an error.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) scrape_timeout_seconds: u64,
 }
 
 #[derive(clap::Args)]

@@ -445,13 +445,21 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<()> {
 /// capture directory.
 pub(crate) fn candidates(args: &CandidatesArgs) -> anyhow::Result<()> {
     use admission_proxy::candidate_report::{render, report};
-    let metrics = match args.metrics.strip_prefix("http://") {
-        Some(rest) => http_get(rest).with_context(|| format!("scrape {}", args.metrics))?,
-        None => admission_proxy::files::read_to_string(
+    let metrics = if let Some(rest) = args.metrics.strip_prefix("http://") {
+        // `http://host:port` alone means its `/metrics`.
+        let url = if rest.contains('/') {
+            args.metrics.clone()
+        } else {
+            format!("{}/metrics", args.metrics)
+        };
+        let timeout = Duration::from_secs(args.scrape_timeout_seconds);
+        http_get(&url, timeout).with_context(|| format!("scrape {}", args.metrics))?
+    } else {
+        admission_proxy::files::read_to_string(
             std::path::Path::new(&args.metrics),
             admission_proxy::files::MAX_CONFIG_FILE_BYTES * 8,
         )
-        .with_context(|| format!("read {}", args.metrics))?,
+        .with_context(|| format!("read {}", args.metrics))?
     };
     let reports = report(&metrics, args.capture_dir.as_deref())?;
     if args.output == "json" {
@@ -462,21 +470,47 @@ pub(crate) fn candidates(args: &CandidatesArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A plain-HTTP GET of `host:port/path` (the metrics listener is plain HTTP); the body.
-fn http_get(rest: &str) -> anyhow::Result<String> {
-    use std::io::{Read as _, Write as _};
-    let (host, path) = rest.split_once('/').unwrap_or((rest, "metrics"));
-    let mut stream = std::net::TcpStream::connect(host)?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(
-        stream,
-        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    stream.take(256 << 20).read_to_string(&mut text)?;
-    let (head, body) = text.split_once("\r\n\r\n").context("not an HTTP answer")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        bail!("{}", head.lines().next().unwrap_or(""));
+/// The most a scrape may be: a `/metrics` render of 5,000 webhooks is 9.3 MB.
+const SCRAPE_MAX_BYTES: u64 = 64 << 20;
+
+/// A plain-HTTP GET of `http://host:port/path` (the metrics listener is plain HTTP) with
+/// reqwest, so that any framing a server or a proxy in between uses (chunked included) reads
+/// as its body; within `timeout` and [`SCRAPE_MAX_BYTES`]: a trickling or endless answer is
+/// an error, not a hang or the machine's memory.
+fn http_get(url: &str, timeout: Duration) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let deadline = std::time::Instant::now() + timeout;
+    // reqwest is built without a crypto provider of its own; a plain-HTTP GET still asks.
+    admission_proxy::tls::install_client_provider();
+    let client = reqwest::blocking::Client::builder()
+        .timeout(timeout)
+        .build()?;
+    let response = client.get(url).send()?;
+    if !response.status().is_success() {
+        bail!("{}", response.status());
     }
-    Ok(body.to_string())
+    if response
+        .content_length()
+        .is_some_and(|n| n > SCRAPE_MAX_BYTES)
+    {
+        bail!("the answer is larger than {SCRAPE_MAX_BYTES} bytes");
+    }
+    let mut body = Vec::new();
+    let mut reader = response.take(SCRAPE_MAX_BYTES + 1);
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        // reqwest's timeout bounds each read; the deadline, the whole answer.
+        if std::time::Instant::now() > deadline {
+            bail!("the answer took longer than {timeout:?} (--scrape-timeout-seconds)");
+        }
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&buf[..n]);
+    }
+    if body.len() as u64 > SCRAPE_MAX_BYTES {
+        bail!("the answer is larger than {SCRAPE_MAX_BYTES} bytes");
+    }
+    Ok(String::from_utf8(body)?)
 }
