@@ -251,9 +251,6 @@ fn parse_labels(text: &str) -> BTreeMap<String, String> {
     labels
 }
 
-/// The largest capture file read: a review of `serve --max-body-bytes`, pretty-printed.
-const MAX_CAPTURE_BYTES: u64 = 64 << 20;
-
 /// Disagreements of one candidate by (differences, legacy decision, candidate decision).
 type ByReading = BTreeMap<(Vec<String>, String, String), Disagreement>;
 
@@ -273,14 +270,22 @@ fn disagreements(dir: &Path) -> Result<Groups, ReportError> {
     files.sort();
     let mut groups: BTreeMap<(String, String), ByReading> = BTreeMap::new();
     for file in files {
-        // Captures are bounded by the writer (--capture-max-bytes); a file that does not read
-        // is not one of ours.
-        let Ok(text) = crate::files::read_to_string(&file, MAX_CAPTURE_BYTES) else {
-            continue;
+        // Captures are bounded by the writer (`capture::MAX_CAPTURE_BYTES`); a file that does
+        // not read is not counted, and said so.
+        let text = match crate::files::read_to_string(&file, crate::capture::MAX_CAPTURE_BYTES) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(file = %file.display(), error = %e, "capture not read; its disagreement is not in the report");
+                continue;
+            }
         };
         // As deep as the captured review (kube-apiserver's depth, `deep_json`).
-        let Ok(capture) = crate::deep_json::parse_value(&text) else {
-            continue;
+        let capture = match crate::deep_json::parse_value(&text) {
+            Ok(capture) => capture,
+            Err(e) => {
+                tracing::warn!(file = %file.display(), error = %e, "capture is not JSON; its disagreement is not in the report");
+                continue;
+            }
         };
         let meta = &capture["admissionProxyCapture"];
         let record = &meta["candidate"];

@@ -19,6 +19,13 @@ use crate::redact::{redact, RedactPath};
 /// counted (`admission_proxy_captures_dropped_total`).
 const QUEUE: usize = 256;
 
+/// The most one capture file may be (and at most `--capture-max-bytes`): 8 MiB, room for a
+/// request of kube-apiserver's 3 MiB (`MaxRequestBodyBytes`) written compactly with what the
+/// proxy adds. A capture over it is cut, its largest parts first (`request.oldObject`,
+/// `request.object`, the candidate's record), and says so in `admissionProxyCapture.cut`;
+/// `explain --review` and `candidates` read files up to this size.
+pub const MAX_CAPTURE_BYTES: u64 = 8 << 20;
+
 /// Capture settings (`serve` flags).
 #[derive(Clone, Debug)]
 pub struct CaptureSettings {
@@ -221,7 +228,12 @@ fn write_capture(
             capture["candidate"] = candidate;
         }
     }
-    let text = serde_json::to_vec_pretty(&review).map_err(std::io::Error::other)?;
+    let limit = settings.max_bytes.min(MAX_CAPTURE_BYTES);
+    let Some(text) = encode_within(&mut review, limit)? else {
+        crate::metrics::capture_dropped();
+        tracing::warn!(uid = %uid, limit, "capture not written: larger than the capture limit even without the request's objects");
+        return Ok(());
+    };
     let path = settings.dir.join(capture_name(
         now.as_millis(),
         CAPTURES_WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -242,7 +254,7 @@ fn write_capture(
     std::fs::rename(&tmp, &path)?;
     kept.push_back((path, text.len() as u64));
     let mut bytes: u64 = kept.iter().map(|(_, n)| n).sum();
-    while kept.len() > settings.max_files || (bytes > settings.max_bytes && kept.len() > 1) {
+    while kept.len() > settings.max_files || bytes > settings.max_bytes {
         let Some((old, n)) = kept.pop_front() else {
             break;
         };
@@ -251,6 +263,45 @@ fn write_capture(
     }
     crate::metrics::captured();
     Ok(())
+}
+
+/// The parts of a capture cut, largest first, when it is over its limit: JSON pointers.
+const CUTTABLE: [&str; 3] = [
+    "/request/oldObject",
+    "/request/object",
+    "/admissionProxyCapture/candidate",
+];
+
+/// `capture` encoded compactly (pretty-printing a value nested 9,000 deep wrote 162 MB for a
+/// 19 KB review), within `limit` bytes: over it, the parts of [`CUTTABLE`] are replaced one at
+/// a time by what they were (`"cut: N bytes"`), each named in `admissionProxyCapture.cut`.
+/// `None` when even that is over the limit.
+///
+/// # Errors
+/// The value does not encode (not for a value that was parsed).
+fn encode_within(capture: &mut Value, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let encode = |v: &Value| serde_json::to_vec(v).map_err(std::io::Error::other);
+    let mut text = encode(capture)?;
+    let mut cut = Vec::new();
+    for pointer in CUTTABLE {
+        if text.len() as u64 <= limit {
+            break;
+        }
+        let Some(part) = capture.pointer_mut(pointer) else {
+            continue;
+        };
+        if part.is_null() {
+            continue;
+        }
+        let size = encode(part)?.len();
+        *part = Value::String(format!("cut: {size} bytes"));
+        cut.push(format!("{pointer}: {size} bytes"));
+        if let Some(meta) = capture.pointer_mut("/admissionProxyCapture") {
+            meta["cut"] = serde_json::json!(cut);
+        }
+        text = encode(capture)?;
+    }
+    Ok((text.len() as u64 <= limit).then_some(text))
 }
 
 #[cfg(test)]
@@ -268,6 +319,44 @@ mod tests {
     }
 
     use super::*;
+
+    /// A review nested 9,000 deep is written compactly (pretty-printed it was 162 MB); one over
+    /// the limit loses its largest parts, each named, and one that cannot fit is not written.
+    #[test]
+    fn captures_are_compact_and_cut_to_their_limit() {
+        // On a stack like the capture thread's: a value this deep is recursed into.
+        std::thread::Builder::new()
+            .stack_size(crate::deep_json::THREAD_STACK_BYTES)
+            .spawn(compact_and_cut)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    fn compact_and_cut() {
+        let deep = format!("{}1{}", "[".repeat(9_000), "]".repeat(9_000));
+        let body = format!(
+            r#"{{"request":{{"uid":"u","object":{deep},"oldObject":{{"big":"{}"}}}}}}"#,
+            "x".repeat(100_000)
+        );
+        let mut capture = crate::deep_json::parse_value(&body).unwrap();
+        let whole = encode_within(&mut capture, MAX_CAPTURE_BYTES)
+            .unwrap()
+            .unwrap();
+        assert_eq!(whole.len(), body.len());
+        let mut capture = crate::deep_json::parse_value(&body).unwrap();
+        capture["admissionProxyCapture"] = serde_json::json!({"webhook": "w"});
+        let cut = encode_within(&mut capture, 50_000).unwrap().unwrap();
+        let cut: Value = crate::deep_json::parse_value(std::str::from_utf8(&cut).unwrap()).unwrap();
+        assert_eq!(cut["request"]["oldObject"], "cut: 100010 bytes");
+        assert_eq!(
+            cut["admissionProxyCapture"]["cut"],
+            serde_json::json!(["/request/oldObject: 100010 bytes"])
+        );
+        assert!(cut["request"]["object"].is_array(), "what fits is kept");
+        let mut capture = crate::deep_json::parse_value(&body).unwrap();
+        assert_eq!(encode_within(&mut capture, 50).unwrap(), None);
+    }
 
     #[test]
     fn sampling_is_stable_and_follows_the_rate() {

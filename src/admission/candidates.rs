@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::compare::{differences, Outcome};
+use super::compare::{differences, shown_warnings, Outcome};
 use super::{namespaces_for, Admissions};
 use crate::config::candidates::{Candidate, CandidateKind};
 use crate::config::Webhook;
@@ -265,7 +265,7 @@ fn policy_outcome(verdict: &PolicyVerdict) -> (Decision, Outcome) {
         allowed,
         code,
         message,
-        warnings: verdict.warnings.clone(),
+        warnings: shown_warnings(verdict.warnings.iter().map(String::as_str)),
         patch: None,
         patch_operations: None,
         decision: word,

@@ -86,16 +86,14 @@ impl Outcome {
             allowed,
             code: (!allowed).then(|| status.get("code").and_then(Value::as_i64).unwrap_or(403)),
             message,
-            warnings: response
-                .get("warnings")
-                .and_then(Value::as_array)
-                .map(|w| {
-                    w.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            warnings: shown_warnings(
+                response
+                    .get("warnings")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str),
+            ),
             patch: patch.map(str::to_string),
             patch_operations: patch.map(crate::dispatch::patch_paths),
             decision,
@@ -147,6 +145,71 @@ pub(crate) fn differences(
     found
 }
 
+/// kube-apiserver's warning recorder (`recorder.AddWarning`,
+/// `staging/src/k8s.io/apiserver/pkg/endpoints/filters/warning.go`): at most 4,096 runes of
+/// warning text in all, then every warning cut to 256 runes and no more added.
+const TRUNCATE_AT_TOTAL_RUNES: usize = 4 * 1024;
+const TRUNCATE_ITEM_RUNES: usize = 256;
+
+/// The warnings a user is shown for `warnings` (one webhook's, in order), as kube-apiserver's
+/// recorder keeps them (`recorder.AddWarning`, `warning.go`): empty ones and repeats dropped,
+/// and one with a control character (which `net.NewWarningHeader` refuses); once the text
+/// passes 4,096 runes, every warning is cut to its first 256 runes (with no mark) and, once the
+/// cut ones reach 4,096 again, the rest dropped. What the candidate comparison compares and a
+/// capture keeps: bounded, however many warnings a backend or a policy sends.
+pub(crate) fn shown_warnings<'a>(warnings: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let cut = |text: &str| -> (String, usize) {
+        let runes = text.chars().count();
+        if runes > TRUNCATE_ITEM_RUNES {
+            (
+                text.chars().take(TRUNCATE_ITEM_RUNES).collect(),
+                TRUNCATE_ITEM_RUNES,
+            )
+        } else {
+            (text.to_string(), runes)
+        }
+    };
+    let valid = |text: &str| !text.chars().any(char::is_control);
+    let mut recorded = std::collections::HashSet::new();
+    let mut ordered: Vec<&str> = Vec::new();
+    let mut shown: Vec<String> = Vec::new();
+    let (mut written, mut truncating) = (0usize, false);
+    for text in warnings {
+        if text.is_empty() || (truncating && written >= TRUNCATE_AT_TOTAL_RUNES) {
+            continue;
+        }
+        if !recorded.insert(text) {
+            continue;
+        }
+        ordered.push(text);
+        let (text, runes) = if truncating {
+            cut(text)
+        } else {
+            (text.to_string(), text.chars().count())
+        };
+        if !valid(&text) {
+            continue;
+        }
+        if truncating || written + runes <= TRUNCATE_AT_TOTAL_RUNES {
+            written += runes;
+            shown.push(text);
+            continue;
+        }
+        // Over the limit: start again with every warning so far cut.
+        truncating = true;
+        written = 0;
+        shown.clear();
+        for earlier in &ordered {
+            let (text, runes) = cut(earlier);
+            if valid(&text) {
+                written += runes;
+                shown.push(text);
+            }
+        }
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +224,32 @@ mod tests {
 
     fn patch(ops: Value) -> String {
         base64::engine::general_purpose::STANDARD.encode(ops.to_string())
+    }
+
+    /// kube-apiserver's `TestTruncation` (`warning_test.go`), its limits scaled from 25 and 5
+    /// runes to 4,096 and 256: the item that passes the total cuts every item, and items after
+    /// the cut ones reach the total again are dropped; repeats, empty ones and ones with a
+    /// control character are never shown.
+    #[test]
+    fn warnings_are_kept_as_kube_apiserver_s_recorder_keeps_them() {
+        let runes = |c: char, n: usize| c.to_string().repeat(n);
+        let small = shown_warnings(["a", "", "a", "b\nc", "d"]);
+        assert_eq!(small, ["a", "d"]);
+        let big: Vec<String> = (0..20).map(|i| runes(char::from(b'a' + i), 300)).collect();
+        let shown = shown_warnings(big.iter().map(String::as_str));
+        // 13 warnings of 300 runes fit in 4,096; the 14th cuts all to 256: 14 × 256 = 3,584,
+        // then 15 and 16 are added (4,096), and the rest dropped.
+        assert_eq!(shown.len(), 16);
+        assert!(shown.iter().all(|w| w.chars().count() == 256));
+        assert_eq!(shown[0], runes('a', 256));
+        assert_eq!(shown[15], runes('p', 256));
+        // 3,000 warnings of 1 KB are at most 4,096 runes in all (plus the cut item lengths).
+        let flood: Vec<String> = (0..3_000)
+            .map(|i| format!("{i:04}{}", "x".repeat(1_020)))
+            .collect();
+        let shown = shown_warnings(flood.iter().map(String::as_str));
+        let total: usize = shown.iter().map(|w| w.chars().count()).sum();
+        assert!(total <= 4_096 + 256, "{total}");
     }
 
     #[test]

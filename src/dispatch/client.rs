@@ -144,17 +144,18 @@ pub struct HttpReply {
     pub body: Bytes,
     /// The share of [`LANE_ANSWER_BYTES`] the body holds, for an answer read on the
     /// background lane; given back when the last clone of the reply is dropped.
-    held: Option<Arc<tokio::sync::SemaphorePermit<'static>>>,
+    _held: Option<Arc<tokio::sync::SemaphorePermit<'static>>>,
 }
 
 impl HttpReply {
     /// An answer made here rather than read from a backend.
+    #[cfg(test)]
     pub(crate) fn new(status: u16, headers: http::HeaderMap, body: Bytes) -> Self {
         HttpReply {
             status,
             headers,
             body,
-            held: None,
+            _held: None,
         }
     }
 }
@@ -164,7 +165,7 @@ impl HttpReply {
 /// `BACKGROUND_LIMIT` calls at once; without this, a candidate that trickles large answers to
 /// each of them would hold 256 × 5 MiB. An answer that would go over is a call error of that
 /// call (the work after the answer is best effort; the admission was answered long before).
-pub const LANE_ANSWER_BYTES: usize = 32 << 20;
+pub(crate) const LANE_ANSWER_BYTES: usize = 32 << 20;
 
 /// [`LANE_ANSWER_BYTES`], as permits of 1 KiB.
 static LANE_ANSWERS: tokio::sync::Semaphore =
@@ -549,7 +550,7 @@ async fn exchange(
             status,
             headers,
             body,
-            held: held.map(Arc::new),
+            _held: held.map(Arc::new),
         },
         h1,
     ))

@@ -518,6 +518,116 @@ async fn captures_are_redacted_bounded_and_replay_through_explain() {
     assert_eq!(kept.len(), 2);
 }
 
+/// A capture is bounded: written compactly (a review nested 9,000 deep, 36 KB, wrote a 162 MB
+/// pretty-printed file), never over `--capture-max-bytes` (the newest file was kept even when
+/// it alone was over), cut by its largest parts with what was cut named, and a cut capture
+/// is refused by `explain --review` rather than replayed as another request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_are_compact_and_cut_to_the_capture_limit() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("capture-bounded");
+    let captures = ws.dir.join("captures");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(
+            "capture.example.com",
+            &backend.client_config("/allow"),
+            ALL,
+            "failurePolicy: Ignore",
+        ),
+    )
+    .unwrap();
+    let max_bytes = 200_000u64;
+    let proxy = tokio::task::block_in_place(|| {
+        BinaryProxy::start(
+            &ws.conf,
+            &ws.cert,
+            &ws.key,
+            &[
+                "--capture-dir",
+                captures.to_str().unwrap(),
+                "--capture-sample",
+                "1",
+                "--capture-max-bytes",
+                &max_bytes.to_string(),
+            ],
+        )
+    });
+    let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
+    let send = |body: Vec<u8>| {
+        let (client, target) = (&client, &target);
+        async move {
+            client
+                .post(
+                    target,
+                    "/webhooks/capture.example.com?timeout=10s",
+                    &body,
+                    &[],
+                )
+                .await
+                .unwrap()
+                .status
+        }
+    };
+    let pod = |spec: &str| {
+        let body = review_json(
+            "v1",
+            "CREATE",
+            "pods",
+            "default",
+            serde_json::json!({"spec": "SPEC"}),
+            serde_json::Value::Null,
+            false,
+        );
+        String::from_utf8(body)
+            .unwrap()
+            .replace("\"SPEC\"", spec)
+            .into_bytes()
+    };
+    let deep = format!("{{\"deep\":{}1{}}}", "[".repeat(9_000), "]".repeat(9_000));
+    assert_eq!(send(pod(&deep)).await, 200);
+    let first =
+        tokio::task::block_in_place(|| capture_files_when(&captures, &|f| f.len() == 1)).remove(0);
+    let size = std::fs::metadata(&first).unwrap().len();
+    assert!(size < 40_000, "written compactly: {size} bytes");
+
+    let big = format!("{{\"big\":\"{}\"}}", "x".repeat(300_000));
+    assert_eq!(send(pod(&big)).await, 200);
+    let files = tokio::task::block_in_place(|| capture_files_when(&captures, &|f| f.len() == 2));
+    let cut = files.into_iter().find(|f| *f != first).unwrap();
+    let text = std::fs::read_to_string(&cut).unwrap();
+    assert!(text.len() as u64 <= max_bytes, "{} bytes", text.len());
+    let captured: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        captured["admissionProxyCapture"]["cut"],
+        serde_json::json!([format!(
+            "/request/object: {} bytes",
+            300_000 + r#"{"spec":{"big":""}}"#.len()
+        )])
+    );
+    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["explain", "--config"])
+        .arg(&ws.conf)
+        .arg("--review")
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert!(!explain.status.success());
+    let stderr = String::from_utf8_lossy(&explain.stderr);
+    assert!(
+        stderr.contains("this capture was cut to the capture size limit (/request/object: "),
+        "{stderr}"
+    );
+
+    // The directory stays within its budget.
+    let total: u64 = std::fs::read_dir(&captures)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(total <= max_bytes, "{total}");
+}
+
 /// `--default-mode Warn` applies to webhooks without a mode option; an explicit `Enforce`
 /// keeps its webhook enforcing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
