@@ -1,6 +1,7 @@
 //! The Kubernetes CEL environment for matchConditions (`MustBaseEnvSet` in
 //! `staging/src/k8s.io/apiserver/pkg/cel/environment/base.go`): the `cel` crate's standard
-//! library, the Kubernetes libraries from `kube-cel`, and regular expressions compiled once.
+//! library, the Kubernetes libraries from `kube-cel`, and regular expressions compiled once, as
+//! Go's `regexp` reads them (`re2`).
 //! Registers `authz`'s `authorizer` library beside them.
 //!
 //! Which crate provides what was measured (README, "CEL compatibility"): `cel` 0.15 alone lacks
@@ -67,13 +68,15 @@ const MAX_CACHED_REGEXES: usize = 4096;
 /// Compiles a literal pattern of `matches`/`find`/`findAll` at load, as kube-apiserver's regex
 /// optimizer does (`cel.ValidateRegexLiterals`, base.go).
 ///
+/// Patterns are read as Go's `regexp` reads them ([`super::re2`]).
+///
 /// # Errors
-/// The regex crate's error when the pattern is not a valid RE2/Rust regular expression.
-pub(crate) fn precompile_regex(pattern: &str) -> Result<(), regex::Error> {
+/// [`super::re2::Re2Error`] when Go would refuse the pattern.
+pub(crate) fn precompile_regex(pattern: &str) -> Result<(), super::re2::Re2Error> {
     if regexes().load().contains_key(pattern) {
         return Ok(());
     }
-    let compiled = Arc::new(Regex::new(pattern)?);
+    let compiled = Arc::new(super::re2::compile(pattern)?);
     regexes().rcu(|current| {
         let mut next = HashMap::clone(current);
         if next.len() < MAX_CACHED_REGEXES {
@@ -88,7 +91,7 @@ fn regex(function: &str, pattern: &str) -> Result<Arc<Regex>, ExecutionError> {
     if let Some(re) = regexes().load().get(pattern) {
         return Ok(re.clone());
     }
-    Regex::new(pattern).map(Arc::new).map_err(|e| {
+    super::re2::compile(pattern).map(Arc::new).map_err(|e| {
         ExecutionError::function_error(function, format!("'{pattern}' not a valid regex:\n{e}"))
     })
 }

@@ -261,25 +261,16 @@ pub enum CompileError {
         "compilation failed: two-variable comprehensions are not supported by admission-proxy"
     )]
     TwoVariableComprehension,
-    /// A literal pattern of `matches`, `find` or `findAll` that is not a regular expression;
-    /// the regex crate's message on one line (it spans several).
-    #[error("compilation failed: invalid regular expression {pattern:?}: {}", one_line(.source))]
+    /// A literal pattern of `matches`, `find` or `findAll` that Go's `regexp` refuses.
+    #[error("compilation failed: invalid regular expression {pattern:?}: {source}")]
     Regex {
         pattern: String,
         #[source]
-        source: regex::Error,
+        source: super::re2::Re2Error,
     },
     /// The result is statically not a bool: what it is (`int`, `a number`, ...).
     #[error("must evaluate to bool, but evaluates to {0}")]
     NotBool(&'static str),
-}
-
-/// `e`'s message with its lines and runs of white space joined by single spaces.
-fn one_line(e: &impl std::fmt::Display) -> String {
-    e.to_string()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Why a condition has no value (`explain`, and the error `evaluate` aggregates).
@@ -988,6 +979,31 @@ mod tests {
 
     fn eval(list: &[(&str, &str)]) -> ConditionsResult {
         conditions(list).evaluate(&ParsedReview::parse(POD.as_bytes()).unwrap())
+    }
+
+    /// Regular expressions decide as Go's `regexp` does (RE2: `\w` is ASCII): a condition
+    /// `!'déjà'.matches('^\\w+$')` holds in kube-apiserver, so the webhook is called; with
+    /// the `regex` crate's Unicode `\w` it did not, and the proxy skipped a webhook
+    /// kube-apiserver calls. A literal valid in RE2 that the `regex` crate's size limit refused
+    /// (`(\w{100}){10}`) loads; one Go refuses is refused in Go's words.
+    #[test]
+    fn regular_expressions_decide_as_re2() {
+        assert_eq!(
+            eval(&[("not-a-word", r"!'déjà'.matches('^\\w+$')")]),
+            ConditionsResult::Match
+        );
+        assert_eq!(
+            eval(&[("find", r"'déjà vu'.find('\\w+') == 'd'")]),
+            ConditionsResult::Match
+        );
+        assert!(MatchCondition::compile("c", r"'a'.matches('(\\w{100}){10}')").is_ok());
+        let refused = MatchCondition::compile("c", r"'a'.matches('(\\w{100}){11}')")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.ends_with("error parsing regexp: invalid repeat count: `{11}`"),
+            "{refused}"
+        );
     }
 
     /// KEP-3716 user stories: NFS volumes, excluding a group, excluding leases.

@@ -11,6 +11,7 @@ pub(crate) mod cel_names;
 pub(crate) mod conditions;
 pub(crate) mod cost;
 pub(crate) mod namespaces;
+pub mod re2;
 pub(crate) mod rules;
 pub mod selector;
 
