@@ -480,9 +480,7 @@ fn escape(chars: &[char], at: usize, in_class: bool) -> Result<(String, usize), 
 /// One literal character, escaped where the `regex` crate gives it a meaning (in or out of a
 /// class).
 fn push_literal(out: &mut String, c: char) {
-    if c.is_ascii_punctuation() || c == ' ' || c == '#' {
-        out.push_str(&format!("\\x{{{:X}}}", u32::from(c)));
-    } else if c.is_whitespace() || c.is_control() {
+    if c.is_ascii_punctuation() || c.is_whitespace() || c.is_control() {
         out.push_str(&format!("\\x{{{:X}}}", u32::from(c)));
     } else {
         out.push(c);
