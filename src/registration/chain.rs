@@ -115,7 +115,9 @@ pub fn chain_objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value
     let mut problems = Vec::new();
     for webhook_type in webhook_types(options) {
         for (configuration, webhooks) in snapshot.configurations(webhook_type) {
-            if let Some(problem) = invalid_name(webhook_type, configuration, webhooks) {
+            let refused = super::invalid_name(webhook_type, configuration, webhooks, options)
+                .or_else(|| invalid_name(webhook_type, configuration, webhooks));
+            if let Some(problem) = refused {
                 problems.push(problem);
                 continue;
             }

@@ -171,20 +171,33 @@ pub fn parse_service(s: &str) -> Result<(String, String, u16), ServiceError> {
 
 /// The registration objects for every webhook of `snapshot`: one configuration per legacy
 /// configuration, validating first, each sorted by name, as a multi-document YAML stream.
-pub fn render(snapshot: &Snapshot, options: &Options) -> String {
+///
+/// # Errors
+/// As [`objects`].
+pub fn render(snapshot: &Snapshot, options: &Options) -> Result<String, Vec<Problem>> {
     let mut out = String::new();
-    for object in objects(snapshot, options) {
+    for object in objects(snapshot, options)? {
         out.push_str("---\n");
         out.push_str(&serde_yaml_ng::to_string(&object).unwrap_or_default());
     }
-    out
+    Ok(out)
 }
 
 /// The registration objects as JSON values (see [`render`]).
-pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
+///
+/// # Errors
+/// One [`Problem`] per configuration whose registration name ([`configuration_name`]) is
+/// no DNS-1123 subdomain, as kube-apiserver requires of `metadata.name`; nothing is returned
+/// then, so that a partial registration is never applied.
+pub fn objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value>, Vec<Problem>> {
     let mut out = Vec::new();
+    let mut problems = Vec::new();
     for webhook_type in webhook_types(options) {
         for (configuration, webhooks) in snapshot.configurations(webhook_type) {
+            if let Some(problem) = invalid_name(webhook_type, configuration, webhooks, options) {
+                problems.push(problem);
+                continue;
+            }
             out.push(configuration_object(
                 webhook_type,
                 configuration,
@@ -196,7 +209,43 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Vec<Value> {
             ));
         }
     }
-    out
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The problem with the registration's name for `configuration`, if it is no DNS-1123
+/// subdomain (`ValidateObjectMeta` with `NameIsDNSSubdomain`: at most 253 characters of
+/// lower-case labels): a 240-character legacy name plus the default suffix is 256, and 270 with
+/// `.static.k8s.io`. kube-apiserver would refuse the object (and its static manifests loader
+/// the whole directory), so it is never printed.
+pub(crate) fn invalid_name(
+    webhook_type: WebhookType,
+    configuration: &str,
+    webhooks: &[std::sync::Arc<Webhook>],
+    options: &Options,
+) -> Option<Problem> {
+    let name = configuration_name(configuration, options);
+    if crate::names::is_dns1123_subdomain(&name) {
+        return None;
+    }
+    let added = name.len().saturating_sub(configuration.len());
+    Some(Problem {
+        file: webhooks.first().map(|w| w.source.clone()).unwrap_or_default(),
+        document: None,
+        kind: Some(webhook_type.configuration_kind().to_string()),
+        configuration: Some(configuration.to_string()),
+        webhook: None,
+        field: "metadata.name".to_string(),
+        message: format!(
+            "the registration's name {name:?} ({} characters: the legacy name and {added} added by --name-suffix{}) is not a DNS-1123 subdomain of at most 253 characters, which kube-apiserver requires; choose a shorter --name-suffix (the legacy name may have at most {} characters with this one)",
+            name.len(),
+            if options.static_manifests.is_some() { " and .static.k8s.io" } else { "" },
+            253usize.saturating_sub(added),
+        ),
+    })
 }
 
 /// The types registered: both, or the static manifests plugin's alone (kube-apiserver's

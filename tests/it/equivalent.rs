@@ -663,7 +663,7 @@ async fn through_registration(config: &str, proxy: &TestProxy, review: &[u8]) ->
         static_manifests: None,
     };
     let mut paths = Vec::new();
-    for object in registration::objects(&snapshot, &options) {
+    for object in registration::objects(&snapshot, &options).unwrap() {
         for w in object["webhooks"].as_array().unwrap() {
             let rules: Vec<RuleWithOperations> =
                 serde_json::from_value(w["rules"].clone()).unwrap();

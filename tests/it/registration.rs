@@ -1067,6 +1067,79 @@ fn a_chain_is_never_narrower_than_any_of_its_webhooks() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A legacy name of 240 characters became a registration named 256 characters with
+/// `--service` (the default suffix) and 270 with `--static-manifests` (and `.static.k8s.io`),
+/// printed with exit 0 although kube-apiserver refuses the object (and `check` the output).
+/// Now nothing is printed and the name, its length and the longest legacy name the suffix
+/// allows are said; 237 characters (253 with the suffix) still register.
+#[test]
+fn a_registration_name_longer_than_kube_apiserver_takes_is_refused() {
+    let name = |n: usize| {
+        format!(
+            "{}.{}.{}.{}",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(n - 3 * 64)
+        )
+    };
+    let config = |n: usize| {
+        format!("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: {}}}\nwebhooks:\n- name: a.long.example.com\n  clientConfig: {{url: 'https://127.0.0.1:9443/a'}}\n  rules: [{{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}}]\n  namespaceSelector: {{matchExpressions: [{{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}}]}}\n  sideEffects: None\n  admissionReviewVersions: [v1]\n", name(n))
+    };
+    let dir = scratch("registration-long-name");
+    let file = dir.join("config.yaml");
+    let service = |file: &std::path::Path| {
+        run_registration(&[
+            "--service".as_ref(),
+            "webhooks/admission-proxy".as_ref(),
+            "--config".as_ref(),
+            file.as_os_str(),
+        ])
+    };
+    std::fs::write(&file, config(237)).unwrap();
+    let (code, stdout, stderr) = service(&file);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (valid, report) = check_output("registration-long-name-check", &stdout);
+    assert!(valid, "{report}");
+
+    std::fs::write(&file, config(240)).unwrap();
+    let (code, stdout, stderr) = service(&file);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.is_empty(), "nothing printed: {stdout}");
+    let expected = format!(
+        "error: {}: ValidatingWebhookConfiguration \"{}\": metadata.name: the registration's name \"{}-admission-proxy\" (256 characters: the legacy name and 16 added by --name-suffix) is not a DNS-1123 subdomain of at most 253 characters, which kube-apiserver requires; choose a shorter --name-suffix (the legacy name may have at most 237 characters with this one)\nerror: 1 configuration(s) cannot be registered; nothing printed\n",
+        file.display(),
+        name(240),
+        name(240)
+    );
+    let errors: String = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(errors, expected);
+
+    let (code, stdout, stderr) = run_registration(&[
+        "--url".as_ref(),
+        "https://10.0.0.1:8443".as_ref(),
+        "--namespace".as_ref(),
+        "webhooks".as_ref(),
+        "--ca-bundle".as_ref(),
+        file.as_os_str(),
+        "--static-manifests".as_ref(),
+        "validating".as_ref(),
+        "--config".as_ref(),
+        file.as_os_str(),
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.is_empty(), "nothing printed: {stdout}");
+    assert!(
+        stderr.contains("-admission-proxy.static.k8s.io\" (270 characters: the legacy name and 30 added by --name-suffix and .static.k8s.io)"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_configuration_name_too_long_for_a_chain_webhook_name_is_reported() {
     // A valid configuration name of 228 characters makes a chain webhook name of exactly 253,

@@ -272,18 +272,20 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
         eprintln!("warning: {f}");
     }
     let rendered = if args.chain {
-        admission_proxy::registration::render_chains(&snapshot, &options).map_err(|problems| {
-            for p in &problems {
-                eprintln!("error: {p}");
-            }
-            anyhow::anyhow!(
-                "{} configuration(s) cannot be registered as a chain; nothing printed",
-                problems.len()
-            )
-        })?
+        admission_proxy::registration::render_chains(&snapshot, &options)
     } else {
         admission_proxy::registration::render(&snapshot, &options)
     };
+    let rendered = rendered.map_err(|problems| {
+        for p in &problems {
+            eprintln!("error: {p}");
+        }
+        let how = if args.chain { " as a chain" } else { "" };
+        anyhow::anyhow!(
+            "{} configuration(s) cannot be registered{how}; nothing printed",
+            problems.len()
+        )
+    })?;
     if let Some(plugin) = args.static_manifests {
         if rendered.is_empty() {
             bail!(
