@@ -273,6 +273,22 @@ pub enum CompileError {
     NotBool(&'static str),
 }
 
+/// Runs `f`, an evaluation that may spend up to the webhook's cost budget (milliseconds to
+/// tens of them), without holding up the other admissions of this worker thread: on a
+/// multi-threaded runtime (`serve`), `block_in_place` hands the worker's other tasks to
+/// another thread first; anywhere else (the background lane's own thread, `explain`, tests)
+/// `f` simply runs. Only evaluations whose cost is tracked come here: those that cannot reach
+/// the limits ([`cost::fast_path_max_body`]) are cheaper than the hand-off.
+fn off_the_workers<R>(f: impl FnOnce() -> R) -> R {
+    let multi_threaded = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_threaded {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
 /// Why a condition has no value (`explain`, and the error `evaluate` aggregates).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub(crate) enum EvaluationError {
@@ -534,8 +550,15 @@ impl MatchConditions {
         let track = self
             .untracked_max_body
             .is_none_or(|max| review.body_len() as u64 > max);
-        self.with_bound(review, |context| self.result(self.run(context, track)))
-            .unwrap_or_else(|e| ConditionsResult::Error(e.to_string()))
+        let evaluate = || {
+            self.with_bound(review, |context| self.result(self.run(context, track)))
+                .unwrap_or_else(|e| ConditionsResult::Error(e.to_string()))
+        };
+        if track {
+            off_the_workers(evaluate)
+        } else {
+            evaluate()
+        }
     }
 
     /// Runs `f` in a context with the variables the conditions reference bound to `review`'s

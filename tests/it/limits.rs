@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use admission_proxy::dispatch::HttpClient;
 use admission_proxy::server::{Limits, DEFAULT_MAX_BODY_BYTES};
 
 use crate::common::*;
@@ -597,4 +598,117 @@ async fn requests_go_refuses_get_go_s_answers() {
     let chunked_ok = blocking(move || answer_to(addr, &ca, &request)).await;
     assert!(chunked_ok.starts_with("HTTP/1.1 200"), "{chunked_ok}");
     assert_eq!(backend.recorder.calls(), 1);
+}
+
+/// No admission waits on another's CEL. The proxy serves on one worker thread by default;
+/// matchConditions that spend the webhook's whole cost budget (three conditions cancelled
+/// at cel-go's per-call limit) used to hold that thread, and every other admission, for as
+/// long as they ran. Their evaluation now hands the worker's other work to another thread
+/// (`block_in_place`): an admission sent while they run is answered first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_does_not_wait_for_another_s_cel() {
+    let ws = Workspace::new("cel-blocking");
+    let expensive = "object.spec.l.all(a, object.spec.l.all(b, a != -1))";
+    let slow = validating(
+        "slow.cel.example.com",
+        "{url: \"https://127.0.0.1:9/never\"}",
+        ALL,
+        &format!(
+            "failurePolicy: Ignore\n  matchConditions:\n  - {{name: a, expression: \"{expensive}\"}}\n  - {{name: b, expression: \"{expensive}\"}}\n  - {{name: c, expression: \"{expensive}\"}}"
+        ),
+    );
+    let quick = validating(
+        "quick.cel.example.com",
+        "{url: \"https://127.0.0.1:9/never\"}",
+        r#"[{operations: ["DELETE"], apiGroups: ["nothing.example.com"], apiVersions: ["*"], resources: ["*"]}]"#,
+        "",
+    );
+    std::fs::write(ws.conf.join("webhooks.yaml"), format!("{slow}---\n{quick}")).unwrap();
+    let proxy = tokio::task::block_in_place(|| {
+        BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--worker-threads", "1"])
+    });
+    let target = proxy.target(&ws.pki);
+    let (slow_client, quick_client) = (HttpClient::new(), HttpClient::new());
+    let small = pod_create("default", serde_json::json!({}));
+    // Each client's connection is open before the race.
+    for (client, webhook) in [(&slow_client, "slow"), (&quick_client, "quick")] {
+        let path = format!("/webhooks/{webhook}.cel.example.com?timeout=10s");
+        assert_eq!(
+            client
+                .post(&target, &path, &small, &[])
+                .await
+                .unwrap()
+                .status,
+            200
+        );
+    }
+    let big = review_json(
+        "v1",
+        "CREATE",
+        "pods",
+        "default",
+        serde_json::json!({"spec": {"l": (0..1_000).collect::<Vec<i32>>()}}),
+        serde_json::Value::Null,
+        false,
+    );
+    let sent = Instant::now();
+    let slow_call = {
+        let target = target.clone();
+        tokio::spawn(async move {
+            let reply = slow_client
+                .post(
+                    &target,
+                    "/webhooks/slow.cel.example.com?timeout=10s",
+                    &big,
+                    &[],
+                )
+                .await
+                .unwrap();
+            (reply, Instant::now())
+        })
+    };
+    // The quick admission is sent once the slow one is in flight (its conditions running):
+    // `/metrics` answers meanwhile only if the worker is not held.
+    let evaluating = |m: &str| {
+        metric_value(
+            m,
+            "admission_proxy_webhook_in_flight",
+            &[("name", "slow.cel.example.com")],
+        ) == Some(1.0)
+    };
+    let scraped = tokio::task::block_in_place(|| proxy.scrape_until(&ws.pki, evaluating));
+    assert!(
+        evaluating(&scraped),
+        "the slow admission is in flight: {}",
+        scraped
+            .lines()
+            .filter(|l| l.contains("in_flight") || l.contains("slow"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let quick = quick_client
+        .post(
+            &target,
+            "/webhooks/quick.cel.example.com?timeout=10s",
+            &small,
+            &[],
+        )
+        .await
+        .unwrap();
+    let quick_done = Instant::now();
+    assert_eq!(quick.status, 200);
+    let (slow, slow_done) = slow_call.await.unwrap();
+    let slow = Reply::from(slow);
+    assert_eq!(
+        slow.decision,
+        "skipped",
+        "{}",
+        String::from_utf8_lossy(&slow.body)
+    );
+    assert!(
+        quick_done < slow_done,
+        "the quick admission was answered while the other's CEL ran ({:?}, {:?})",
+        quick_done - sent,
+        slow_done - sent
+    );
 }
