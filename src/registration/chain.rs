@@ -149,18 +149,13 @@ fn invalid_name(
     webhooks: &[Arc<Webhook>],
 ) -> Option<Problem> {
     let name = chain_webhook_name(configuration);
-    (!names::is_fully_qualified_name(&name)).then(|| Problem {
-        file: webhooks.first().map(|w| w.source.clone()).unwrap_or_default(),
-        document: None,
-        kind: Some(webhook_type.configuration_kind().to_string()),
-        configuration: Some(configuration.to_string()),
-        webhook: None,
-        field: "metadata.name".to_string(),
-        message: format!(
+    (!names::is_fully_qualified_name(&name)).then(|| {
+        let message = format!(
             "the chain webhook name {name:?} ({} characters) is not a valid webhook name (a DNS-1123 subdomain of at most 253 characters): a configuration registered as a chain may have at most {} characters; register it per webhook (without --chain)",
             name.len(),
             253 - CHAIN_WEBHOOK_SUFFIX.len()
-        ),
+        );
+        super::name_problem(webhook_type, configuration, webhooks, message)
     })
 }
 

@@ -232,20 +232,39 @@ pub(crate) fn invalid_name(
         return None;
     }
     let added = name.len().saturating_sub(configuration.len());
-    Some(Problem {
-        file: webhooks.first().map(|w| w.source.clone()).unwrap_or_default(),
-        document: None,
-        kind: Some(webhook_type.configuration_kind().to_string()),
-        configuration: Some(configuration.to_string()),
-        webhook: None,
-        field: "metadata.name".to_string(),
-        message: format!(
+    Some(name_problem(
+        webhook_type,
+        configuration,
+        webhooks,
+        format!(
             "the registration's name {name:?} ({} characters: the legacy name and {added} added by --name-suffix{}) is not a DNS-1123 subdomain of at most 253 characters, which kube-apiserver requires; choose a shorter --name-suffix (the legacy name may have at most {} characters with this one)",
             name.len(),
             if options.static_manifests.is_some() { " and .static.k8s.io" } else { "" },
             253usize.saturating_sub(added),
         ),
-    })
+    ))
+}
+
+/// A [`Problem`] with the `metadata.name` of `configuration` (in the file of its first
+/// webhook): a name the registration cannot give it.
+pub(crate) fn name_problem(
+    webhook_type: WebhookType,
+    configuration: &str,
+    webhooks: &[std::sync::Arc<Webhook>],
+    message: String,
+) -> Problem {
+    Problem {
+        file: webhooks
+            .first()
+            .map(|w| w.source.clone())
+            .unwrap_or_default(),
+        document: None,
+        kind: Some(webhook_type.configuration_kind().to_string()),
+        configuration: Some(configuration.to_string()),
+        webhook: None,
+        field: "metadata.name".to_string(),
+        message,
+    }
 }
 
 /// The types registered: both, or the static manifests plugin's alone (kube-apiserver's

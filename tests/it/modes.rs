@@ -423,24 +423,49 @@ fn capture_files_when(
     panic!("capture files never got there");
 }
 
+/// A backend that allows, and a workspace configuring `capture.example.com` for it (with
+/// `extra`, YAML under the webhook); the captures directory to name.
+fn capture_workspace(name: &str, extra: &str) -> (TestBackend, Workspace, std::path::PathBuf) {
+    let backend = TestBackend::start();
+    let ws = Workspace::new(name);
+    let captures = ws.dir.join("captures");
+    let config = validating(
+        "capture.example.com",
+        &backend.client_config("/allow"),
+        ALL,
+        extra,
+    );
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    (backend, ws, captures)
+}
+
+/// POSTs `body` to `capture.example.com` (see [`capture_workspace`]).
+async fn send_capture(
+    client: &HttpClient,
+    target: &admission_proxy::dispatch::Target,
+    body: Vec<u8>,
+) -> admission_proxy::dispatch::HttpReply {
+    let path = "/webhooks/capture.example.com?timeout=10s";
+    client.post(target, path, &body, &[]).await.unwrap()
+}
+
+/// `explain --config conf --review review`, run.
+fn explain_review(conf: &std::path::Path, review: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["explain", "--config"])
+        .arg(conf)
+        .arg("--review")
+        .arg(review)
+        .output()
+        .unwrap()
+}
+
 /// Captures: every sampled admission is written (Secret values and --redact-path fields
 /// redacted), `explain --review` reads the file as it is, and the oldest files go beyond
 /// --capture-max-files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captures_are_redacted_bounded_and_replay_through_explain() {
-    let backend = TestBackend::start();
-    let ws = Workspace::new("capture");
-    let captures = ws.dir.join("captures");
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        validating(
-            "capture.example.com",
-            &backend.client_config("/allow"),
-            ALL,
-            "",
-        ),
-    )
-    .unwrap();
+    let (_backend, ws, captures) = capture_workspace("capture", "");
     let proxy = tokio::task::block_in_place(|| {
         BinaryProxy::start(
             &ws.conf,
@@ -469,20 +494,7 @@ async fn captures_are_redacted_bounded_and_replay_through_explain() {
     assert!(!values.is_empty());
     let client = HttpClient::new();
     let target = proxy.target(&ws.pki);
-    let send = |body: Vec<u8>| {
-        let (client, target) = (&client, &target);
-        async move {
-            client
-                .post(
-                    target,
-                    "/webhooks/capture.example.com?timeout=10s",
-                    &body,
-                    &[],
-                )
-                .await
-                .unwrap()
-        }
-    };
+    let send = |body: Vec<u8>| send_capture(&client, &target, body);
     assert_eq!(send(secret.clone()).await.status, 200);
     let files_when =
         |done: &dyn Fn(&[std::path::PathBuf]) -> bool| capture_files_when(&captures, done);
@@ -501,13 +513,7 @@ async fn captures_are_redacted_bounded_and_replay_through_explain() {
         captured["admissionProxyCapture"]["webhook"],
         "capture.example.com"
     );
-    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
-        .args(["explain", "--config"])
-        .arg(&ws.conf)
-        .arg("--review")
-        .arg(&first)
-        .output()
-        .unwrap();
+    let explain = explain_review(&ws.conf, &first);
     assert!(explain.status.success(), "{explain:?}");
     assert!(String::from_utf8_lossy(&explain.stdout).contains("capture.example.com"));
     for _ in 0..2 {
@@ -524,19 +530,7 @@ async fn captures_are_redacted_bounded_and_replay_through_explain() {
 /// is refused by `explain --review` rather than replayed as another request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captures_are_compact_and_cut_to_the_capture_limit() {
-    let backend = TestBackend::start();
-    let ws = Workspace::new("capture-bounded");
-    let captures = ws.dir.join("captures");
-    std::fs::write(
-        ws.conf.join("webhooks.yaml"),
-        validating(
-            "capture.example.com",
-            &backend.client_config("/allow"),
-            ALL,
-            "failurePolicy: Ignore",
-        ),
-    )
-    .unwrap();
+    let (_backend, ws, captures) = capture_workspace("capture-bounded", "failurePolicy: Ignore");
     let max_bytes = 200_000u64;
     let proxy = tokio::task::block_in_place(|| {
         BinaryProxy::start(
@@ -556,18 +550,7 @@ async fn captures_are_compact_and_cut_to_the_capture_limit() {
     let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
     let send = |body: Vec<u8>| {
         let (client, target) = (&client, &target);
-        async move {
-            client
-                .post(
-                    target,
-                    "/webhooks/capture.example.com?timeout=10s",
-                    &body,
-                    &[],
-                )
-                .await
-                .unwrap()
-                .status
-        }
+        async move { send_capture(client, target, body).await.status }
     };
     let pod = |spec: &str| {
         let body = review_json(
@@ -605,13 +588,7 @@ async fn captures_are_compact_and_cut_to_the_capture_limit() {
             300_000 + r#"{"spec":{"big":""}}"#.len()
         )])
     );
-    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
-        .args(["explain", "--config"])
-        .arg(&ws.conf)
-        .arg("--review")
-        .arg(&cut)
-        .output()
-        .unwrap();
+    let explain = explain_review(&ws.conf, &cut);
     assert!(!explain.status.success());
     let stderr = String::from_utf8_lossy(&explain.stderr);
     assert!(

@@ -1067,6 +1067,23 @@ fn a_chain_is_never_narrower_than_any_of_its_webhooks() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A valid configuration name of `n` characters (at least 193): four DNS labels.
+fn long_name(n: usize) -> String {
+    format!(
+        "{}.{}.{}.{}",
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(n - 3 * 64)
+    )
+}
+
+/// A ValidatingWebhookConfiguration named [`long_name`]`(n)` with one webhook, `extra` added to
+/// it (YAML, two-space indented under the list item).
+fn long_name_config(n: usize, extra: &str) -> String {
+    format!("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: {}}}\nwebhooks:\n- name: a.long.example.com\n  clientConfig: {{url: 'https://127.0.0.1:9443/a'}}\n  rules: [{{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}}]\n{extra}  sideEffects: None\n  admissionReviewVersions: [v1]\n", long_name(n))
+}
+
 /// A legacy name of 240 characters became a registration named 256 characters with
 /// `--service` (the default suffix) and 270 with `--static-manifests` (and `.static.k8s.io`),
 /// printed with exit 0 although kube-apiserver refuses the object (and `check` the output).
@@ -1074,18 +1091,9 @@ fn a_chain_is_never_narrower_than_any_of_its_webhooks() {
 /// allows are said; 237 characters (253 with the suffix) still register.
 #[test]
 fn a_registration_name_longer_than_kube_apiserver_takes_is_refused() {
-    let name = |n: usize| {
-        format!(
-            "{}.{}.{}.{}",
-            "a".repeat(63),
-            "b".repeat(63),
-            "c".repeat(63),
-            "d".repeat(n - 3 * 64)
-        )
-    };
-    let config = |n: usize| {
-        format!("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: {}}}\nwebhooks:\n- name: a.long.example.com\n  clientConfig: {{url: 'https://127.0.0.1:9443/a'}}\n  rules: [{{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}}]\n  namespaceSelector: {{matchExpressions: [{{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}}]}}\n  sideEffects: None\n  admissionReviewVersions: [v1]\n", name(n))
-    };
+    let name = long_name;
+    let selector = "  namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]}\n";
+    let config = |n: usize| long_name_config(n, selector);
     let dir = scratch("registration-long-name");
     let file = dir.join("config.yaml");
     let service = |file: &std::path::Path| {
@@ -1144,18 +1152,8 @@ fn a_registration_name_longer_than_kube_apiserver_takes_is_refused() {
 fn a_configuration_name_too_long_for_a_chain_webhook_name_is_reported() {
     // A valid configuration name of 228 characters makes a chain webhook name of exactly 253,
     // the most kube-apiserver takes; 229 is one too many.
-    let name = |n: usize| {
-        format!(
-            "{}.{}.{}.{}",
-            "a".repeat(63),
-            "b".repeat(63),
-            "c".repeat(63),
-            "d".repeat(n - 3 * 64)
-        )
-    };
-    let config = |n: usize| {
-        format!("apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: {}}}\nwebhooks:\n- name: a.long.example.com\n  clientConfig: {{url: 'https://127.0.0.1:9443/a'}}\n  rules: [{{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [pods]}}]\n  sideEffects: None\n  admissionReviewVersions: [v1]\n", name(n))
-    };
+    let name = long_name;
+    let config = |n: usize| long_name_config(n, "");
     let dir = scratch("chain-long-name");
     let file = dir.join("config.yaml");
     let run = |file: &std::path::Path| {
