@@ -423,9 +423,14 @@ fn capture_files_when(
     panic!("capture files never got there");
 }
 
-/// A backend that allows, and a workspace configuring `capture.example.com` for it (with
-/// `extra`, YAML under the webhook); the captures directory to name.
-fn capture_workspace(name: &str, extra: &str) -> (TestBackend, Workspace, std::path::PathBuf) {
+/// A backend that allows, a workspace configuring `capture.example.com` for it (with
+/// `extra`, YAML under the webhook), and the proxy serving it with captures to the returned
+/// directory (`--capture-sample 1` and `flags`).
+fn capture_proxy(
+    name: &str,
+    extra: &str,
+    flags: &[&str],
+) -> (TestBackend, Workspace, std::path::PathBuf, BinaryProxy) {
     let backend = TestBackend::start();
     let ws = Workspace::new(name);
     let captures = ws.dir.join("captures");
@@ -436,10 +441,14 @@ fn capture_workspace(name: &str, extra: &str) -> (TestBackend, Workspace, std::p
         extra,
     );
     std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
-    (backend, ws, captures)
+    let dir = captures.to_str().unwrap();
+    let mut args = vec!["--capture-dir", dir, "--capture-sample", "1"];
+    args.extend_from_slice(flags);
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &args);
+    (backend, ws, captures, proxy)
 }
 
-/// POSTs `body` to `capture.example.com` (see [`capture_workspace`]).
+/// POSTs `body` to `capture.example.com` (see [`capture_proxy`]).
 async fn send_capture(
     client: &HttpClient,
     target: &admission_proxy::dispatch::Target,
@@ -465,17 +474,11 @@ fn explain_review(conf: &std::path::Path, review: &std::path::Path) -> std::proc
 /// --capture-max-files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captures_are_redacted_bounded_and_replay_through_explain() {
-    let (_backend, ws, captures) = capture_workspace("capture", "");
-    let proxy = tokio::task::block_in_place(|| {
-        BinaryProxy::start(
-            &ws.conf,
-            &ws.cert,
-            &ws.key,
+    let (_backend, ws, captures, proxy) = tokio::task::block_in_place(|| {
+        capture_proxy(
+            "capture",
+            "",
             &[
-                "--capture-dir",
-                captures.to_str().unwrap(),
-                "--capture-sample",
-                "1",
                 "--capture-max-files",
                 "2",
                 "--redact-path",
@@ -530,22 +533,11 @@ async fn captures_are_redacted_bounded_and_replay_through_explain() {
 /// is refused by `explain --review` rather than replayed as another request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captures_are_compact_and_cut_to_the_capture_limit() {
-    let (_backend, ws, captures) = capture_workspace("capture-bounded", "failurePolicy: Ignore");
     let max_bytes = 200_000u64;
-    let proxy = tokio::task::block_in_place(|| {
-        BinaryProxy::start(
-            &ws.conf,
-            &ws.cert,
-            &ws.key,
-            &[
-                "--capture-dir",
-                captures.to_str().unwrap(),
-                "--capture-sample",
-                "1",
-                "--capture-max-bytes",
-                &max_bytes.to_string(),
-            ],
-        )
+    let limit = max_bytes.to_string();
+    let (_backend, ws, captures, proxy) = tokio::task::block_in_place(|| {
+        let flags = ["--capture-max-bytes", limit.as_str()];
+        capture_proxy("capture-bounded", "failurePolicy: Ignore", &flags)
     });
     let (client, target) = (HttpClient::new(), proxy.target(&ws.pki));
     let send = |body: Vec<u8>| {
