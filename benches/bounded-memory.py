@@ -114,15 +114,24 @@ with open("conf-bounded/w.yaml", "w") as f:
 os.makedirs("captures-bounded", exist_ok=True)
 for old in os.listdir("captures-bounded"):
     os.remove(os.path.join("captures-bounded", old))
-log = open("bounded-memory.log", "w")
-proxy = subprocess.Popen([binary, "serve", "--config", "conf-bounded", "--listen", f"127.0.0.1:{PORT}",
-                          "--tls-cert-file", "cert.pem", "--tls-private-key-file", "key.pem",
-                          "--capture-dir", "captures-bounded", "--capture-sample", "0"],
-                         stdout=log, stderr=log)
-for _ in range(100):
-    if "listening" in open("bounded-memory.log").read():
-        break
-    time.sleep(0.1)
+proxy = None
+
+
+def start():
+    """A fresh `serve`, so that each load is measured from the same base."""
+    global proxy
+    if proxy is not None:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+    log = open("bounded-memory.log", "w")
+    proxy = subprocess.Popen([binary, "serve", "--config", "conf-bounded", "--listen", f"127.0.0.1:{PORT}",
+                              "--tls-cert-file", "cert.pem", "--tls-private-key-file", "key.pem",
+                              "--capture-dir", "captures-bounded", "--capture-sample", "0"],
+                             stdout=log, stderr=log)
+    for _ in range(100):
+        if "listening" in open("bounded-memory.log").read():
+            break
+        time.sleep(0.1)
 
 
 def status():
@@ -133,12 +142,6 @@ def status():
             if k in ("VmRSS", "VmHWM"):
                 fields[k] = int(v.split()[0]) / 1024
     return fields
-
-
-def reset_peak():
-    # Writing 5 to clear_refs resets VmHWM to the current RSS (proc(5)).
-    with open(f"/proc/{proxy.pid}/clear_refs", "w") as f:
-        f.write("5")
 
 
 client_ctx = ssl.create_default_context()
@@ -165,8 +168,8 @@ def send(hook, body, n, connections):
 
 
 def phase(name, run, settle=0.0):
+    start()
     time.sleep(1)
-    reset_peak()
     before = status()["VmRSS"]
     started = time.time()
     run()

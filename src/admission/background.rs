@@ -3,7 +3,7 @@
 //! [`BACKGROUND_LIMIT`] pieces of work run or wait at once, holding at most
 //! [`BACKGROUND_BYTES`] of the requests they work on; past either, new work is shed by the
 //! caller, which counts what it shed. (What the lane's calls read back is bounded apart:
-//! `dispatch::client::LANE_ANSWER_BYTES`.)
+//! `dispatch::ANSWER_BYTES`.)
 //!
 //! The lane is a runtime of its own on one thread the kernel schedules only when the cores are
 //! otherwise idle (`SCHED_IDLE`, else the lowest `nice`). Why: on a node whose cores are busy,

@@ -27,7 +27,8 @@ const POOL_IDLE: Duration = Duration::from_secs(60);
 /// `staging/src/k8s.io/client-go/rest/request.go`) without a limit; a sidecar cannot: one
 /// backend streaming an endless body would otherwise take every webhook behind the proxy down
 /// with it. A larger answer (by its `Content-Length`, or as read) is a call error
-/// ([`TransportError::TooLarge`]), decided by the webhook's failurePolicy.
+/// ([`TransportError::TooLarge`]), decided by the webhook's failurePolicy. All answers held at
+/// once are bounded too ([`ANSWER_BYTES`]).
 pub const MAX_ANSWER_BYTES: usize = 5 * 1024 * 1024;
 
 /// A transport-level failure, classified once (connect / TLS / other I/O or protocol).
@@ -142,8 +143,8 @@ pub struct HttpReply {
     pub headers: http::HeaderMap,
     /// The whole response body.
     pub body: Bytes,
-    /// The share of [`LANE_ANSWER_BYTES`] the body holds, for an answer read on the
-    /// background lane; given back when the last clone of the reply is dropped.
+    /// The share of [`ANSWER_BYTES`] the body holds; given back when the last clone of the
+    /// reply is dropped.
     _held: Option<Arc<tokio::sync::SemaphorePermit<'static>>>,
 }
 
@@ -160,16 +161,20 @@ impl HttpReply {
     }
 }
 
-/// Bytes of answers the background lane's calls (Shadow webhooks, candidate backends) may hold
-/// at once: 32 MiB. Each answer is at most [`MAX_ANSWER_BYTES`], and the lane runs up to
-/// `BACKGROUND_LIMIT` calls at once; without this, a candidate that trickles large answers to
-/// each of them would hold 256 × 5 MiB. An answer that would go over is a call error of that
-/// call (the work after the answer is best effort; the admission was answered long before).
-pub(crate) const LANE_ANSWER_BYTES: usize = 32 << 20;
+/// Bytes of backends' answers held at once, by side: `[0]` the admissions' calls (48 MiB),
+/// `[1]` the background lane's (Shadow webhooks, candidate backends: 16 MiB). Each answer is at
+/// most [`MAX_ANSWER_BYTES`], but calls run concurrently: without a shared bound, a backend
+/// that streams large answers to `--max-requests-inflight` admissions (or to the lane's 256
+/// places) at once would hold hundreds of them. Answers are a few hundred bytes as a rule;
+/// one that would pass its side's bound is a call error (decided by failurePolicy on the
+/// admissions' side; the lane's work is best effort, its admission answered long before).
+/// Counted as the memory the body holds (its buffer's capacity), in permits of 1 KiB.
+pub const ANSWER_BYTES: [usize; 2] = [48 << 20, 16 << 20];
 
-/// [`LANE_ANSWER_BYTES`], as permits of 1 KiB.
-static LANE_ANSWERS: tokio::sync::Semaphore =
-    tokio::sync::Semaphore::const_new(LANE_ANSWER_BYTES >> 10);
+static ANSWERS: [tokio::sync::Semaphore; 2] = [
+    tokio::sync::Semaphore::const_new(ANSWER_BYTES[0] >> 10),
+    tokio::sync::Semaphore::const_new(ANSWER_BYTES[1] >> 10),
+];
 
 impl HttpReply {
     /// The first value of header `name` (any case), when it is text.
@@ -516,7 +521,6 @@ async fn exchange(
     if declared.is_some_and(|n| n > MAX_ANSWER_BYTES as u64) {
         return Err(too_large());
     }
-    let mut body = Body::default();
     // client-go reads the whole body in `transformResponse`
     // (`staging/src/k8s.io/client-go/rest/request.go`) and words any failure so.
     let body_failed = |e: Box<pingora::Error>| {
@@ -531,17 +535,23 @@ async fn exchange(
             cause: failed.into_failure().cause,
         })
     };
-    let on_lane = lane_pool() == 1;
+    let side = lane_pool();
     let mut held: Option<tokio::sync::SemaphorePermit<'static>> = None;
+    // With its length known, a body in pieces is joined into one buffer of that size.
+    let mut body = Body::expecting(declared.map_or(0, |n| n as usize));
     while let Some(chunk) = h1.read_body_bytes().await.map_err(body_failed)? {
-        let total = body.len() + chunk.len();
-        if total > MAX_ANSWER_BYTES {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
             // The connection is dropped with the rest unread: it cannot carry another call.
             return Err(too_large());
         }
-        if on_lane {
-            hold_lane_bytes(&mut held, total)?;
-        }
+        let holds = body.held_after(chunk.len());
+        hold_answer_bytes(&ANSWERS[side], &mut held, holds).map_err(|()| {
+            let whose = ["the admissions'", "the background lane's"][side];
+            TransportError::TooLarge(TransportFailure::new(format!(
+                "{whose} answers from backends already hold {} bytes; this answer is not read further",
+                ANSWER_BYTES[side]
+            )))
+        })?;
         body.push(chunk);
     }
     let body = body.finish();
@@ -556,24 +566,22 @@ async fn exchange(
     ))
 }
 
-/// Grows `held` to cover `total` bytes of an answer (in KiB) from [`LANE_ANSWERS`].
+/// Grows `held` to cover `total` bytes of an answer (in KiB) from `budget` (a side of
+/// [`ANSWERS`]).
 ///
 /// # Errors
-/// [`TransportError::TooLarge`] when the lane's answers already hold [`LANE_ANSWER_BYTES`].
-fn hold_lane_bytes(
+/// `budget` has not that much left; `held` is as it was.
+fn hold_answer_bytes(
+    budget: &'static tokio::sync::Semaphore,
     held: &mut Option<tokio::sync::SemaphorePermit<'static>>,
     total: usize,
-) -> Result<(), TransportError> {
+) -> Result<(), ()> {
     let want = u32::try_from(total.div_ceil(1024)).unwrap_or(u32::MAX);
     let have = held.as_ref().map_or(0, |p| p.num_permits() as u32);
     if want <= have {
         return Ok(());
     }
-    let more = LANE_ANSWERS.try_acquire_many(want - have).map_err(|_| {
-        TransportError::TooLarge(TransportFailure::new(format!(
-            "the background lane's answers already hold {LANE_ANSWER_BYTES} bytes; this answer is not read further"
-        )))
-    })?;
+    let more = budget.try_acquire_many(want - have).map_err(|_| ())?;
     match held {
         Some(permit) => permit.merge(more),
         None => *held = Some(more),
@@ -588,15 +596,39 @@ fn hold_lane_bytes(
 pub(crate) struct Body {
     first: Bytes,
     joined: Option<Vec<u8>>,
+    /// The whole body's length when it was declared: the joined buffer's size.
+    expected: usize,
 }
 
 impl Body {
+    /// A body of `expected` bytes (0 when not known).
+    pub(crate) fn expecting(expected: usize) -> Self {
+        Body {
+            expected,
+            ..Body::default()
+        }
+    }
+
+    /// The bytes the body will hold once a chunk of `chunk` bytes is pushed: its buffer's
+    /// capacity, which is what it takes of memory.
+    pub(crate) fn held_after(&self, chunk: usize) -> usize {
+        let len = self.len() + chunk;
+        match &self.joined {
+            None if self.first.is_empty() => len,
+            None => len.max(self.expected),
+            Some(all) if all.capacity() >= len => all.capacity(),
+            // `Vec` at least doubles when it grows.
+            Some(all) => len.max(all.capacity() * 2),
+        }
+    }
+
     /// Appends the next chunk.
     pub(crate) fn push(&mut self, chunk: Bytes) {
         match &mut self.joined {
             None if self.first.is_empty() => self.first = chunk,
             None => {
-                let mut all = Vec::with_capacity(self.first.len() + chunk.len());
+                let len = self.first.len() + chunk.len();
+                let mut all = Vec::with_capacity(len.max(self.expected));
                 all.extend_from_slice(&self.first);
                 all.extend_from_slice(&chunk);
                 self.joined = Some(all);
@@ -806,6 +838,36 @@ impl std::fmt::Display for Target {
 mod tests {
     use super::*;
     use crate::api::WebhookClientConfig;
+
+    /// Answers held at once take from their side's budget by the memory their bodies hold,
+    /// grow their share as they are read, and give it back when dropped; one that would pass
+    /// the budget is refused, and takes nothing more.
+    #[test]
+    fn answers_held_at_once_are_bounded() {
+        let budget: &'static tokio::sync::Semaphore =
+            Box::leak(Box::new(tokio::sync::Semaphore::new(8)));
+        let mut a = None;
+        hold_answer_bytes(budget, &mut a, 3 * 1024).unwrap();
+        hold_answer_bytes(budget, &mut a, 5 * 1024).unwrap();
+        assert_eq!(budget.available_permits(), 3);
+        let mut b = None;
+        assert_eq!(hold_answer_bytes(budget, &mut b, 4 * 1024), Err(()));
+        assert!(b.is_none());
+        hold_answer_bytes(budget, &mut b, 2 * 1024 + 1).unwrap();
+        assert_eq!(budget.available_permits(), 0);
+        drop(a);
+        assert_eq!(budget.available_permits(), 5);
+        // A body counts its buffer: joined into its declared size, or grown by doubling.
+        let mut body = Body::expecting(10_000);
+        assert_eq!(body.held_after(100), 100);
+        body.push(Bytes::from(vec![0; 100]));
+        assert_eq!(body.held_after(100), 10_000);
+        body.push(Bytes::from(vec![0; 100]));
+        let mut unknown = Body::default();
+        unknown.push(Bytes::from(vec![0; 100]));
+        unknown.push(Bytes::from(vec![0; 100]));
+        assert_eq!(unknown.held_after(1), 400);
+    }
 
     fn target(url: &str) -> Target {
         let backend = Backend::from_client_config(&WebhookClientConfig {
