@@ -135,7 +135,7 @@ impl std::error::Error for TransportError {
 }
 
 /// A complete HTTP answer: status, header fields as received, whole body.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct HttpReply {
     /// The HTTP status code.
     pub status: u16,
@@ -143,9 +143,8 @@ pub struct HttpReply {
     pub headers: http::HeaderMap,
     /// The whole response body.
     pub body: Bytes,
-    /// The share of [`ANSWER_BYTES`] the body holds; given back when the last clone of the
-    /// reply is dropped.
-    _held: Option<Arc<tokio::sync::SemaphorePermit<'static>>>,
+    /// The share of [`ANSWER_BYTES`] the body holds; given back when the reply is dropped.
+    _held: Option<tokio::sync::SemaphorePermit<'static>>,
 }
 
 impl HttpReply {
@@ -161,15 +160,22 @@ impl HttpReply {
     }
 }
 
-/// Bytes of backends' answers held at once, by side: `[0]` the admissions' calls (48 MiB),
+/// Bytes of backends' answers held at once, by side: `[0]` the admissions' calls (32 MiB),
 /// `[1]` the background lane's (Shadow webhooks, candidate backends: 16 MiB). Each answer is at
 /// most [`MAX_ANSWER_BYTES`], but calls run concurrently: without a shared bound, a backend
 /// that streams large answers to `--max-requests-inflight` admissions (or to the lane's 256
 /// places) at once would hold hundreds of them. Answers are a few hundred bytes as a rule;
 /// one that would pass its side's bound is a call error (decided by failurePolicy on the
 /// admissions' side; the lane's work is best effort, its admission answered long before).
-/// Counted as the memory the body holds (its buffer's capacity), in permits of 1 KiB.
-pub const ANSWER_BYTES: [usize; 2] = [48 << 20, 16 << 20];
+/// Counted as the memory the body holds (its buffer's capacity), in permits of 1 KiB, past
+/// each answer's first [`UNCOUNTED_ANSWER_BYTES`]: those are bounded by the calls in flight,
+/// and counting them would cost every call the budget's atomics.
+pub const ANSWER_BYTES: [usize; 2] = [32 << 20, 16 << 20];
+
+/// The part of each answer not counted in [`ANSWER_BYTES`] (16 KiB): an AdmissionReview
+/// answer is a few hundred bytes as a rule, so this is the common case at no cost; at
+/// `--max-requests-inflight` 400 it is 6.4 MB at most.
+pub const UNCOUNTED_ANSWER_BYTES: usize = 16 << 10;
 
 static ANSWERS: [tokio::sync::Semaphore; 2] = [
     tokio::sync::Semaphore::const_new(ANSWER_BYTES[0] >> 10),
@@ -545,7 +551,12 @@ async fn exchange(
             return Err(too_large());
         }
         let holds = body.held_after(chunk.len());
-        hold_answer_bytes(&ANSWERS[side], &mut held, holds).map_err(|()| {
+        if holds <= UNCOUNTED_ANSWER_BYTES {
+            body.push(chunk);
+            continue;
+        }
+        let counted = holds - UNCOUNTED_ANSWER_BYTES;
+        hold_answer_bytes(&ANSWERS[side], &mut held, counted).map_err(|()| {
             let whose = ["the admissions'", "the background lane's"][side];
             TransportError::TooLarge(TransportFailure::new(format!(
                 "{whose} answers from backends already hold {} bytes; this answer is not read further",
@@ -560,7 +571,7 @@ async fn exchange(
             status,
             headers,
             body,
-            _held: held.map(Arc::new),
+            _held: held,
         },
         h1,
     ))

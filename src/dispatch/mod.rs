@@ -35,7 +35,10 @@ pub(crate) use crate::decision::Decision;
 use crate::matching::CostModel;
 use crate::metrics::Conditions;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
-pub use client::{HttpClient, HttpReply, Target, TransportError, ANSWER_BYTES, MAX_ANSWER_BYTES};
+pub use client::{
+    HttpClient, HttpReply, Target, TransportError, ANSWER_BYTES, MAX_ANSWER_BYTES,
+    UNCOUNTED_ANSWER_BYTES,
+};
 
 /// Why a call to a backend failed. Exactly the failures kube-apiserver submits to
 /// failurePolicy (`ErrCallingWebhook`, `staging/src/k8s.io/apiserver/pkg/util/webhook/error.go`).
