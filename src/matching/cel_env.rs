@@ -91,8 +91,15 @@ fn regex(function: &str, pattern: &str) -> Result<Arc<Regex>, ExecutionError> {
     if let Some(re) = regexes().load().get(pattern) {
         return Ok(re.clone());
     }
+    // cel-go's `matches` returns Go's error as it is (`String.Match`); the Kubernetes regex
+    // library's `find` and `findAll` prefix it (`Illegal regex: %v`,
+    // `staging/src/k8s.io/apiserver/pkg/cel/library/regex.go`). Both are printed verbatim.
     super::re2::compile(pattern).map(Arc::new).map_err(|e| {
-        ExecutionError::function_error(function, format!("'{pattern}' not a valid regex:\n{e}"))
+        let message = match function {
+            "matches" => e.to_string(),
+            _ => format!("Illegal regex: {e}"),
+        };
+        ExecutionError::function_error(super::authz::LIBRARY_ERROR, message)
     })
 }
 

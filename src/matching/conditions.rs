@@ -1019,6 +1019,23 @@ mod tests {
             eval(&[("find", r"'déjà vu'.find('\\w+') == 'd'")]),
             ConditionsResult::Match
         );
+        // A pattern known only at run time fails in Go's words (cel-go's `String.Match`; the
+        // Kubernetes `find`'s `Illegal regex: ` before them).
+        for (expression, want) in [
+            (
+                "'a'.matches(request.operation + '[')",
+                "error parsing regexp: missing closing ]: `[`",
+            ),
+            (
+                "'a'.find(request.operation + '[') == ''",
+                "Illegal regex: error parsing regexp: missing closing ]: `[`",
+            ),
+        ] {
+            let ConditionsResult::Error(message) = eval(&[("re", expression)]) else {
+                panic!("{expression} is an error");
+            };
+            assert!(message.ends_with(want), "{expression}: {message}");
+        }
         assert!(MatchCondition::compile("c", r"'a'.matches('(\\w{100}){10}')").is_ok());
         let refused = MatchCondition::compile("c", r"'a'.matches('(\\w{100}){11}')")
             .unwrap_err()
