@@ -1683,11 +1683,7 @@ pub(crate) fn compile_match_conditions(
         }
         match MatchCondition::compile(&mc.name, &mc.expression) {
             Ok(c) => conditions.push(c),
-            Err(e) => bad(FieldError::invalid(
-                at.child("expression"),
-                &mc.expression,
-                e.to_string(),
-            )),
+            Err(e) => bad(e.field_error(at.child("expression"), &mc.expression)),
         }
     }
     conditions

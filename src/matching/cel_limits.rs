@@ -147,6 +147,41 @@ fn rough_depth(source: &str) -> Result<(), LimitError> {
     Ok(())
 }
 
+/// An error at `offset` (in characters) of `source`, as cel-go displays it
+/// (`Error.ToDisplayString`, `common/error.go`): `ERROR: <input>:LINE:COLUMN: message`, then the
+/// line (tabs as spaces) and a caret under the column, a `．` for each wide (multi-byte)
+/// character before it and `＾` when the character at it is wide; no snippet for a line over
+/// 16,384 bytes (`maxSnippetLength`).
+pub(crate) fn display_at(source: &str, offset: usize, message: &str) -> String {
+    let mut line = 1;
+    let mut line_start = 0;
+    for (i, c) in source.chars().take(offset).enumerate() {
+        if c == '\n' {
+            line += 1;
+            line_start = i + 1;
+        }
+    }
+    let column = offset - line_start;
+    let mut out = format!("ERROR: <input>:{line}:{}: {message}", column + 1);
+    let snippet = source.split('\n').nth(line - 1).unwrap_or_default();
+    if snippet.len() <= 16_384 {
+        let snippet = snippet.replace('\t', " ");
+        out.push_str("\n | ");
+        out.push_str(&snippet);
+        out.push_str("\n | ");
+        let mut chars = snippet.chars();
+        for c in chars.by_ref().take(column) {
+            out.push(if c.len_utf8() > 1 { '．' } else { '.' });
+        }
+        out.push(if chars.next().is_some_and(|c| c.len_utf8() > 1) {
+            '＾'
+        } else {
+            '^'
+        });
+    }
+    out
+}
+
 /// Why the scan stopped early.
 enum Stop {
     Limit(LimitError),
@@ -603,6 +638,24 @@ mod tests {
         // Ternaries nest to the right.
         let ternaries = format!("{}c", "a ? b : ".repeat(300));
         assert!(check(&ternaries).is_err());
+    }
+
+    /// cel-go's display of an error, as kube-apiserver 1.32 printed it for `'a'.matches('a**')`
+    /// and `matches('a(', '.*')`; a second line and wide characters.
+    #[test]
+    fn errors_display_as_cel_go_s() {
+        assert_eq!(
+            display_at("'a'.matches('a**')", 12, "invalid matches argument"),
+            "ERROR: <input>:1:13: invalid matches argument\n | 'a'.matches('a**')\n | ............^"
+        );
+        assert_eq!(
+            display_at("matches('a(', '.*')", 8, "invalid matches argument"),
+            "ERROR: <input>:1:9: invalid matches argument\n | matches('a(', '.*')\n | ........^"
+        );
+        assert_eq!(
+            display_at("true &&\n\t'é'.matches('(')", 13, "m"),
+            "ERROR: <input>:2:6: m\n |  'é'.matches('(')\n | ..．..^"
+        );
     }
 
     #[test]

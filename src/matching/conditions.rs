@@ -49,9 +49,21 @@ struct Names {
     variables: Vec<String>,
     /// Called functions, namespaced ones qualified (`sets.contains`).
     functions: Vec<String>,
-    /// String-literal patterns of `matches`, `find` and `findAll`, compiled (and checked) once
-    /// at load (`cel.ValidateRegexLiterals`, base.go).
-    patterns: Vec<String>,
+    /// String-literal patterns of `matches`, `find` and `findAll`, compiled once at load.
+    patterns: Vec<Pattern>,
+}
+
+/// A string literal of a regular-expression call, and whether an invalid one refuses the
+/// expression at load.
+struct Pattern {
+    text: String,
+    /// The literal's node, for where it is in the source.
+    id: u64,
+    /// `matches`' argument 0: what `cel.ValidateRegexLiterals` checks at create (`base.go`;
+    /// `newFormatValidator(overloads.Matches, 0, …)` in cel-go's `cel/validator.go`). That is
+    /// the pattern of `s.matches(p)`, but the string of `matches(s, p)`, whose pattern (like
+    /// `find`'s and `findAll`'s) only fails when it is called.
+    validated: bool,
 }
 
 /// Collects the free identifiers and the functions an expression calls.
@@ -91,10 +103,24 @@ fn free_variables(
             };
             if matches!(function.as_str(), "matches" | "find" | "findAll") {
                 use cel::common::ast::LiteralValue;
-                // `s.matches(p)` or `matches(s, p)`: the pattern is the last string argument.
-                let pattern = call.args.get(usize::from(call.target.is_none()));
-                if let Some(Expr::Literal(LiteralValue::String(p))) = pattern.map(|a| &a.expr) {
-                    out.patterns.push(p.to_string());
+                let literal = |i: usize| match call.args.get(i) {
+                    Some(a) => match &a.expr {
+                        Expr::Literal(LiteralValue::String(p)) => Some((p.to_string(), a.id)),
+                        _ => None,
+                    },
+                    None => None,
+                };
+                // `s.matches(p)` or `matches(s, p)`: the pattern is the last argument.
+                let pattern = usize::from(call.target.is_none());
+                for i in 0..=pattern {
+                    let validated = function == "matches" && i == 0;
+                    if let Some((text, id)) = literal(i).filter(|_| i == pattern || validated) {
+                        out.patterns.push(Pattern {
+                            text,
+                            id,
+                            validated,
+                        });
+                    }
                 }
             }
             if !out.functions.contains(&function) {
@@ -261,8 +287,16 @@ pub enum CompileError {
         "compilation failed: two-variable comprehensions are not supported by admission-proxy"
     )]
     TwoVariableComprehension,
-    /// A literal pattern of `matches`, `find` or `findAll` that Go's `regexp` refuses.
-    #[error("compilation failed: invalid regular expression {pattern:?}: {source}")]
+    /// A literal `matches` argument that Go's `regexp` refuses, as cel-go's
+    /// `ValidateRegexLiterals` reports it (`ERROR: <input>:1:13: invalid matches argument` and
+    /// the source line with a caret).
+    #[error("compilation failed: {0}")]
+    MatchesArgument(String),
+    /// Another literal pattern (`matches(s, p)`'s, `find`'s, `findAll`'s) that Go's `regexp`
+    /// refuses: kube-apiserver compiles it as it builds the program, and fails there
+    /// (`program instantiation failed: `, an internal error of the field: `CompileCELExpression`,
+    /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/compile.go`).
+    #[error("program instantiation failed: {source}")]
     Regex {
         pattern: String,
         #[source]
@@ -286,6 +320,28 @@ fn off_the_workers<R>(f: impl FnOnce() -> R) -> R {
         tokio::task::block_in_place(f)
     } else {
         f()
+    }
+}
+
+impl CompileError {
+    /// The field error kube-apiserver gives for `expression` at `field`: an internal error for
+    /// a program that cannot be built ([`CompileError::Regex`], `field.InternalError`), an
+    /// invalid value otherwise (`field.Invalid`, with the expression).
+    pub(crate) fn field_error(
+        &self,
+        field: impl Into<String>,
+        expression: &str,
+    ) -> crate::field_error::Error {
+        use crate::field_error::{BadValue, Error, ErrorType};
+        match self {
+            CompileError::Regex { .. } => Error::new(
+                ErrorType::Internal,
+                field,
+                BadValue::Omitted,
+                self.to_string(),
+            ),
+            _ => Error::invalid(field, expression, self.to_string()),
+        }
     }
 }
 
@@ -422,10 +478,31 @@ pub(crate) fn compile_program(
         }
     }
     for pattern in &names.patterns {
-        cel_env::precompile_regex(pattern).map_err(|source| CompileError::Regex {
-            pattern: pattern.clone(),
+        let Err(source) = cel_env::precompile_regex(&pattern.text) else {
+            continue;
+        };
+        if pattern.validated {
+            // cel-go's words, at the literal (`cel/validator.go`, `formatValidator.Validate`).
+            // The `cel` crate's offsets are in bytes; cel-go's columns in characters.
+            let at = program
+                .source_info()
+                .offset_for(pattern.id)
+                .map_or(0, |o| o.0);
+            let at = usize::try_from(at).unwrap_or(0);
+            let chars = expression
+                .get(..at)
+                .map_or(0, |before| before.chars().count());
+            return Err(CompileError::MatchesArgument(
+                super::cel_limits::display_at(expression, chars, "invalid matches argument"),
+            ));
+        }
+        // Any other literal pattern (`matches(s, p)`'s, `find`'s, `findAll`'s) is compiled
+        // when kube-apiserver builds the program (the regex optimizations of `OptOptimize`,
+        // base.go), which then fails.
+        return Err(CompileError::Regex {
+            pattern: pattern.text.clone(),
             source,
-        })?;
+        });
     }
     authz::static_type(&program.expression().expr, &mut Vec::new())?;
     Ok((program, names.variables))
@@ -1037,12 +1114,35 @@ mod tests {
             assert!(message.ends_with(want), "{expression}: {message}");
         }
         assert!(MatchCondition::compile("c", r"'a'.matches('(\\w{100}){10}')").is_ok());
-        let refused = MatchCondition::compile("c", r"'a'.matches('(\\w{100}){11}')")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            refused.ends_with("error parsing regexp: invalid repeat count: `{11}`"),
-            "{refused}"
+        // What kube-apiserver 1.32 answered for each at create: a literal `matches` argument
+        // (the pattern of `s.matches(p)`, the string of `matches(s, p)`) refused by
+        // `ValidateRegexLiterals` at its position; any other literal pattern refused as the
+        // program is built.
+        let refused = |expression: &str| {
+            MatchCondition::compile("c", expression)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            refused(r"'é'.matches('(\\w{100}){11}')"),
+            "compilation failed: ERROR: <input>:1:13: invalid matches argument\n | 'é'.matches('(\\\\w{100}){11}')\n | .．..........^"
+        );
+        assert_eq!(
+            refused("matches('a(', '.*')"),
+            "compilation failed: ERROR: <input>:1:9: invalid matches argument\n | matches('a(', '.*')\n | ........^"
+        );
+        for expression in [
+            r"'a'.find('(\\w{100}){11}') == ''",
+            r"matches('a', '(\\w{100}){11}')",
+        ] {
+            assert_eq!(
+                refused(expression),
+                "program instantiation failed: error parsing regexp: invalid repeat count: `{11}`"
+            );
+        }
+        assert_eq!(
+            refused("'a'.findAll('a**').size() == 0"),
+            "program instantiation failed: error parsing regexp: invalid nested repetition operator: `**`"
         );
     }
 
@@ -1173,8 +1273,11 @@ mod tests {
                 "image('nginx').registry() == 'docker.io'",
                 "function \"image\"",
             ),
-            ("'a'.matches('(')", "invalid regular expression \"(\""),
-            ("'a'.find('[') == ''", "invalid regular expression"),
+            ("'a'.matches('(')", "invalid matches argument"),
+            (
+                "'a'.find('[') == ''",
+                "program instantiation failed: error parsing regexp: missing closing ]: `[`",
+            ),
             ("nope.contains('x')", "undeclared reference to \"nope\""),
             ("1 + 2", "must evaluate to bool"),
             ("[1].all(i, v, v > 0)", "compilation failed"),

@@ -74,6 +74,10 @@ impl<B: FnMut(FieldError)> Compiler<'_, B> {
                 self.reads.add(&e.reads);
                 Some(e)
             }
+            Err(super::cel::ExpressionError::Cel(e)) => {
+                self.fail(e.field_error(at, text));
+                None
+            }
             Err(e) => {
                 self.fail(FieldError::invalid(at, text, e.to_string()));
                 None
