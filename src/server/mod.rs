@@ -315,6 +315,14 @@ async fn close_unread(mut http: ServerSession, e: &pingora::Error, watch: &Watch
 /// within the write timeout.
 async fn answer_and_close(http: ServerSession, answer: &str, watch: &Watch) {
     watch.writing();
+    let dated;
+    let answer = if answer.contains("{date}") {
+        let date = pingora::protocols::http::date::get_cached_date();
+        dated = answer.replace("{date}", date.to_str().unwrap_or_default());
+        dated.as_str()
+    } else {
+        answer
+    };
     if let ServerSession::H1(v1) = http {
         use tokio::io::AsyncWriteExt as _;
         let mut stream = v1.into_inner();
@@ -373,10 +381,10 @@ fn go_refusal(http: &ServerSession, watch: &Watch) -> Option<&'static str> {
 }
 
 /// Go's `ServeMux` answer to the request target `*` (`ServeMux.ServeHTTP` in
-/// `net/http/server.go`: `Connection: close` and a bare 400); Go adds a `Date`, which no
-/// client of a webhook reads.
+/// `net/http/server.go`: `Connection: close` and a bare 400, which its server writes with a
+/// `Date`): written by [`answer_and_close`] with the `Date` between (`{date}`).
 const GO_ASTERISK: &str =
-    "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+    "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nDate: {date}\r\nContent-Length: 0\r\n\r\n";
 
 /// Go's answer to a request target it does not route, in `readRequest`'s order
 /// (`net/http/request.go`, `url.ParseRequestURI` in `net/url/url.go`): `*` parses, and
