@@ -88,7 +88,7 @@ impl Policy {
         namespaces: Option<&Namespaces>,
     ) -> PolicyVerdict {
         let mut run = Run::new(self);
-        if is_policy_resource(review) {
+        if is_excluded_resource(review) {
             return run.finish(review);
         }
         let equivalent = match self

@@ -716,7 +716,10 @@ fn authorizer_and_cost_limits() {
     ));
 }
 
-/// Policies' own resources are exempt (`isPolicyResource`).
+/// Policies' own resources, and the authentication and authorization reviews, are exempt
+/// from every policy, a catch-all one included (`shouldIgnoreResource`; the reviews from
+/// `exclusion.Excluded()`): a SubjectAccessReview or a TokenReview a catch-all policy denied
+/// was denied by the proxy's candidate where kube-apiserver never evaluates the policy.
 #[test]
 fn policy_resources_are_exempt() {
     let mut p = failing_policy("Fail", json!({}));
@@ -731,6 +734,23 @@ fn policy_resources_are_exempt() {
         verdict(&policy, &body, None).decision,
         PolicyDecision::NotApplicable
     );
+    for (group, resource) in [
+        ("authorization.k8s.io", "subjectaccessreviews"),
+        ("authorization.k8s.io", "selfsubjectaccessreviews"),
+        ("authorization.k8s.io", "localsubjectaccessreviews"),
+        ("authorization.k8s.io", "selfsubjectrulesreviews"),
+        ("authentication.k8s.io", "tokenreviews"),
+        ("authentication.k8s.io", "selfsubjectreviews"),
+    ] {
+        let body = deployment("a", 1, json!({}))
+            .replace("\"deployments\"", &format!("\"{resource}\""))
+            .replace("\"apps\"", &format!("\"{group}\""));
+        assert_eq!(
+            verdict(&policy, &body, None).decision,
+            PolicyDecision::NotApplicable,
+            "{group} {resource}"
+        );
+    }
     assert_eq!(
         verdict(&policy, &deployment("a", 1, json!({})), None).decision,
         PolicyDecision::Denied
