@@ -43,9 +43,6 @@ pub(crate) struct Sources {
     /// `serve --authorizer` is on: configurations that use `authorizer` may load
     /// ([`config::Snapshot::require_authorizer`]).
     pub(crate) authorizer: bool,
-    /// The cluster's Kubernetes version: what its kube-apiserver would refuse is refused
-    /// ([`config::Snapshot::require_kube_version`]).
-    pub(crate) kube_version: Option<crate::kube_version::KubeVersion>,
 }
 
 /// Keeps the watcher alive; dropping it stops reloading (the reload thread sees its event
@@ -126,7 +123,6 @@ impl Sources {
             Ok(None) => {}
             Ok(Some((fp, texts))) => match config::load_contents(&texts).and_then(|snapshot| {
                 snapshot.require_authorizer(self.authorizer)?;
-                snapshot.require_kube_version(self.kube_version)?;
                 Ok(snapshot)
             }) {
                 // An in-place write (truncate, then write) can be read between the two: an
@@ -476,7 +472,6 @@ mod tests {
             client_ca: None,
             resync: Duration::from_secs(30),
             authorizer: false,
-            kube_version: None,
         }
     }
 

@@ -81,9 +81,10 @@ pub struct ServeConfig {
     /// Kubeconfig for `watch_namespaces` and `authorizer` (`None`: KUBECONFIG,
     /// ~/.kube/config, then the pod's service account).
     pub kubeconfig: Option<PathBuf>,
-    /// The cluster's Kubernetes version: what its kube-apiserver would refuse is refused at
-    /// load and reload ([`crate::config::Snapshot::require_kube_version`]). `None`: asked of
-    /// the cluster's `/version` when `kubeconfig` is given, else not checked.
+    /// The cluster's Kubernetes version: what its kube-apiserver sends and how it charges
+    /// (the virtual-resource exclusions, the CEL cost model); never what the proxy itself
+    /// evaluates. `None`: asked of the cluster's `/version` when `kubeconfig` is given, else
+    /// the current releases' behaviour.
     pub kube_version: Option<KubeVersion>,
     /// Largest accepted AdmissionReview body, bytes.
     pub max_body_bytes: usize,
@@ -314,7 +315,6 @@ impl Serving {
         let kube_version = kube_version(config).await;
         snapshot
             .require_authorizer(config.authorizer.is_some())
-            .and_then(|()| snapshot.require_kube_version(kube_version))
             .map_err(|source| ServeError::Config {
                 path: config.config.clone(),
                 source,
@@ -363,7 +363,6 @@ impl Serving {
             client_ca: config.client_ca_file.clone().zip(certificates.client_auth),
             resync: config.resync.max(Duration::from_secs(1)),
             authorizer: config.authorizer.is_some(),
-            kube_version,
         }
         .spawn(state.clone())
         .map_err(ServeError::Watch)?;

@@ -254,16 +254,16 @@ impl Snapshot {
         }
     }
 
-    /// Refuses what kube-apiserver of `version` would refuse in these configurations (nothing
+    /// What kube-apiserver of `version` alone would refuse in these configurations (nothing
     /// when `None`): matchConditions before 1.28, and each matchCondition calling a CEL library
-    /// newer than the version new expressions are compiled against there, in its words
-    /// (`undeclared reference`), with the release that has it ([`crate::kube_version`]).
-    ///
-    /// # Errors
-    /// [`ConfigError::Invalid`] with every such expression, at its field path.
-    pub fn require_kube_version(&self, version: Option<KubeVersion>) -> Result<(), ConfigError> {
+    /// newer than the version new expressions are compiled against there
+    /// ([`crate::kube_version`]). Warnings, never refusals: the proxy evaluates matchConditions
+    /// itself, in its own CEL environment, and its registration carries none
+    /// (`registration`), so the cluster's version never takes them away; they say what would
+    /// happen if the conditions were moved into the cluster's own registration.
+    pub fn kube_version_warnings(&self, version: Option<KubeVersion>) -> Vec<Problem> {
         let Some(version) = version else {
-            return Ok(());
+            return Vec::new();
         };
         let mut webhooks: Vec<&Arc<Webhook>> = self.webhooks().collect();
         webhooks.sort_by(|a, b| {
@@ -276,7 +276,7 @@ impl Snapshot {
                 problems.push(Problem::of_webhook(
                     w,
                     format!("webhooks[{}].matchConditions", w.index),
-                    format!("Forbidden: matchConditions are served from Kubernetes {} (--kube-version {version}: kube-apiserver drops them, and calls the webhook for every request its rules match)", kube_version::MATCH_CONDITIONS),
+                    format!("matchConditions are served from Kubernetes {} (--kube-version {version}): the proxy evaluates them; kube-apiserver would refuse them in its own registration", kube_version::MATCH_CONDITIONS),
                 ));
                 continue;
             }
@@ -294,18 +294,13 @@ impl Snapshot {
                         w,
                         format!("webhooks[{}].matchConditions[{i}].expression", w.index),
                         format!(
-                            "Invalid value: {:?}: compilation failed: ERROR: <input>: undeclared reference to '{function}' (in container ''): {library} is in kube-apiserver's CEL environment from {since}, and kube-apiserver {version} compiles new expressions against {compiled}'s",
-                            c.expression
+                            "{function}: {library} is in kube-apiserver's CEL environment from {since}, and kube-apiserver {version} compiles new expressions against {compiled}'s: the proxy evaluates it; kube-apiserver would refuse it in its own registration (undeclared reference to '{function}')"
                         ),
                     ));
                 }
             }
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid(problems))
-        }
+        problems
     }
 
     /// The webhooks of one type.

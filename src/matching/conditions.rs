@@ -511,7 +511,7 @@ pub(crate) fn compile_program(
 /// The functions `expression` calls (namespaced ones qualified), inner calls first (a call's
 /// target and arguments before it, as kube-apiserver's type checker meets them), for the
 /// checks that depend on the cluster's version
-/// ([`crate::config::Snapshot::require_kube_version`]); empty when it does not parse
+/// ([`crate::config::Snapshot::kube_version_warnings`]); empty when it does not parse
 /// (compiling it reports that).
 pub(crate) fn functions_called(expression: &str) -> Vec<String> {
     if super::cel_limits::check(expression).is_err() {

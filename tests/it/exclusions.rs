@@ -515,3 +515,31 @@ async fn virtual_resources_never_reach_webhooks_from_kube_1_37() {
     assert!(!reply.allowed(), "sent, and denied: {}", reply.json);
     assert_eq!(backend.recorder.calls(), 1);
 }
+
+/// `--kube-version 1.26`, a cluster without matchConditions (1.28+): the proxy still evaluates
+/// them, as its registration carries none. It refused to start before, so such a cluster got
+/// no matchConditions through the proxy at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn match_conditions_are_evaluated_for_a_cluster_before_1_28() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("exclusions-kube-1-26");
+    let config = validating(
+        "deny.exclusions.test",
+        &backend.client_config("/deny"),
+        ALL,
+        "matchConditions:\n  - {name: only-team-a, expression: \"object.metadata.labels.team == 'a'\"}",
+    );
+    std::fs::write(ws.conf.join("webhooks.yaml"), config).unwrap();
+    let proxy = tokio::task::block_in_place(|| {
+        BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &["--kube-version", "1.26"])
+    });
+    let reply = send(&proxy, &ws, &pod("app", serde_json::json!({"team": "b"}))).await;
+    assert_eq!(reply.decision, "skipped", "{}", reply.json);
+    let reply = send(&proxy, &ws, &pod("app", serde_json::json!({"team": "a"}))).await;
+    assert_eq!(reply.decision, "denied", "{}", reply.json);
+    assert_eq!(
+        backend.recorder.calls(),
+        1,
+        "called only where the condition holds"
+    );
+}

@@ -108,9 +108,8 @@ pub(crate) struct ExplainArgs {
     /// before the webhooks' verdicts.
     #[command(flatten)]
     pub(crate) exclusions: ExclusionArgs,
-    /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver would refuse is
-    /// refused (matchConditions before 1.28, CEL libraries newer than it compiles new
-    /// expressions against).
+    /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver sends and how it
+    /// charges CEL; never what the proxy evaluates.
     #[arg(long)]
     pub(crate) kube_version: Option<KubeVersion>,
 }
@@ -196,9 +195,9 @@ pub(crate) struct CheckArgs {
     /// only, names ending in `.static.k8s.io`, `clientConfig.url` and `caBundle`).
     #[arg(long)]
     pub(crate) static_manifests: Option<admission_proxy::config::static_manifests::StaticPlugin>,
-    /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver would refuse is
-    /// refused (matchConditions before 1.28, CEL libraries newer than it compiles new
-    /// expressions against).
+    /// The cluster's Kubernetes version (`1.30`): warns of what its kube-apiserver alone would
+    /// refuse (matchConditions before 1.28, CEL libraries newer than it compiles new
+    /// expressions against); the proxy evaluates them at any version.
     #[arg(long)]
     pub(crate) kube_version: Option<KubeVersion>,
 }
@@ -334,10 +333,10 @@ pub(crate) struct ServeArgs {
     /// ~/.kube/config, then the pod's service account).
     #[arg(long, requires = "kubernetes_api")]
     pub(crate) kubeconfig: Option<PathBuf>,
-    /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver would refuse is
-    /// refused at load and reload (matchConditions before 1.28, CEL libraries newer than it
-    /// compiles new expressions against). Default: the cluster's `/version` with
-    /// --kubeconfig, else not checked.
+    /// The cluster's Kubernetes version (`1.30`): what its kube-apiserver sends (the virtual
+    /// resources from 1.37) and how it charges CEL (strict library costs from 1.32); never what
+    /// the proxy evaluates. Default: the cluster's `/version` with --kubeconfig, else the
+    /// current releases' behaviour.
     #[arg(long)]
     pub(crate) kube_version: Option<KubeVersion>,
     /// Largest accepted AdmissionReview body, in bytes (kube-apiserver's own limit is 3 MiB).

@@ -156,10 +156,10 @@ fn check_configuration(
         }
     };
     snapshot.warnings.iter().for_each(|w| tally.warning(w));
-    if let Err(config::ConfigError::Invalid(refused)) = snapshot.require_kube_version(kube_version)
-    {
-        refused.iter().for_each(|p| tally.error(p));
-    }
+    snapshot
+        .kube_version_warnings(kube_version)
+        .iter()
+        .for_each(|w| tally.warning(w));
     admission_proxy::findings::findings(&snapshot, None, exempt)
         .iter()
         .for_each(|f| tally.warning(f));
@@ -323,7 +323,6 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
             None
         });
     let snapshot = config::load(&args.config)
-        .and_then(|s| s.require_kube_version(kube_version).map(|()| s))
         .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
     let namespaces = args
         .namespaces_file
