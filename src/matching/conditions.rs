@@ -348,8 +348,9 @@ impl CompileError {
 /// Why a condition has no value (`explain`, and the error `evaluate` aggregates).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub(crate) enum EvaluationError {
-    /// The expression failed when run: CEL's error.
-    #[error(transparent)]
+    /// The expression failed when run: CEL's error, in cel-go's words where they differ
+    /// ([`cel_go_words`]).
+    #[error("{}", cel_go_words(.0))]
     Execution(cel::ExecutionError),
     /// A library function refused its arguments (`path must not be empty`): its message, as
     /// cel-go prints `types.NewErr`.
@@ -375,6 +376,22 @@ pub(crate) enum EvaluationError {
 #[derive(Debug, thiserror::Error)]
 #[error("the request's object could not be read for matchConditions: {0}")]
 pub(crate) struct ReadError(deep_json::DeepError);
+
+/// `e` as cel-go words the same failure (`common/types/err.go`: `no such key: %v`,
+/// `division by zero`, `modulus by zero`, `integer overflow`, `unsigned integer overflow`),
+/// which reaches users in denials and warnings; the `cel` crate's own words otherwise.
+fn cel_go_words(e: &cel::ExecutionError) -> std::borrow::Cow<'_, str> {
+    use cel::ExecutionError as E;
+    use std::borrow::Cow;
+    match e {
+        E::NoSuchKey(key) => Cow::Owned(format!("no such key: {key}")),
+        E::DivisionByZero(_) => Cow::Borrowed("division by zero"),
+        E::RemainderByZero(_) => Cow::Borrowed("modulus by zero"),
+        E::Overflow(_, cel::Value::UInt(_), _) => Cow::Borrowed("unsigned integer overflow"),
+        E::Overflow(..) => Cow::Borrowed("integer overflow"),
+        other => Cow::Owned(other.to_string()),
+    }
+}
 
 impl From<cel::ExecutionError> for EvaluationError {
     fn from(e: cel::ExecutionError) -> Self {
@@ -1144,6 +1161,29 @@ mod tests {
             refused("'a'.findAll('a**').size() == 0"),
             "program instantiation failed: error parsing regexp: invalid nested repetition operator: `**`"
         );
+    }
+
+    /// Run-time errors read as cel-go words them: they reach users in denials and warnings.
+    #[test]
+    fn runtime_errors_read_in_cel_go_s_words() {
+        for (expression, want) in [
+            ("object.metadata.nope == 'x'", "no such key: nope"),
+            ("1 / (size(request.operation) - 6) == 1", "division by zero"),
+            ("1 % (size(request.operation) - 6) == 1", "modulus by zero"),
+            (
+                "9223372036854775807 + size(request.operation) > 0",
+                "integer overflow",
+            ),
+            (
+                "18446744073709551615u + uint(size(request.operation)) > 0u",
+                "unsigned integer overflow",
+            ),
+        ] {
+            let ConditionsResult::Error(message) = eval(&[("c", expression)]) else {
+                panic!("{expression} is an error");
+            };
+            assert!(message.ends_with(want), "{expression}: {message}");
+        }
     }
 
     /// KEP-3716 user stories: NFS volumes, excluding a group, excluding leases.
