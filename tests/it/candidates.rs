@@ -560,7 +560,18 @@ async fn a_policy_candidate_agrees_where_it_should_and_reports_exactly_what_it_c
     let path = format!("/webhooks/{LEGACY}?timeout=10s");
     let client = HttpClient::new();
     let target = proxy.target(&ws.pki);
-    let (mut called, mut deletes_allowed) = (0u64, 0u64);
+    // The authentication and authorization reviews: sent to the legacy webhook (before 1.37),
+    // which denies them (no labels), while kube-apiserver never applies a policy to them
+    // (`exclusion.Excluded()`): after a cut-over they would be allowed, a real disagreement.
+    let (mut called, mut deletes_allowed, mut reviews_denied) = (0u64, 0u64, 0u64);
+    let auth_review = |e: &serde_json::Value| {
+        matches!(
+            e["group"].as_str(),
+            Some("authorization.k8s.io" | "authentication.k8s.io")
+        ) && e["resource"]
+            .as_str()
+            .is_some_and(|r| r.ends_with("reviews"))
+    };
     let validating: Vec<_> = index()
         .into_iter()
         .filter(|e| e["webhookType"] == "validating")
@@ -577,6 +588,9 @@ async fn a_policy_candidate_agrees_where_it_should_and_reports_exactly_what_it_c
                 if reply.decision == "allowed" && e["operation"] == "DELETE" {
                     deletes_allowed += 1;
                 }
+                if reply.decision == "denied" && auth_review(e) {
+                    reviews_denied += 1;
+                }
             }
         }
         for name in ["exact", "deliberate"] {
@@ -584,25 +598,41 @@ async fn a_policy_candidate_agrees_where_it_should_and_reports_exactly_what_it_c
         }
     }
     assert!(
-        called > 100 && deletes_allowed > 0,
-        "{called} {deletes_allowed}"
+        called > 100 && deletes_allowed > 0 && reviews_denied > 0,
+        "{called} {deletes_allowed} {reviews_denied}"
     );
     let exact = results_when(&proxy, &ws.pki, "exact", called as f64).await;
     assert_eq!(
         exact,
-        [("agree".to_string(), called as f64)].into(),
-        "100% agreement"
+        [
+            ("agree".to_string(), (called - reviews_denied) as f64),
+            ("disagree_allowed".to_string(), reviews_denied as f64),
+        ]
+        .into(),
+        "agreement everywhere but on the reviews"
     );
     let deliberate = results_when(&proxy, &ws.pki, "deliberate", called as f64).await;
+    let differ = deletes_allowed + reviews_denied;
     assert_eq!(
         deliberate,
         [
-            ("agree".to_string(), (called - deletes_allowed) as f64),
-            ("disagree_allowed".to_string(), deletes_allowed as f64),
+            ("agree".to_string(), (called - differ) as f64),
+            ("disagree_allowed".to_string(), differ as f64),
         ]
         .into()
     );
-    let files = tokio::task::block_in_place(|| captures_when(&captures, deletes_allowed as usize));
+    let files = tokio::task::block_in_place(|| {
+        captures_when(&captures, (differ + reviews_denied) as usize)
+    });
+    assert_eq!(files.len() as u64, differ + reviews_denied);
+    // The deliberate difference's captures: a DELETE the legacy webhook allowed.
+    let files: Vec<_> = files
+        .into_iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            text.contains("\"operation\":\"DELETE\"")
+        })
+        .collect();
     assert_eq!(files.len() as u64, deletes_allowed);
     let explain = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
         .args(["explain", "--config"])
