@@ -251,12 +251,9 @@ fn validate_message(at: &str, v: &Validation, bad: &mut impl FnMut(FieldError)) 
         ));
     }
     if let Some(reason) = &v.reason {
-        const SUPPORTED: [&str; 4] = [
-            "Forbidden",
-            "Invalid",
-            "RequestEntityTooLarge",
-            "Unauthorized",
-        ];
+        // `supportedValidationPolicyReason` (`pkg/apis/admissionregistration/validation/
+        // validation.go`): kube-apiserver refuses `Unauthorized` at create.
+        const SUPPORTED: [&str; 3] = ["Forbidden", "Invalid", "RequestEntityTooLarge"];
         if !SUPPORTED.contains(&reason.as_str()) {
             bad(FieldError::not_supported(
                 format!("{at}.reason"),

@@ -91,9 +91,9 @@ pub enum PolicyDecision {
 /// code replaced by the first denied decision's).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Denial {
-    /// HTTP status code (`reasonToCode`): Forbidden 403, Unauthorized 401,
-    /// RequestEntityTooLarge 413, Invalid (the default) 422; 404 when the namespace does not
-    /// exist.
+    /// HTTP status code (`reasonToCode`): Forbidden 403, RequestEntityTooLarge 413, Invalid
+    /// (the default) 422 (`Unauthorized` is refused at load, as at create); 404 when the
+    /// namespace does not exist.
     pub code: u16,
     /// Status reason: `Invalid` unless the validation gives one.
     pub reason: String,

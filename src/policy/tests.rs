@@ -638,7 +638,6 @@ fn message_expression_fallbacks_and_reasons() {
         "failed expression: 1 > 2"
     );
     for (reason, code) in [
-        ("Unauthorized", 401),
         ("Forbidden", 403),
         ("RequestEntityTooLarge", 413),
         ("Invalid", 422),
@@ -829,7 +828,7 @@ fn compile_errors_structure() {
         errors,
         [
             "spec.validations[0].message: Invalid value: \"a\\nb\": message must not contain line breaks",
-            "spec.validations[0].reason: Unsupported value: \"Teapot\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\", \"Unauthorized\"",
+            "spec.validations[0].reason: Unsupported value: \"Teapot\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\"",
         ]
     );
     let errors = compile_errors(
