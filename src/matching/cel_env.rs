@@ -27,6 +27,61 @@ pub(crate) fn env() -> Arc<Env> {
     ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
 }
 
+/// A compiled expression: its tree and where each node was written. The `cel` crate's
+/// `Program`, parsed with cel-go's nesting limit rather than the crate's (96): its
+/// `Env::compile` takes no parser options, and the expressions kube-apiserver accepts nest up
+/// to 249 levels ([`super::cel_limits`] refuses 250 and more before parsing).
+#[derive(Debug)]
+pub(crate) struct Program {
+    expression: cel::parser::Expression,
+    source_info: cel::common::ast::SourceInfo,
+}
+
+impl Program {
+    /// The expression's tree.
+    pub(crate) fn expression(&self) -> &cel::parser::Expression {
+        &self.expression
+    }
+
+    /// Where each node was written (byte offsets in the source).
+    pub(crate) fn source_info(&self) -> &cel::common::ast::SourceInfo {
+        &self.source_info
+    }
+
+    /// The variables and functions the expression references.
+    pub(crate) fn references(&self) -> cel::parser::ExpressionReferences<'_> {
+        self.expression.references()
+    }
+
+    /// Evaluates the expression in `context`.
+    ///
+    /// # Errors
+    /// CEL's execution error.
+    pub(crate) fn execute(&self, context: &Context<'_, '_>) -> cel::ResolveResult {
+        Value::resolve(&self.expression, context)
+    }
+}
+
+/// Parses `source` in [`env`] (its macros expanded) with cel-go's nesting limit. Callers check
+/// [`super::cel_limits::check`] first: that refuses, in cel-go's words, what this would
+/// otherwise parse on a deep stack.
+///
+/// # Errors
+/// The parser's errors.
+pub(crate) fn compile(source: &str) -> Result<Program, cel::ParseErrors> {
+    // The crate's limit counts nested `expr` rules past the first; cel-go's listener counts
+    // them all (nesting 249 is the deepest it takes).
+    let nesting = u16::try_from(super::cel_limits::MAX_RECURSION_DEPTH - 1).unwrap_or(u16::MAX);
+    env()
+        .parser()
+        .max_recursion_depth(nesting)
+        .parse_with_source_info(source)
+        .map(|(expression, source_info)| Program {
+            expression,
+            source_info,
+        })
+}
+
 thread_local! {
     /// The function registry (every library function), built once per thread: registering
     /// ~120 functions costs far more than evaluating a typical condition.

@@ -8,10 +8,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cel::objects::{Key, Map};
-use cel::{Program, Value};
+use cel::Value;
+
+use super::cel_env::Program;
 
 use super::authz::{self, CheckKey, Decisions};
-use super::cel_env::{self, env};
+use super::cel_env;
 use super::cost::{self, Cancelled};
 
 use crate::deep_json;
@@ -484,7 +486,7 @@ pub(crate) fn compile_program(
     variables: &[&str],
 ) -> Result<(Program, Vec<String>), CompileError> {
     super::cel_limits::check(expression)?;
-    let program = env().compile(expression).map_err(CompileError::Parse)?;
+    let program = cel_env::compile(expression).map_err(CompileError::Parse)?;
     let mut names = Names::default();
     free_variables(&program.expression().expr, &mut Vec::new(), &mut names)?;
     // Functions first: an unsupported macro's loop variables would read as undeclared.
@@ -534,7 +536,7 @@ pub(crate) fn functions_called(expression: &str) -> Vec<String> {
     if super::cel_limits::check(expression).is_err() {
         return Vec::new();
     }
-    let Ok(program) = env().compile(expression) else {
+    let Ok(program) = cel_env::compile(expression) else {
         return Vec::new();
     };
     let mut names = Names::default();
@@ -1160,6 +1162,32 @@ mod tests {
         assert_eq!(
             refused("'a'.findAll('a**').size() == 0"),
             "program instantiation failed: error parsing regexp: invalid nested repetition operator: `**`"
+        );
+    }
+
+    /// Nesting as deep as kube-apiserver takes (249: its parse listener refuses 250) compiles;
+    /// the `cel` crate's own parser stopped at 96 (`Recursion limit of 96 exceeded`), refusing
+    /// what kube-apiserver 1.32 created. On a stack like the binary's threads'.
+    #[test]
+    fn nesting_compiles_as_deep_as_kube_apiserver_takes() {
+        let nested = |n: usize| format!("{}true{}", "(".repeat(n), ")".repeat(n));
+        let compiled = std::thread::Builder::new()
+            .stack_size(crate::deep_json::THREAD_STACK_BYTES)
+            .spawn(move || {
+                let ok = [97, 249].map(|n| MatchCondition::compile("c", &nested(n)).is_ok());
+                let refused = MatchCondition::compile("c", &nested(250))
+                    .map(|_| ())
+                    .unwrap_err()
+                    .to_string();
+                (ok, refused)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(compiled.0, [true, true]);
+        assert_eq!(
+            compiled.1,
+            "compilation failed: ERROR: <input>:-1:0: expression recursion limit exceeded: 250"
         );
     }
 

@@ -774,7 +774,7 @@ mod tests {
         variables: Vec<(&str, Value)>,
         limit: u64,
     ) -> Result<u64, Cancelled> {
-        let program = crate::matching::cel_env::env().compile(expression).unwrap();
+        let program = crate::matching::cel_env::compile(expression).unwrap();
         crate::matching::cel_env::with_root_context(|mut context| {
             for (name, value) in variables {
                 context.add_variable_from_value(name, value);
@@ -1040,7 +1040,7 @@ mod tests {
 
     #[test]
     fn fast_path_bound_follows_body_size() {
-        let compile = |e: &str| crate::matching::cel_env::env().compile(e).unwrap();
+        let compile = |e: &str| crate::matching::cel_env::compile(e).unwrap();
         let simple = compile("object.metadata.name == 'web'");
         let comprehension = compile("object.spec.containers.all(c, c.image == 'a')");
         let contains = compile("object.a.contains(object.b)");

@@ -19,7 +19,9 @@ use std::sync::Arc;
 
 use cel::common::ast::Expr as Ast;
 use cel::objects::{Key, Map};
-use cel::{Context, Program, Value};
+use cel::{Context, Value};
+
+use crate::matching::cel_env::Program;
 
 use crate::matching::authz::{self, User};
 use crate::matching::cel_env;
