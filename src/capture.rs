@@ -272,6 +272,34 @@ const CUTTABLE: [&str; 3] = [
     "/admissionProxyCapture/candidate",
 ];
 
+/// What was cut from a capture to fit its limit (`admissionProxyCapture.cut`, by
+/// [`encode_within`]), as written there; empty for a whole capture or any other review. A
+/// cut capture no longer holds the request it captured: replayed, its decisions would be
+/// about other objects.
+///
+/// ```
+/// use admission_proxy::capture::cut_parts;
+///
+/// let cut = br#"{"admissionProxyCapture": {"cut": ["/request/object: 9000000 bytes"]}}"#;
+/// assert_eq!(cut_parts(cut), ["/request/object: 9000000 bytes"]);
+/// assert!(cut_parts(br#"{"request": {}}"#).is_empty());
+/// ```
+pub fn cut_parts(body: &[u8]) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Capture {
+        #[serde(rename = "admissionProxyCapture")]
+        meta: Option<Meta>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        cut: Option<Vec<String>>,
+    }
+    serde_json::from_slice::<Capture>(body)
+        .ok()
+        .and_then(|c| c.meta?.cut)
+        .unwrap_or_default()
+}
+
 /// `capture` encoded compactly (pretty-printing a value nested 9,000 deep wrote 162 MB for a
 /// 19 KB review), within `limit` bytes: over it, the parts of [`CUTTABLE`] are replaced one at
 /// a time by what they were (`"cut: N bytes"`), each named in `admissionProxyCapture.cut`.

@@ -56,16 +56,8 @@ pub struct ExclusionSettings {
 
 /// The non-persisted resources kube-apiserver keeps from admission webhooks from 1.37
 /// (`ExcludeAdmissionWebhookVirtualResources`, beta and on), as it already keeps them from
-/// admission policies: `excluded` in `pkg/kubeapiserver/admission/exclusion/resources.go`.
-/// (group, resource); every version.
-pub const VIRTUAL_RESOURCES: [(&str, &str); 6] = [
-    ("authentication.k8s.io", "selfsubjectreviews"),
-    ("authentication.k8s.io", "tokenreviews"),
-    ("authorization.k8s.io", "localsubjectaccessreviews"),
-    ("authorization.k8s.io", "selfsubjectaccessreviews"),
-    ("authorization.k8s.io", "selfsubjectrulesreviews"),
-    ("authorization.k8s.io", "subjectaccessreviews"),
-];
+/// admission policies ([`crate::resources::VIRTUAL_RESOURCES`]).
+pub use crate::resources::VIRTUAL_RESOURCES;
 
 impl ExclusionSettings {
     /// These settings for a cluster of `version`: from

@@ -42,7 +42,7 @@ pub const STRICT_COST_ENFORCEMENT: KubeVersion = KubeVersion { minor: 32 };
 
 /// The first release whose kube-apiserver keeps the virtual authentication and authorization
 /// resources from webhooks (`ExcludeAdmissionWebhookVirtualResources`, beta and on by default;
-/// [`crate::exclusions::VIRTUAL_RESOURCES`]).
+/// [`crate::resources::VIRTUAL_RESOURCES`]).
 pub const VIRTUAL_RESOURCES_EXCLUDED: KubeVersion = KubeVersion { minor: 37 };
 
 /// A version that is not `1.MINOR[.PATCH]` (with an optional `v` and suffix).

@@ -435,6 +435,15 @@ impl Problem {
         }
     }
 
+    /// A problem of the configuration `w` belongs to (not of `w`), at `field`
+    /// (`metadata.name`).
+    pub(crate) fn of_configuration(w: &Webhook, field: String, message: String) -> Problem {
+        Problem {
+            webhook: None,
+            ..Problem::of_webhook(w, field, message)
+        }
+    }
+
     /// A problem of `file` as a whole (no document, kind or field).
     fn of_file(file: &Path, message: String) -> Problem {
         Problem {

@@ -519,12 +519,12 @@ async fn exchange(
             "the answer's body is larger than {MAX_ANSWER_BYTES} bytes, more than any answer to an AdmissionReview kube-apiserver accepts"
         )))
     };
-    // Refused before a byte of it is read when its length says so.
-    let declared = headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_ANSWER_BYTES as u64) {
+    // Refused before a byte of it is read when its length says so: the length pingora frames
+    // the body by.
+    let declared = pingora::protocols::http::v1::common::header_value_content_length(
+        headers.get(http::header::CONTENT_LENGTH),
+    );
+    if declared.is_some_and(|n| n > MAX_ANSWER_BYTES) {
         return Err(too_large());
     }
     // client-go reads the whole body in `transformResponse`
@@ -544,7 +544,7 @@ async fn exchange(
     let side = lane_pool();
     let mut held: Option<tokio::sync::SemaphorePermit<'static>> = None;
     // With its length known, a body in pieces is joined into one buffer of that size.
-    let mut body = Body::expecting(declared.map_or(0, |n| n as usize));
+    let mut body = Body::expecting(declared.unwrap_or(0));
     while let Some(chunk) = h1.read_body_bytes().await.map_err(body_failed)? {
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
             // The connection is dropped with the rest unread: it cannot carry another call.

@@ -62,13 +62,25 @@ impl Program {
     }
 }
 
-/// Parses `source` in [`env`] (its macros expanded) with cel-go's nesting limit. Callers check
-/// [`super::cel_limits::check`] first: that refuses, in cel-go's words, what this would
-/// otherwise parse on a deep stack.
+/// Why an expression does not parse.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ParseError {
+    /// Over one of cel-go's parser limits, found before parsing ([`super::cel_limits`]).
+    #[error(transparent)]
+    Limit(#[from] super::cel_limits::LimitError),
+    /// The parser's errors.
+    #[error(transparent)]
+    Syntax(cel::ParseErrors),
+}
+
+/// Parses `source` in [`env`] (its macros expanded): first against cel-go's parser limits
+/// ([`super::cel_limits::check`], which refuses in cel-go's words what would otherwise be
+/// parsed, and recursed into, too deep), then with cel-go's nesting limit.
 ///
 /// # Errors
-/// The parser's errors.
-pub(crate) fn compile(source: &str) -> Result<Program, cel::ParseErrors> {
+/// [`ParseError`]: a limit, or the parser's errors.
+pub(crate) fn compile(source: &str) -> Result<Program, ParseError> {
+    super::cel_limits::check(source)?;
     // The crate's limit counts nested `expr` rules past the first; cel-go's listener counts
     // them all (nesting 249 is the deepest it takes).
     let nesting = u16::try_from(super::cel_limits::MAX_RECURSION_DEPTH - 1).unwrap_or(u16::MAX);
@@ -80,6 +92,7 @@ pub(crate) fn compile(source: &str) -> Result<Program, cel::ParseErrors> {
             expression,
             source_info,
         })
+        .map_err(ParseError::Syntax)
 }
 
 thread_local! {

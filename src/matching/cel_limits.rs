@@ -89,11 +89,7 @@ pub fn check(source: &str) -> Result<(), LimitError> {
         });
     }
     let mut scan = Scan {
-        lexer: Lexer {
-            source: source.as_bytes(),
-            at: 0,
-            after_operand: false,
-        },
+        lexer: Lexer::new(source),
         token: Token::End,
         nesting: 0,
         tokens: 0,
@@ -112,11 +108,7 @@ pub fn check(source: &str) -> Result<(), LimitError> {
 /// it reports a syntax error, so a long chain with a typo in it would still overflow the
 /// stack; such text is refused by cel-go as well, in other words.
 fn rough_depth(source: &str) -> Result<(), LimitError> {
-    let mut lexer = Lexer {
-        source: source.as_bytes(),
-        at: 0,
-        after_operand: false,
-    };
+    let mut lexer = Lexer::new(source);
     let (mut chain, mut open, mut deepest, mut tokens) = (0u32, 0u32, 0u32, 0u32);
     loop {
         tokens += 1;
@@ -199,8 +191,9 @@ enum Token {
     Relation,
     /// `*`, `/`, `%`.
     Product,
-    /// `+`, `-`.
+    /// `+`.
     Sum,
+    /// `-`: binary, or unary before an operand.
     Minus,
     Not,
     And,
@@ -222,7 +215,15 @@ struct Lexer<'a> {
     after_operand: bool,
 }
 
-impl Lexer<'_> {
+impl<'a> Lexer<'a> {
+    fn new(source: &'a str) -> Self {
+        Lexer {
+            source: source.as_bytes(),
+            at: 0,
+            after_operand: false,
+        }
+    }
+
     fn peek(&self, ahead: usize) -> u8 {
         self.source.get(self.at + ahead).copied().unwrap_or(0)
     }

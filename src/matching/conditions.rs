@@ -271,7 +271,7 @@ pub enum ConditionsResult {
 pub enum CompileError {
     /// Over one of cel-go's parser limits (size, nesting, depth), checked before parsing.
     #[error("compilation failed: {0}")]
-    Limit(#[from] super::cel_limits::LimitError),
+    Limit(super::cel_limits::LimitError),
     /// A syntax error: the parser's errors.
     #[error("compilation failed: {0}")]
     Parse(#[source] cel::ParseErrors),
@@ -395,6 +395,15 @@ fn cel_go_words(e: &cel::ExecutionError) -> std::borrow::Cow<'_, str> {
     }
 }
 
+impl From<cel_env::ParseError> for CompileError {
+    fn from(e: cel_env::ParseError) -> Self {
+        match e {
+            cel_env::ParseError::Limit(e) => CompileError::Limit(e),
+            cel_env::ParseError::Syntax(e) => CompileError::Parse(e),
+        }
+    }
+}
+
 impl From<cel::ExecutionError> for EvaluationError {
     fn from(e: cel::ExecutionError) -> Self {
         match authz::library_message(&e) {
@@ -485,8 +494,7 @@ pub(crate) fn compile_program(
     expression: &str,
     variables: &[&str],
 ) -> Result<(Program, Vec<String>), CompileError> {
-    super::cel_limits::check(expression)?;
-    let program = cel_env::compile(expression).map_err(CompileError::Parse)?;
+    let program = cel_env::compile(expression)?;
     let mut names = Names::default();
     free_variables(&program.expression().expr, &mut Vec::new(), &mut names)?;
     // Functions first: an unsupported macro's loop variables would read as undeclared.
@@ -533,9 +541,6 @@ pub(crate) fn compile_program(
 /// ([`crate::config::Snapshot::kube_version_warnings`]); empty when it does not parse
 /// (compiling it reports that).
 pub(crate) fn functions_called(expression: &str) -> Vec<String> {
-    if super::cel_limits::check(expression).is_err() {
-        return Vec::new();
-    }
     let Ok(program) = cel_env::compile(expression) else {
         return Vec::new();
     };

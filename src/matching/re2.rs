@@ -94,11 +94,6 @@ pub fn compile(pattern: &str) -> Result<Regex, Re2Error> {
         .build()?)
 }
 
-/// A group open while translating: the largest repetition count product inside it so far.
-struct Frame {
-    inner: u32,
-}
-
 /// What the last thing written was, for the repetition that may follow it.
 #[derive(Clone, Copy, PartialEq)]
 enum Last {
@@ -115,7 +110,9 @@ enum Last {
 fn translate(pattern: &str) -> Result<String, Re2Error> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = String::with_capacity(pattern.len() + 16);
-    let mut stack: Vec<Frame> = vec![Frame { inner: 1 }];
+    // Per group open (the pattern itself first): the largest repetition count product inside
+    // it so far.
+    let mut stack: Vec<u32> = vec![1];
     let mut last = Last::Nothing;
     let mut i = 0;
     while i < chars.len() {
@@ -126,7 +123,7 @@ fn translate(pattern: &str) -> Result<String, Re2Error> {
                 out.push_str(&written);
                 i = end;
                 if opens {
-                    stack.push(Frame { inner: 1 });
+                    stack.push(1);
                     last = Last::Nothing;
                 }
                 continue;
@@ -135,7 +132,7 @@ fn translate(pattern: &str) -> Result<String, Re2Error> {
                 if stack.len() == 1 {
                     return Err(syntax("unexpected )", pattern));
                 }
-                let inner = stack.pop().map_or(1, |f| f.inner);
+                let inner = stack.pop().unwrap_or(1);
                 out.push(')');
                 last = Last::Atom(inner);
             }
@@ -147,19 +144,9 @@ fn translate(pattern: &str) -> Result<String, Re2Error> {
                 repeat(&mut last, &chars, (i, i + 1), None, &mut stack)?;
                 out.push(c);
             }
-            '{' => match parse_repeat(&chars, i) {
-                Some((min, max, end)) => {
-                    let text: String = chars[i..end].iter().collect();
-                    if min > MAX_REPEAT || max.is_some_and(|m| m > MAX_REPEAT || m < min) {
-                        return Err(syntax("invalid repeat count", &text));
-                    }
-                    let count = match max {
-                        Some(m) if m > 0 => m,
-                        Some(_) => 1,
-                        None => min.max(1),
-                    };
-                    repeat(&mut last, &chars, (i, end), Some(count), &mut stack)?;
-                    out.push_str(&text);
+            '{' => match counted_repeat(&chars, i, &mut last, &mut stack)? {
+                Some(end) => {
+                    out.extend(&chars[i..end]);
                     i = end;
                     continue;
                 }
@@ -202,6 +189,33 @@ fn translate(pattern: &str) -> Result<String, Re2Error> {
     Ok(out)
 }
 
+/// A counted repetition (`{n}`, `{n,}`, `{n,m}`) at `at`, checked (counts at most 1,000, `m`
+/// not below `n`) and recorded as [`repeat`] does: where it ends, or `None` when the `{` starts
+/// no repetition.
+fn counted_repeat(
+    chars: &[char],
+    at: usize,
+    last: &mut Last,
+    stack: &mut [u32],
+) -> Result<Option<usize>, Re2Error> {
+    let Some((min, max, end)) = parse_repeat(chars, at) else {
+        return Ok(None);
+    };
+    if min > MAX_REPEAT || max.is_some_and(|m| m > MAX_REPEAT || m < min) {
+        return Err(syntax(
+            "invalid repeat count",
+            &operator_span(chars, at, end),
+        ));
+    }
+    let count = match max {
+        Some(m) if m > 0 => m,
+        Some(_) => 1,
+        None => min.max(1),
+    };
+    repeat(last, chars, (at, end), Some(count), stack)?;
+    Ok(Some(end))
+}
+
 /// Checks and records a repetition of what `last` is, the operator at `at..end`: `count` for
 /// `{n,m}`, `None` for `*`, `+`, `?` (a `?` right after a repetition makes it non-greedy,
 /// once: Go's `repeat`).
@@ -210,7 +224,7 @@ fn repeat(
     chars: &[char],
     (at, end): (usize, usize),
     count: Option<u32>,
-    stack: &mut [Frame],
+    stack: &mut [u32],
 ) -> Result<(), Re2Error> {
     match *last {
         Last::Nothing => Err(syntax(
@@ -247,8 +261,8 @@ fn repeat(
                 }
                 None => inner,
             };
-            if let Some(frame) = stack.last_mut() {
-                frame.inner = frame.inner.max(product);
+            if let Some(inner) = stack.last_mut() {
+                *inner = (*inner).max(product);
             }
             *last = Last::Repeat {
                 start: at,

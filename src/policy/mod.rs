@@ -405,40 +405,22 @@ fn compile_binding(
     }
 }
 
-/// Resources no policy applies to, whatever its rules say (`shouldIgnoreResource`,
+/// Whether no policy applies to `review`, whatever its rules say (`shouldIgnoreResource`,
 /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/generic/plugin.go`, by group and
-/// resource, any version): the policies' own (`admissionResources` there), and the reviews of
-/// authentication and authorization, which kube-apiserver never persists and whose
-/// interception may break the cluster (`pkg/kubeapiserver/admission/exclusion/resources.go`,
-/// `excluded`, given to the policy plugins by `pkg/controlplane/apiserver/admission/config.go`).
-const EXCLUDED_RESOURCES: [(&str, &str); 10] = [
-    (
-        "admissionregistration.k8s.io",
-        "validatingadmissionpolicies",
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "validatingadmissionpolicybindings",
-    ),
-    ("admissionregistration.k8s.io", "mutatingadmissionpolicies"),
-    (
-        "admissionregistration.k8s.io",
-        "mutatingadmissionpolicybindings",
-    ),
-    ("authentication.k8s.io", "selfsubjectreviews"),
-    ("authentication.k8s.io", "tokenreviews"),
-    ("authorization.k8s.io", "localsubjectaccessreviews"),
-    ("authorization.k8s.io", "selfsubjectaccessreviews"),
-    ("authorization.k8s.io", "selfsubjectrulesreviews"),
-    ("authorization.k8s.io", "subjectaccessreviews"),
-];
-
-/// Whether `review` is for one of the [`EXCLUDED_RESOURCES`].
+/// resource, any version): the policies' own resources (`admissionResources` there), and the
+/// authentication and authorization reviews ([`crate::resources::VIRTUAL_RESOURCES`], given
+/// to the policy plugins by `pkg/controlplane/apiserver/admission/config.go`).
 fn is_excluded_resource(review: &ParsedReview<'_>) -> bool {
     let r = review.request.effective_resource();
-    EXCLUDED_RESOURCES
-        .iter()
-        .any(|(group, resource)| r.group == *group && r.resource == *resource)
+    let policy_resource = r.group == "admissionregistration.k8s.io"
+        && matches!(
+            &*r.resource,
+            "validatingadmissionpolicies"
+                | "validatingadmissionpolicybindings"
+                | "mutatingadmissionpolicies"
+                | "mutatingadmissionpolicybindings"
+        );
+    policy_resource || crate::resources::VIRTUAL_RESOURCES.contains(&(&*r.group, &*r.resource))
 }
 
 mod dispatch;

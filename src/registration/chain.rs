@@ -115,8 +115,8 @@ pub fn chain_objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value
     let mut problems = Vec::new();
     for webhook_type in webhook_types(options) {
         for (configuration, webhooks) in snapshot.configurations(webhook_type) {
-            let refused = super::invalid_name(webhook_type, configuration, webhooks, options)
-                .or_else(|| invalid_name(webhook_type, configuration, webhooks));
+            let refused = super::invalid_name(configuration, webhooks, options)
+                .or_else(|| invalid_name(configuration, webhooks));
             if let Some(problem) = refused {
                 problems.push(problem);
                 continue;
@@ -143,20 +143,22 @@ pub fn chain_objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value
 /// `staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go`, from
 /// `validateWebhook` in `pkg/apis/admissionregistration/validation/validation.go`), with no
 /// limit on one label's length.
-fn invalid_name(
-    webhook_type: WebhookType,
-    configuration: &str,
-    webhooks: &[Arc<Webhook>],
-) -> Option<Problem> {
+fn invalid_name(configuration: &str, webhooks: &[Arc<Webhook>]) -> Option<Problem> {
     let name = chain_webhook_name(configuration);
-    (!names::is_fully_qualified_name(&name)).then(|| {
-        let message = format!(
-            "the chain webhook name {name:?} ({} characters) is not a valid webhook name (a DNS-1123 subdomain of at most 253 characters): a configuration registered as a chain may have at most {} characters; register it per webhook (without --chain)",
-            name.len(),
-            253 - CHAIN_WEBHOOK_SUFFIX.len()
-        );
-        super::name_problem(webhook_type, configuration, webhooks, message)
-    })
+    if names::is_fully_qualified_name(&name) {
+        return None;
+    }
+    let message = format!(
+        "the chain webhook name {name:?} ({} characters) is not a valid webhook name (a DNS-1123 subdomain of at most 253 characters): a configuration registered as a chain may have at most {} characters; register it per webhook (without --chain)",
+        name.len(),
+        253 - CHAIN_WEBHOOK_SUFFIX.len()
+    );
+    let first = webhooks.first()?;
+    Some(Problem::of_configuration(
+        first,
+        "metadata.name".to_string(),
+        message,
+    ))
 }
 
 /// The chain webhook of one configuration (`webhooks`, non-empty, in list order).

@@ -194,7 +194,7 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value>, Vec
     let mut problems = Vec::new();
     for webhook_type in webhook_types(options) {
         for (configuration, webhooks) in snapshot.configurations(webhook_type) {
-            if let Some(problem) = invalid_name(webhook_type, configuration, webhooks, options) {
+            if let Some(problem) = invalid_name(configuration, webhooks, options) {
                 problems.push(problem);
                 continue;
             }
@@ -222,7 +222,6 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value>, Vec
 /// `.static.k8s.io`. kube-apiserver would refuse the object (and its static manifests loader
 /// the whole directory), so it is never printed.
 pub(crate) fn invalid_name(
-    webhook_type: WebhookType,
     configuration: &str,
     webhooks: &[std::sync::Arc<Webhook>],
     options: &Options,
@@ -232,39 +231,18 @@ pub(crate) fn invalid_name(
         return None;
     }
     let added = name.len().saturating_sub(configuration.len());
-    Some(name_problem(
-        webhook_type,
-        configuration,
-        webhooks,
-        format!(
-            "the registration's name {name:?} ({} characters: the legacy name and {added} added by --name-suffix{}) is not a DNS-1123 subdomain of at most 253 characters, which kube-apiserver requires; choose a shorter --name-suffix (the legacy name may have at most {} characters with this one)",
-            name.len(),
-            if options.static_manifests.is_some() { " and .static.k8s.io" } else { "" },
-            253usize.saturating_sub(added),
-        ),
-    ))
-}
-
-/// A [`Problem`] with the `metadata.name` of `configuration` (in the file of its first
-/// webhook): a name the registration cannot give it.
-pub(crate) fn name_problem(
-    webhook_type: WebhookType,
-    configuration: &str,
-    webhooks: &[std::sync::Arc<Webhook>],
-    message: String,
-) -> Problem {
-    Problem {
-        file: webhooks
-            .first()
-            .map(|w| w.source.clone())
-            .unwrap_or_default(),
-        document: None,
-        kind: Some(webhook_type.configuration_kind().to_string()),
-        configuration: Some(configuration.to_string()),
-        webhook: None,
-        field: "metadata.name".to_string(),
+    let message = format!(
+        "the registration's name {name:?} ({} characters: the legacy name and {added} added by --name-suffix{}) is not a DNS-1123 subdomain of at most 253 characters, which kube-apiserver requires; choose a shorter --name-suffix (the legacy name may have at most {} characters with this one)",
+        name.len(),
+        if options.static_manifests.is_some() { " and .static.k8s.io" } else { "" },
+        253usize.saturating_sub(added),
+    );
+    let first = webhooks.first()?;
+    Some(Problem::of_configuration(
+        first,
+        "metadata.name".to_string(),
         message,
-    }
+    ))
 }
 
 /// The types registered: both, or the static manifests plugin's alone (kube-apiserver's

@@ -730,10 +730,10 @@ enum BodyError {
 }
 
 async fn read_body(session: &mut ServerSession, limit: usize) -> Result<bytes::Bytes, BodyError> {
-    let declared = session
-        .get_header("content-length")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<usize>().ok());
+    // The length pingora frames the body by.
+    let declared = pingora::protocols::http::v1::common::header_value_content_length(
+        session.get_header(http::header::CONTENT_LENGTH),
+    );
     if declared.is_some_and(|n| n > limit) {
         let drained = drain_for_413(session, declared).await;
         return Err(BodyError::TooLarge { drained });

@@ -337,7 +337,14 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     )
     .with_context(|| format!("read {}", args.review.display()))?
     .into_bytes();
-    refuse_cut_capture(&body).with_context(|| format!("replay {}", args.review.display()))?;
+    let cut = admission_proxy::capture::cut_parts(&body);
+    if !cut.is_empty() {
+        bail!(
+            "replay {}: this capture was cut to the capture size limit ({}): it cannot be replayed",
+            args.review.display(),
+            cut.join(", ")
+        );
+    }
     let review = admission_proxy::review::ParsedReview::parse(&body)
         .with_context(|| format!("parse the AdmissionReview in {}", args.review.display()))?;
     // `authorizer` checks: asked of the cluster with --kubeconfig, else answered "not checked".
@@ -446,35 +453,6 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<()> {
         bail!("some demo requests got no answer");
     }
     Ok(())
-}
-
-/// A capture the proxy cut to its size limit (`admissionProxyCapture.cut`) no longer holds
-/// the request it captured: replayed, its decisions would be about other objects.
-///
-/// # Errors
-/// What was cut.
-fn refuse_cut_capture(body: &[u8]) -> anyhow::Result<()> {
-    #[derive(serde::Deserialize)]
-    struct Capture<'a> {
-        #[serde(rename = "admissionProxyCapture", borrow)]
-        meta: Option<Meta<'a>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Meta<'a> {
-        #[serde(borrow)]
-        cut: Option<Vec<std::borrow::Cow<'a, str>>>,
-    }
-    let cut = serde_json::from_slice::<Capture<'_>>(body)
-        .ok()
-        .and_then(|c| c.meta)
-        .and_then(|m| m.cut);
-    match cut {
-        Some(cut) if !cut.is_empty() => bail!(
-            "this capture was cut to the capture size limit ({}): it cannot be replayed",
-            cut.join(", ")
-        ),
-        _ => Ok(()),
-    }
 }
 
 /// `candidates`: the candidate report, from a metrics scrape (file or `http://` URL) and the
