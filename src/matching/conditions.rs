@@ -1132,10 +1132,7 @@ mod tests {
                 "Illegal regex: error parsing regexp: missing closing ]: `[`",
             ),
         ] {
-            let ConditionsResult::Error(message) = eval(&[("re", expression)]) else {
-                panic!("{expression} is an error");
-            };
-            assert!(message.ends_with(want), "{expression}: {message}");
+            assert_fails_with(expression, want);
         }
         assert!(MatchCondition::compile("c", r"'a'.matches('(\\w{100}){10}')").is_ok());
         // What kube-apiserver 1.32 answered for each at create: a literal `matches` argument
@@ -1212,11 +1209,16 @@ mod tests {
                 "unsigned integer overflow",
             ),
         ] {
-            let ConditionsResult::Error(message) = eval(&[("c", expression)]) else {
-                panic!("{expression} is an error");
-            };
-            assert!(message.ends_with(want), "{expression}: {message}");
+            assert_fails_with(expression, want);
         }
+    }
+
+    /// `expression`, the one condition, fails on the pod with a message ending in `want`.
+    fn assert_fails_with(expression: &str, want: &str) {
+        let ConditionsResult::Error(message) = eval(&[("c", expression)]) else {
+            panic!("{expression} is an error");
+        };
+        assert!(message.ends_with(want), "{expression}: {message}");
     }
 
     /// KEP-3716 user stories: NFS volumes, excluding a group, excluding leases.
