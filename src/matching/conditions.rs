@@ -1198,6 +1198,10 @@ mod tests {
     fn runtime_errors_read_in_cel_go_s_words() {
         for (expression, want) in [
             ("object.metadata.nope == 'x'", "no such key: nope"),
+            // A field of something that is not a map (oldObject is null on CREATE): cel-go's
+            // `refQualify` says `no such key`, where the `cel` crate found no `_._` overload.
+            ("oldObject.metadata.name == 'p'", "no such key: metadata"),
+            ("object.metadata.name.first == 'p'", "no such key: first"),
             ("1 / (size(request.operation) - 6) == 1", "division by zero"),
             ("1 % (size(request.operation) - 6) == 1", "modulus by zero"),
             (
@@ -1219,6 +1223,16 @@ mod tests {
             panic!("{expression} is an error");
         };
         assert!(message.ends_with(want), "{expression}: {message}");
+    }
+
+    /// `has()` of a field of something that is not a map is false in cel-go (`refQualify`
+    /// without `errorOnBadPresenceTest`): the guard for `oldObject` on CREATE.
+    #[test]
+    fn has_on_what_is_not_a_map_is_false() {
+        assert_eq!(
+            eval(&[("c", "!has(oldObject.metadata) && !has(object.metadata.name.x)")]),
+            ConditionsResult::Match
+        );
     }
 
     /// KEP-3716 user stories: NFS volumes, excluding a group, excluding leases.

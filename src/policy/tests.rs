@@ -285,6 +285,33 @@ fn params_by_name_default_to_the_request_namespace() {
     assert_eq!(denial(&v).code, 422);
 }
 
+/// A binding without `paramRef` on a policy with a `paramKind`: `params` is null, and a field
+/// of it is cel-go's `no such key` while `has()` of it is false (`refQualify` in
+/// `interpreter/attributes.go`, without `errorOnBadPresenceTest`), the guard the
+/// ValidatingAdmissionPolicy documentation gives for an optional `paramRef`.
+#[test]
+fn a_field_of_null_params_is_no_such_key_and_has_is_false() {
+    let guarded = policy_with(
+        "replicas",
+        json!({"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": deployments(),
+            "validations": [{"expression":
+                "!has(params.data) || object.spec.replicas <= int(params.data.max)"}]}),
+    );
+    let policy = compile(&guarded, &[binding("b", "replicas", json!({}))], &[]);
+    assert_eq!(
+        verdict(&policy, &deployment("a", 50, json!({})), None).decision,
+        PolicyDecision::Allowed
+    );
+    let policy = compile(&replicas_policy(), &[binding("b", "replicas", json!({}))], &[]);
+    let v = verdict(&policy, &deployment("a", 5, json!({})), None);
+    assert_eq!(
+        denial(&v).cause,
+        "ValidatingAdmissionPolicy 'replicas' with binding 'b' denied request: expression \
+         'object.spec.replicas <= int(params.data.max)' resulted in error: no such key: data"
+    );
+}
+
 /// `TestParamRef`: parameterNotFoundAction Allow, selectors (each param evaluated), an
 /// explicit namespace, a namespaced paramRef on a cluster-scoped request.
 #[test]
