@@ -1,15 +1,18 @@
-//! Namespace labels from the cluster itself (`serve --watch-namespaces`): a kube-rs
-//! metadata-only watch of Namespaces (list, then watch; re-list after 410 Gone and dropped
+//! Namespaces from the cluster itself (`serve --watch-namespaces`): a kube-rs watch of
+//! Namespaces (list, then watch; re-list after 410 Gone and dropped
 //! connections with kube-runtime's backoff) published as [`Namespaces`] snapshots, and
 //! kube-apiserver's lister-miss fallback, a live GET of a namespace not yet in the cache
 //! (`Provider.GetNamespace` in
 //! `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/namespace/matcher.go`).
 //! Depends on `matching` and `metrics`.
 //!
-//! Only `metadata` is transferred (`PartialObjectMetadata`), so memory stays at names and
-//! labels. The watch needs `get`, `list` and `watch` on `namespaces` (deploy/base/rbac.yaml).
+//! Whole Namespaces are watched, as kube-apiserver's informer holds them: a policy's
+//! `namespaceObject` reads `spec`, `status` and annotations, which a metadata-only watch
+//! (`PartialObjectMetadata`) does not carry. Only what admission reads is kept (labels and
+//! `CreateNamespaceObject`'s fields: `managedFields` are dropped). The watch needs `get`,
+//! `list` and `watch` on `namespaces` (deploy/base/rbac.yaml).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,7 +21,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwapOption;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
@@ -59,7 +61,7 @@ pub(crate) enum Lookup {
 
 /// A running namespace watch. Dropping it stops the watch.
 pub(crate) struct NamespaceWatch {
-    api: Api<PartialObjectMeta<Namespace>>,
+    api: Api<Namespace>,
     synced: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -109,8 +111,7 @@ impl NamespaceWatch {
     /// Labels already published stay until a new list replaces them (a failed re-list never
     /// empties the cache).
     pub(crate) fn start(client: Client, target: Arc<ArcSwapOption<Namespaces>>) -> Self {
-        // `Api<PartialObjectMeta<_>>` asks for metadata only (PartialObjectMetadata).
-        let api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
+        let api: Api<Namespace> = Api::all(client);
         let synced = Arc::new(AtomicBool::new(false));
         crate::metrics::namespace_watch(false, None);
         let task = tokio::spawn(run(api.clone(), target, synced.clone()));
@@ -127,10 +128,12 @@ impl NamespaceWatch {
     pub(crate) async fn lookup(&self, name: &str, timeout: Duration) -> Lookup {
         let result = tokio::time::timeout(timeout, self.api.get_opt(name)).await;
         let lookup = match result {
-            Ok(Ok(Some(meta))) => {
+            Ok(Ok(Some(namespace))) => {
                 let mut one = Namespaces::default();
-                one.insert(name.to_string(), labels_of(&meta));
-                Lookup::Found(one)
+                match one.insert(&as_json(&namespace)) {
+                    Ok(()) => Lookup::Found(one),
+                    Err(e) => Lookup::Failed(format!("GET namespace from the Kubernetes API: {e}")),
+                }
             }
             Ok(Ok(None)) => Lookup::NotFound,
             Ok(Err(e)) => Lookup::Failed(format!("GET namespace from the Kubernetes API: {e}")),
@@ -148,37 +151,39 @@ impl NamespaceWatch {
     }
 }
 
-fn labels_of(meta: &PartialObjectMeta<Namespace>) -> BTreeMap<String, String> {
-    meta.metadata.labels.clone().unwrap_or_default()
+/// `namespace` as the API served it, with only what admission reads kept.
+fn as_json(namespace: &Namespace) -> serde_json::Value {
+    // Serializing a typed object only fails for maps with non-string keys, which it has not.
+    let mut value = serde_json::to_value(namespace).unwrap_or_default();
+    if let Some(metadata) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        metadata.remove("managedFields");
+    }
+    value
 }
 
-fn name_of(meta: &PartialObjectMeta<Namespace>) -> String {
-    meta.metadata.name.clone().unwrap_or_default()
+fn name_of(namespace: &Namespace) -> String {
+    namespace.metadata.name.clone().unwrap_or_default()
 }
 
 /// The watch loop: a local map of names to labels, published whole after each batch of
 /// events (events already waiting are applied first, so a burst is one snapshot).
-async fn run(
-    api: Api<PartialObjectMeta<Namespace>>,
-    target: Arc<ArcSwapOption<Namespaces>>,
-    synced: Arc<AtomicBool>,
-) {
+async fn run(api: Api<Namespace>, target: Arc<ArcSwapOption<Namespaces>>, synced: Arc<AtomicBool>) {
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
-    let mut current: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+    let mut current: HashMap<String, serde_json::Value> = HashMap::new();
     // Objects of a list in progress: replace `current` only when the list is complete.
-    let mut listing: Option<HashMap<String, BTreeMap<String, String>>> = None;
+    let mut listing: Option<HashMap<String, serde_json::Value>> = None;
     while let Some(first) = stream.next().await {
         let mut changed = false;
         let mut next = Some(first);
         while let Some(item) = next {
             match item {
                 Ok(Event::Init) => listing = Some(HashMap::new()),
-                Ok(Event::InitApply(meta)) => {
+                Ok(Event::InitApply(namespace)) => {
                     listing
                         .get_or_insert_with(HashMap::new)
-                        .insert(name_of(&meta), labels_of(&meta));
+                        .insert(name_of(&namespace), as_json(&namespace));
                 }
                 Ok(Event::InitDone) => {
                     current = listing.take().unwrap_or_default();
@@ -187,12 +192,12 @@ async fn run(
                         tracing::info!(namespaces = current.len(), "namespace watch synced");
                     }
                 }
-                Ok(Event::Apply(meta)) => {
-                    current.insert(name_of(&meta), labels_of(&meta));
+                Ok(Event::Apply(namespace)) => {
+                    current.insert(name_of(&namespace), as_json(&namespace));
                     changed = true;
                 }
-                Ok(Event::Delete(meta)) => {
-                    current.remove(&name_of(&meta));
+                Ok(Event::Delete(namespace)) => {
+                    current.remove(&name_of(&namespace));
                     changed = true;
                 }
                 Err(e) => {
@@ -206,8 +211,9 @@ async fn run(
         }
         if changed {
             let mut snapshot = Namespaces::default();
-            for (name, labels) in &current {
-                snapshot.insert(name.clone(), labels.clone());
+            for namespace in current.values() {
+                // A typed Namespace's labels are strings: this cannot fail.
+                let _ = snapshot.insert(namespace);
             }
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)

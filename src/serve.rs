@@ -71,9 +71,10 @@ pub struct ServeConfig {
     pub client_ca_file: Option<PathBuf>,
     /// Subject CNs a client certificate may have; empty for any (needs `client_ca_file`).
     pub client_cns: Vec<String>,
-    /// Namespaces file (`kubectl get namespaces -o yaml`) for namespaceSelector; watched.
+    /// Namespaces file (`kubectl get namespaces -o yaml`) for namespaceSelector and
+    /// `namespaceObject`; watched.
     pub namespaces_file: Option<PathBuf>,
-    /// Namespace labels from a live, metadata-only watch of the cluster's Namespaces instead.
+    /// Namespaces from a live watch of the cluster's Namespaces instead.
     pub watch_namespaces: bool,
     /// matchConditions' `authorizer` checks answered by SubjectAccessReview, cached this long;
     /// `None`: configurations that use `authorizer` are refused.

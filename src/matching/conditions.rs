@@ -1230,7 +1230,10 @@ mod tests {
     #[test]
     fn has_on_what_is_not_a_map_is_false() {
         assert_eq!(
-            eval(&[("c", "!has(oldObject.metadata) && !has(object.metadata.name.x)")]),
+            eval(&[(
+                "c",
+                "!has(oldObject.metadata) && !has(object.metadata.name.x)"
+            )]),
             ConditionsResult::Match
         );
     }

@@ -4,46 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use ::cel::objects::{Key, Map};
 use ::cel::Value;
 
 use super::*;
 use crate::conversion;
 use crate::deep_json;
-
-/// The Namespace object `namespaceObject` is bound to, built from what the proxy knows of a
-/// namespace: `apiVersion` v1, `kind` Namespace, `metadata.name` and `metadata.labels`.
-/// kube-apiserver binds the stored object (`CreateNamespaceObject`: metadata, spec and status,
-/// no type meta); annotations, spec and status are not known to the proxy.
-fn namespace_object(name: &str, labels: &BTreeMap<String, String>) -> Value {
-    let string = |s: &str| Value::String(Arc::new(s.to_string()));
-    let map = |entries: Vec<(&str, Value)>| {
-        Value::Map(Map {
-            map: Arc::new(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (Key::String(Arc::new(k.to_string())), v))
-                    .collect(),
-            ),
-        })
-    };
-    let labels = Value::Map(Map {
-        map: Arc::new(
-            labels
-                .iter()
-                .map(|(k, v)| (Key::String(Arc::new(k.clone())), string(v)))
-                .collect(),
-        ),
-    });
-    map(vec![
-        ("apiVersion", string("v1")),
-        ("kind", string("Namespace")),
-        (
-            "metadata",
-            map(vec![("name", string(name)), ("labels", labels)]),
-        ),
-    ])
-}
 
 /// `reasonToCode` (`policy_decision.go`).
 fn reason_to_code(reason: &str) -> u16 {
@@ -181,8 +146,10 @@ impl Policy {
             None => {
                 NamespaceValue::Undecided(format!("the labels of namespace {name:?} are not known"))
             }
-            Some(n) => match (n.labels(name), n.unavailable_reason()) {
-                (Some(labels), _) => NamespaceValue::Value(namespace_object(name, labels)),
+            Some(n) => match (n.object(name), n.unavailable_reason()) {
+                (Some(object), _) => {
+                    NamespaceValue::Value(crate::matching::conditions::json_to_cel(object))
+                }
                 (None, Some(reason)) => NamespaceValue::Undecided(format!(
                     "cannot read the labels of namespace {name:?}: {reason}"
                 )),

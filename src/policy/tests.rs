@@ -182,6 +182,36 @@ fn e2e_deployment_message_expression_and_namespace_object() {
     assert!(matches!(v.decision, PolicyDecision::Undecided(_)), "{v:?}");
 }
 
+/// `namespaceObject` is the namespace as `CreateNamespaceObject` copies it
+/// (`staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/condition.go`): metadata with
+/// annotations, spec and status; no type meta, no managedFields. The namespace is as
+/// `kubectl get namespace -o yaml` prints it (kube-apiserver 1.32.0).
+#[test]
+fn namespace_object_is_the_whole_namespace() {
+    let policy = policy_with(
+        "ns",
+        json!({"matchConstraints": deployments(), "validations": [{"expression":
+            "namespaceObject.status.phase == 'Active' \
+             && namespaceObject.spec.finalizers == ['kubernetes'] \
+             && namespaceObject.metadata.annotations.owner == 'team-a' \
+             && namespaceObject.metadata.labels['kubernetes.io/metadata.name'] == 'a' \
+             && namespaceObject.metadata.uid == 'e5b6' \
+             && namespaceObject.metadata.creationTimestamp == '2026-11-28T10:00:00Z' \
+             && !has(namespaceObject.kind) && !has(namespaceObject.apiVersion) \
+             && !has(namespaceObject.metadata.managedFields)"}]}),
+    );
+    let policy = compile(&policy, &[binding("b", "ns", json!({}))], &[]);
+    let known = namespaces(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  annotations: {owner: team-a}\n  \
+         creationTimestamp: \"2026-11-28T10:00:00Z\"\n  labels: {kubernetes.io/metadata.name: a}\n  \
+         managedFields:\n  - {manager: kubectl-create, operation: Update}\n  name: a\n  \
+         resourceVersion: \"201\"\n  uid: e5b6\nspec:\n  finalizers: [kubernetes]\n\
+         status: {phase: Active}\n",
+    );
+    let v = verdict(&policy, &deployment("a", 1, json!({})), Some(&known));
+    assert_eq!(v.decision, PolicyDecision::Allowed, "{v:#?}");
+}
+
 /// e2e "should allow expressions to refer variables".
 #[test]
 fn e2e_variables() {
@@ -303,7 +333,11 @@ fn a_field_of_null_params_is_no_such_key_and_has_is_false() {
         verdict(&policy, &deployment("a", 50, json!({})), None).decision,
         PolicyDecision::Allowed
     );
-    let policy = compile(&replicas_policy(), &[binding("b", "replicas", json!({}))], &[]);
+    let policy = compile(
+        &replicas_policy(),
+        &[binding("b", "replicas", json!({}))],
+        &[],
+    );
     let v = verdict(&policy, &deployment("a", 5, json!({})), None);
     assert_eq!(
         denial(&v).cause,

@@ -43,35 +43,6 @@ fn labelled(body: &[u8]) -> bool {
     })
 }
 
-/// The sum of `admission_proxy_candidate_comparisons_total` for `candidate`, by result.
-fn comparisons(metrics: &str, candidate: &str) -> Vec<(String, f64)> {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("admission_proxy_candidate_comparisons_total{"))
-        .filter(|l| l.contains(&format!("candidate=\"{candidate}\"")))
-        .filter_map(|l| {
-            let result = l.split("result=\"").nth(1)?.split('"').next()?.to_string();
-            Some((result, l.rsplit(' ').next()?.parse().ok()?))
-        })
-        .collect()
-}
-
-/// Waits (bounded) until `candidate` has `n` comparisons; returns the scrape.
-fn scrape_when_compared(proxy: &BinaryProxy, pki: &TestPki, candidate: &str, n: f64) -> String {
-    for _ in 0..1500 {
-        let metrics = proxy.scrape(pki);
-        let total: f64 = comparisons(&metrics, candidate)
-            .iter()
-            .map(|(_, v)| v)
-            .sum();
-        if total >= n {
-            return metrics;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("the candidate never compared {n} requests");
-}
-
 /// The legacy webhook, allowing everything, in `ws`'s configuration.
 fn legacy_allowing(ws: &Workspace, backend: &TestBackend) {
     std::fs::write(

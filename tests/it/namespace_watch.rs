@@ -1,5 +1,6 @@
 //! `serve --watch-namespaces` through the real binary against a stand-in Kubernetes API server
-//! on 127.0.0.1 that speaks the Namespace list/watch/get protocol (metadata-only lists,
+//! on 127.0.0.1 that speaks the Namespace list/watch/get protocol (whole Namespaces as
+//! kube-apiserver 1.32 serves them,
 //! chunked watch events with resourceVersions, bookmarks, a 410 Gone that forces a re-list,
 //! dropped connections, 404s): not ready before the first list; namespaceSelector decisions
 //! from live labels, flipping within 1 s of a watch event; kube-apiserver's lister-miss GET
@@ -40,11 +41,20 @@ struct Api {
 
 type Shared = Arc<Mutex<Api>>;
 
-fn meta(name: &str, labels: &BTreeMap<String, String>, rv: u64) -> Value {
+/// Namespace `name` as kube-apiserver serves it (`kubectl get namespace -o json`, 1.32.0),
+/// annotated `owner: <name>`.
+fn namespace(name: &str, labels: &BTreeMap<String, String>, rv: u64) -> Value {
     json!({
-        "apiVersion": "meta.k8s.io/v1",
-        "kind": "PartialObjectMetadata",
-        "metadata": {"name": name, "labels": labels, "resourceVersion": rv.to_string(), "uid": format!("uid-{name}")},
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels, "annotations": {"owner": name},
+            "resourceVersion": rv.to_string(), "uid": format!("uid-{name}"),
+            "creationTimestamp": "2026-11-28T10:00:00Z",
+            "managedFields": [{"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
+                "time": "2026-11-28T10:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/metadata.name": {}}}}}]},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
     })
 }
 
@@ -78,7 +88,8 @@ impl Api {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         self.resource_version += 1;
-        let line = json!({"type": event, "object": meta(name, &labels, self.resource_version)});
+        let line =
+            json!({"type": event, "object": namespace(name, &labels, self.resource_version)});
         self.storage.insert(name.to_string(), labels);
         let bytes = chunk(&line);
         self.watchers.retain(|w| w.send(bytes.clone()).is_ok());
@@ -136,11 +147,11 @@ async fn connection(tcp: TcpStream, api: Shared) {
             let items: Vec<Value> = a
                 .storage
                 .iter()
-                .map(|(n, l)| meta(n, l, a.resource_version))
+                .map(|(n, l)| namespace(n, l, a.resource_version))
                 .collect();
             response(
                 "200 OK",
-                &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": a.resource_version.to_string()}, "items": items}),
+                &json!({"apiVersion": "v1", "kind": "NamespaceList", "metadata": {"resourceVersion": a.resource_version.to_string()}, "items": items}),
             )
         } else if let Some(name) = path.strip_prefix("/api/v1/namespaces/") {
             let slow = api.lock().unwrap().slow_gets;
@@ -151,7 +162,7 @@ async fn connection(tcp: TcpStream, api: Shared) {
                     "500 Internal Server Error",
                     &status(500, "InternalError", "etcdserver: request timed out"),
                 ),
-                Some(labels) => response("200 OK", &meta(name, labels, a.resource_version)),
+                Some(labels) => response("200 OK", &namespace(name, labels, a.resource_version)),
                 None => response(
                     "404 Not Found",
                     &status(404, "NotFound", &format!("namespaces \"{name}\" not found")),
@@ -182,7 +193,7 @@ async fn watch(write: &mut tokio::net::tcp::OwnedWriteHalf, api: &Shared) {
             drop(tx);
         } else {
             // A bookmark first, as kube-apiserver sends them with allowWatchBookmarks.
-            let bookmark = json!({"type": "BOOKMARK", "object": {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": {"resourceVersion": a.resource_version.to_string()}}});
+            let bookmark = json!({"type": "BOOKMARK", "object": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"resourceVersion": a.resource_version.to_string()}}});
             let _ = tx.send(chunk(&bookmark));
             a.watchers.push(tx);
         }
@@ -618,5 +629,62 @@ async fn failed_open_annotations_in_a_chain_keep_their_own_indices() {
         backend.recorder.calls(),
         1,
         "only the second webhook is called"
+    );
+}
+
+/// A ValidatingAdmissionPolicy candidate's `namespaceObject` is the watched Namespace whole
+/// (`CreateNamespaceObject`: annotations, spec, status, no type meta), as kube-apiserver's
+/// informer holds it: a metadata-only watch carried neither status nor spec, so a policy
+/// reading `namespaceObject.status.phase` erred where kube-apiserver decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_candidate_reads_the_watched_namespace_whole() {
+    let api: Shared = Arc::default();
+    {
+        let mut a = api.lock().unwrap();
+        a.resource_version = 10;
+        a.storage.insert("team-a".into(), BTreeMap::new());
+    }
+    let url = serve_api(api.clone()).await;
+    let backend = TestBackend::start();
+    let ws = Workspace::new("nswatch-policy");
+    let legacy = "legacy.nswatch.test";
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        common::validating(legacy, &backend.client_config("/allow"), common::ALL, ""),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.conf.join("candidate.yaml"),
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+             metadata: {{name: active}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    \
+             resourceRules:\n    - {{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}}\n  \
+             validations:\n  - expression: \"namespaceObject.status.phase == 'Active' && \
+             namespaceObject.metadata.annotations.owner == 'team-a' && \
+             namespaceObject.spec.finalizers == ['kubernetes'] && !has(namespaceObject.kind)\"\n\
+             ---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+             metadata: {{name: active}}\nspec: {{policyName: active, validationActions: [Deny]}}\n\
+             ---\napiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: active}}\n\
+             spec:\n  webhook: {legacy}\n  policy: {{name: active}}\n"
+        ),
+    )
+    .unwrap();
+    let proxy = watching(&ws, &url);
+    assert!(synced(&proxy, &ws).await, "the watch never synced");
+    let reply = proxy
+        .post(
+            &ws.pki,
+            &format!("/webhooks/{legacy}?timeout=10s"),
+            &pod_in("team-a", 1),
+        )
+        .await;
+    assert!(reply.allowed(), "{}", reply.message());
+    let metrics = tokio::task::block_in_place(|| {
+        common::scrape_when_compared(&proxy, &ws.pki, "active", 1.0)
+    });
+    assert_eq!(
+        common::comparisons(&metrics, "active"),
+        [("agree".to_string(), 1.0)],
+        "{metrics}"
     );
 }

@@ -311,8 +311,8 @@ pub(crate) struct ServeArgs {
     /// offline alternative to --watch-namespaces.
     #[arg(long, conflicts_with = "watch_namespaces")]
     pub(crate) namespaces_file: Option<PathBuf>,
-    /// Keep namespace labels from a live, metadata-only watch of the cluster's Namespaces
-    /// (needs get, list and watch on namespaces); a namespace not yet seen is fetched with a
+    /// Keep namespaces (labels, and the objects policies read as namespaceObject) from a live
+    /// watch of the cluster's Namespaces (needs get, list and watch on namespaces); a namespace not yet seen is fetched with a
     /// live GET, as kube-apiserver does. /readyz waits for the first list.
     #[arg(long)]
     pub(crate) watch_namespaces: bool,

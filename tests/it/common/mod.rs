@@ -737,3 +737,37 @@ pub(crate) fn closed_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// The sum of `admission_proxy_candidate_comparisons_total` for `candidate`, by result.
+pub(crate) fn comparisons(metrics: &str, candidate: &str) -> Vec<(String, f64)> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("admission_proxy_candidate_comparisons_total{"))
+        .filter(|l| l.contains(&format!("candidate=\"{candidate}\"")))
+        .filter_map(|l| {
+            let result = l.split("result=\"").nth(1)?.split('"').next()?.to_string();
+            Some((result, l.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Waits (bounded) until `candidate` has `n` comparisons; returns the scrape.
+pub(crate) fn scrape_when_compared(
+    proxy: &BinaryProxy,
+    pki: &TestPki,
+    candidate: &str,
+    n: f64,
+) -> String {
+    for _ in 0..1500 {
+        let metrics = proxy.scrape(pki);
+        let total: f64 = comparisons(&metrics, candidate)
+            .iter()
+            .map(|(_, v)| v)
+            .sum();
+        if total >= n {
+            return metrics;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the candidate never compared {n} requests");
+}
