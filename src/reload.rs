@@ -140,10 +140,13 @@ impl Sources {
                     for w in &snapshot.warnings {
                         tracing::warn!(warning = %w, "webhook configuration warning");
                     }
-                    loaded(&snapshot, true);
-                    state.admissions.config.store(Arc::new(snapshot));
+                    // Served and counted before `loaded` says the latest load succeeded: a
+                    // scrape that sees the gauge at 1 sees this reload counted too.
+                    let snapshot = Arc::new(snapshot);
+                    state.admissions.config.store(snapshot.clone());
                     fps.config = Some(fp);
                     crate::metrics::reload("ok");
+                    loaded(&snapshot, true);
                 }
                 Err(e) => self.rejected(&e, fps, fp),
             },
