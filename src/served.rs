@@ -87,6 +87,13 @@ pub(crate) const REMOVED: &[Removal] = &[
         "1.22",
     ),
     removed("coordination.k8s.io", "v1beta1", Some("leases"), "1.22"),
+    removed(
+        "authentication.k8s.io",
+        "v1beta1",
+        Some("tokenreviews"),
+        "1.22",
+    ),
+    removed("authorization.k8s.io", "v1beta1", None, "1.22"),
     removed("rbac.authorization.k8s.io", "v1beta1", None, "1.22"),
     removed("scheduling.k8s.io", "v1beta1", None, "1.22"),
     removed("storage.k8s.io", "v1beta1", Some("csidrivers"), "1.22"),
@@ -117,6 +124,32 @@ pub(crate) const REMOVED: &[Removal] = &[
     removed("flowcontrol.apiserver.k8s.io", "v1beta1", None, "1.26"),
     removed("flowcontrol.apiserver.k8s.io", "v1beta2", None, "1.29"),
     removed("flowcontrol.apiserver.k8s.io", "v1beta3", None, "1.32"),
+    // `APILifecycleRemoved` of each type (`zz_generated.prerelease-lifecycle.go` under
+    // `staging/src/k8s.io/api/`).
+    removed(
+        "admissionregistration.k8s.io",
+        "v1alpha1",
+        Some("validatingadmissionpolicies"),
+        "1.32",
+    ),
+    removed(
+        "admissionregistration.k8s.io",
+        "v1alpha1",
+        Some("validatingadmissionpolicybindings"),
+        "1.32",
+    ),
+    removed(
+        "authentication.k8s.io",
+        "v1alpha1",
+        Some("selfsubjectreviews"),
+        "1.32",
+    ),
+    removed(
+        "authentication.k8s.io",
+        "v1beta1",
+        Some("selfsubjectreviews"),
+        "1.33",
+    ),
 ];
 
 /// The removal of `group/version` `resource` (a resource name without subresource), if

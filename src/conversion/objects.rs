@@ -6,9 +6,9 @@
 //! [`crate::resources::equivalence::EQUIVALENCES`]), as Kubernetes goes through its internal version. A
 //! version with no rules here differs from the hub only in `apiVersion`.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
-use super::fields::{annotations, get_mut, member, rename, spec, take, take_annotation};
+use super::fields::{annotations, as_map, get_mut, member, rename, spec, take, take_annotation};
 use super::hpa;
 use crate::resources::equivalence::GroupVersion;
 
@@ -160,6 +160,8 @@ fn to_hub(kind: &str, (group, version): GroupVersion, o: &mut Value) -> Result<(
         ("CustomResourceDefinition", _, "v1beta1") => crd_to_v1(o),
         ("Scale", "apps" | "extensions", _) => scale_status_to_autoscaling_v1(o),
         ("HorizontalPodAutoscaler", _, _) => hpa::to_hub(version, o)?,
+        ("Event", "events.k8s.io", _) => event_to_core(o),
+        ("ResourceSlice", _, "v1alpha3") => for_each_capacity(o, |q| json!({"value": q})),
         _ => {}
     }
     Ok(())
@@ -212,9 +214,124 @@ fn from_hub(
         ("CustomResourceDefinition", _, "v1beta1") => crd_to_v1beta1(o),
         ("Scale", "apps" | "extensions", _) => scale_status_to_v1beta(o)?,
         ("HorizontalPodAutoscaler", _, _) => hpa::from_hub(version, o),
+        ("Event", "events.k8s.io", _) => event_from_core(o),
+        ("ResourceSlice", _, "v1alpha3") => {
+            for_each_capacity(o, |c| c.get("value").cloned().unwrap_or(Value::Null));
+        }
         _ => {}
     }
     Ok(())
+}
+
+/// Rewrites each capacity of a ResourceSlice's devices (`spec.devices[].basic.capacity`):
+/// v1alpha3 holds a quantity where v1beta1 holds `DeviceCapacity{value}`
+/// (`Convert_resource_Quantity_To_resource_DeviceCapacity` and back in
+/// `pkg/apis/resource/v1alpha3/conversion.go`).
+fn for_each_capacity(o: &mut Value, f: impl Fn(Value) -> Value) {
+    let Some(devices) = get_mut(o, &["spec", "devices"]).and_then(Value::as_array_mut) else {
+        return;
+    };
+    for device in devices {
+        let capacity = get_mut(device, &["basic", "capacity"]).and_then(Value::as_object_mut);
+        for value in capacity.into_iter().flat_map(|c| c.values_mut()) {
+            *value = f(value.take());
+        }
+    }
+}
+
+/// The fields core/v1 and events.k8s.io name differently, `(core/v1, events.k8s.io)`:
+/// `Convert_core_Event_To_v1_Event` and back (`pkg/apis/events/v1/conversion.go`, the same in
+/// `v1beta1`), `reportingComponent` being the JSON name of core's `ReportingController`.
+const EVENT_FIELDS: [(&str, &str); 7] = [
+    ("involvedObject", "regarding"),
+    ("source", "deprecatedSource"),
+    ("message", "note"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+    ("reportingComponent", "reportingController"),
+];
+
+/// An events.k8s.io Event as core/v1 encodes it (`k8s.io/api/core/v1` `Event`'s JSON tags):
+/// `involvedObject` and `source` (structs) and the timestamps (`null` when zero) always there,
+/// `reportingComponent` and `reportingInstance` always written (no `omitempty`), the other
+/// strings and `count` only when set.
+fn event_to_core(o: &mut Value) {
+    for (core, events) in EVENT_FIELDS {
+        rename(o, &[], events, core);
+    }
+    let event = as_map(o);
+    omit_empty(
+        event,
+        &["reason", "message", "type", "action", "count", "related"],
+    );
+    for (field, zero) in [
+        ("involvedObject", Value::Object(Map::new())),
+        ("source", Value::Object(Map::new())),
+        ("firstTimestamp", Value::Null),
+        ("lastTimestamp", Value::Null),
+        ("eventTime", Value::Null),
+        ("reportingComponent", Value::String(String::new())),
+        ("reportingInstance", Value::String(String::new())),
+    ] {
+        event.entry(field).or_insert(zero);
+    }
+    if let Some(series) = event.get_mut("series").and_then(Value::as_object_mut) {
+        omit_empty(series, &["count"]);
+        series.entry("lastObservedTime").or_insert(Value::Null);
+    }
+}
+
+/// A core/v1 Event as events.k8s.io encodes it (`k8s.io/api/events/v1` `Event`'s JSON tags):
+/// `eventTime` always there (`null` when zero), `regarding` and `deprecatedSource` (structs)
+/// and the deprecated timestamps too; the strings and `deprecatedCount` only when set; a
+/// series' `count` and `lastObservedTime` always.
+fn event_from_core(o: &mut Value) {
+    for (core, events) in EVENT_FIELDS {
+        rename(o, &[], core, events);
+    }
+    let event = as_map(o);
+    omit_empty(
+        event,
+        &[
+            "reportingController",
+            "reportingInstance",
+            "action",
+            "reason",
+            "note",
+            "type",
+            "deprecatedCount",
+            "related",
+        ],
+    );
+    for (field, zero) in [
+        ("eventTime", Value::Null),
+        ("regarding", Value::Object(Map::new())),
+        ("deprecatedSource", Value::Object(Map::new())),
+        ("deprecatedFirstTimestamp", Value::Null),
+        ("deprecatedLastTimestamp", Value::Null),
+    ] {
+        event.entry(field).or_insert(zero);
+    }
+    if let Some(series) = event.get_mut("series").and_then(Value::as_object_mut) {
+        series.entry("count").or_insert(Value::from(0));
+        series.entry("lastObservedTime").or_insert(Value::Null);
+    }
+}
+
+/// Removes each of `fields` that Go's `omitempty` leaves out: `""`, `0`, `null`.
+fn omit_empty(map: &mut Map<String, Value>, fields: &[&str]) {
+    for field in fields {
+        let empty = match map.get(*field) {
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+            Some(Value::Null) => true,
+            _ => false,
+        };
+        if empty {
+            map.remove(*field);
+        }
+    }
 }
 
 /// The CRD fields v1beta1 may hold once for all versions (top level) and v1 holds per version:
@@ -782,15 +899,31 @@ mod tests {
                 object["preemptionPolicy"] = json!("PreemptLowerPriority");
             }
             "RuntimeClass" => object["handler"] = json!("runc"),
+            "ResourceSlice" => {
+                object["spec"] = json!({"driver": "gpu.example.com", "nodeName": "node-1",
+                    "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0", "basic": {
+                        "attributes": {"model": {"string": "a100"}},
+                        "capacity": {"memory": {"value": "40Gi"}}}}]});
+            }
+            // core/v1, the hub, as kube-apiserver encodes it (zero timestamps `null`, the
+            // reporting fields always written).
             "Event" => {
-                object["eventTime"] = json!("2026-11-20T10:00:00.000000Z");
-                object["reportingController"] = json!("example.com/controller");
-                object["reportingInstance"] = json!("controller-1");
-                object["action"] = json!("Scaled");
-                object["reason"] = json!("ScalingReplicaSet");
-                object["regarding"] =
+                object["involvedObject"] =
                     json!({"kind": "Deployment", "name": "web", "namespace": "production"});
+                object["reason"] = json!("ScalingReplicaSet");
+                object["message"] = json!("Scaled up replica set web-5d8 to 3");
+                object["source"] = json!({"component": "deployment-controller"});
+                object["firstTimestamp"] = json!("2026-11-20T10:00:00Z");
+                object["lastTimestamp"] = json!("2026-11-20T10:05:00Z");
+                object["count"] = json!(2);
                 object["type"] = json!("Normal");
+                object["eventTime"] = Value::Null;
+                object["series"] =
+                    json!({"count": 2, "lastObservedTime": "2026-11-20T10:05:00.000000Z"});
+                object["reportingComponent"] = json!("deployment-controller");
+                object["reportingInstance"] = json!("");
+                object["action"] = json!("Scaled");
             }
             "HorizontalPodAutoscaler" => {
                 object["spec"] = spec;

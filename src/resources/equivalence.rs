@@ -47,6 +47,23 @@ const FLOWCONTROL: &[GroupVersion] = &[
     ("flowcontrol.apiserver.k8s.io", "v1beta1"),
 ];
 const STORAGE: &[GroupVersion] = &[("storage.k8s.io", "v1"), ("storage.k8s.io", "v1beta1")];
+const ADMISSION_V1BETA1: &[GroupVersion] = &[
+    ("admissionregistration.k8s.io", "v1"),
+    ("admissionregistration.k8s.io", "v1beta1"),
+];
+const ADMISSION_V1ALPHA1: &[GroupVersion] = &[
+    ("admissionregistration.k8s.io", "v1"),
+    ("admissionregistration.k8s.io", "v1beta1"),
+    ("admissionregistration.k8s.io", "v1alpha1"),
+];
+const AUTHORIZATION: &[GroupVersion] = &[
+    ("authorization.k8s.io", "v1"),
+    ("authorization.k8s.io", "v1beta1"),
+];
+const RESOURCE: &[GroupVersion] = &[
+    ("resource.k8s.io", "v1beta1"),
+    ("resource.k8s.io", "v1alpha3"),
+];
 
 const fn eq(
     resource: &'static str,
@@ -62,11 +79,20 @@ const fn eq(
 }
 
 /// The built-in equivalences, including versions removed from current clusters that legacy
-/// webhooks still register for. Sources: each group's `install.go` and the storage wiring in
-/// `pkg/registry` (which versions share one storage), Kubernetes 1.33 plus the removed versions
-/// (extensions/v1beta1 workloads until 1.16 and ingresses until 1.22, apps v1beta1/v1beta2 until
-/// 1.16, batch v1beta1 and policy v1beta1 until 1.25, autoscaling v2beta1/v2beta2 until
-/// 1.25/1.26, apiextensions v1beta1 until 1.22, flowcontrol v1beta1–v1beta3 until 1.25–1.32).
+/// webhooks still register for.
+///
+/// kube-apiserver keys its `EquivalentResourceRegistry` by a resource's storage prefix
+/// (`NewEquivalentResourceRegistryWithIdentity` in `staging/src/k8s.io/apiserver/pkg/server/config.go`,
+/// `DefaultStorageFactory.ResourcePrefix`): every version of a group/resource shares it, and so
+/// do the resources of other groups stored with them (`AddCohabitatingResources` in
+/// `pkg/kubeapiserver/default_storage_factory_builder.go`: core and events.k8s.io events, apps
+/// and extensions workloads, networking and extensions ingresses and network policies). Each
+/// entry is one such storage; the test `the_table_is_what_kube_apiserver_serves` holds it
+/// against the discovery of a real kube-apiserver 1.32.0 with every version on and against
+/// `served::REMOVED` (extensions/v1beta1 workloads until 1.16 and ingresses until 1.22, apps
+/// v1beta1/v1beta2 until 1.16, the v1beta1 APIs removed in 1.22 and 1.25, autoscaling
+/// v2beta1/v2beta2 until 1.25/1.26, flowcontrol v1beta1–v1beta3 until 1.26–1.32, the v1alpha1
+/// ValidatingAdmissionPolicy until 1.32).
 pub const EQUIVALENCES: &[Equivalence] = &[
     Equivalence {
         resource: "deployments",
@@ -168,10 +194,16 @@ pub const EQUIVALENCES: &[Equivalence] = &[
             ("coordination.k8s.io", "v1beta1"),
         ],
     ),
+    // One storage: `AddCohabitatingResources(api.Resource("events"), events.Resource("events"))`
+    // (`pkg/kubeapiserver/default_storage_factory_builder.go`); core is installed first.
     eq(
         "events",
         "Event",
-        &[("events.k8s.io", "v1"), ("events.k8s.io", "v1beta1")],
+        &[
+            ("", "v1"),
+            ("events.k8s.io", "v1"),
+            ("events.k8s.io", "v1beta1"),
+        ],
     ),
     eq(
         "endpointslices",
@@ -197,6 +229,88 @@ pub const EQUIVALENCES: &[Equivalence] = &[
         "RuntimeClass",
         &[("node.k8s.io", "v1"), ("node.k8s.io", "v1beta1")],
     ),
+    eq(
+        "ingressclasses",
+        "IngressClass",
+        &[
+            ("networking.k8s.io", "v1"),
+            ("networking.k8s.io", "v1beta1"),
+        ],
+    ),
+    eq("csistoragecapacities", "CSIStorageCapacity", STORAGE),
+    eq(
+        "volumeattributesclasses",
+        "VolumeAttributesClass",
+        &[
+            ("storage.k8s.io", "v1beta1"),
+            ("storage.k8s.io", "v1alpha1"),
+        ],
+    ),
+    eq(
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        ADMISSION_V1BETA1,
+    ),
+    eq(
+        "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        ADMISSION_V1BETA1,
+    ),
+    eq(
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        ADMISSION_V1ALPHA1,
+    ),
+    eq(
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        ADMISSION_V1ALPHA1,
+    ),
+    eq(
+        "apiservices",
+        "APIService",
+        &[
+            ("apiregistration.k8s.io", "v1"),
+            ("apiregistration.k8s.io", "v1beta1"),
+        ],
+    ),
+    eq(
+        "tokenreviews",
+        "TokenReview",
+        &[
+            ("authentication.k8s.io", "v1"),
+            ("authentication.k8s.io", "v1beta1"),
+        ],
+    ),
+    eq(
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        &[
+            ("authentication.k8s.io", "v1"),
+            ("authentication.k8s.io", "v1beta1"),
+            ("authentication.k8s.io", "v1alpha1"),
+        ],
+    ),
+    eq("subjectaccessreviews", "SubjectAccessReview", AUTHORIZATION),
+    eq(
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        AUTHORIZATION,
+    ),
+    eq(
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        AUTHORIZATION,
+    ),
+    eq(
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        AUTHORIZATION,
+    ),
+    eq("deviceclasses", "DeviceClass", RESOURCE),
+    eq("resourceclaims", "ResourceClaim", RESOURCE),
+    eq("resourceclaimtemplates", "ResourceClaimTemplate", RESOURCE),
+    eq("resourceslices", "ResourceSlice", RESOURCE),
 ];
 
 /// One equivalent of a request's resource: the group/version/resource to match rules against
@@ -354,9 +468,122 @@ mod tests {
         assert_eq!(equivalents("apps", "v1", "daemonsets", "scale").count(), 0);
     }
 
+    /// Every `(group, version, resource, kind, scale kind)` a discovery document of
+    /// `tests/fixtures/discovery/` lists, in its order (a group's versions by priority).
+    fn discovered(file: &str) -> Vec<(String, String, String, String, Option<String>)> {
+        let path = format!(
+            "{}/tests/fixtures/discovery/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+        let mut out = Vec::new();
+        for group in doc["items"].as_array().unwrap() {
+            for version in group["versions"].as_array().unwrap() {
+                for r in version["resources"].as_array().unwrap() {
+                    let scale = r["subresources"].as_array().and_then(|subs| {
+                        subs.iter().find(|s| s["subresource"] == "scale").map(|s| {
+                            let k = &s["responseKind"];
+                            format!(
+                                "{}/{}/{}",
+                                text(&k["group"]),
+                                text(&k["version"]),
+                                text(&k["kind"])
+                            )
+                        })
+                    });
+                    out.push((
+                        text(&group["metadata"]["name"]),
+                        text(&version["version"]),
+                        text(&r["resource"]),
+                        text(&r["responseKind"]["kind"]),
+                        scale,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The table is what kube-apiserver serves from one storage, checked against a real
+    /// kube-apiserver 1.32.0 with every version on (`tests/fixtures/discovery/`): built-in
+    /// resources of one name share a storage prefix (`DefaultStorageFactory.ResourcePrefix`),
+    /// so every name it serves under several group/versions is one entry, with its kind, its
+    /// `scale` kinds and each group's versions in priority order; every version listed is
+    /// served or removed (`served::REMOVED`), and every removed resource still served under
+    /// another version is listed. core/v1 events were missing (one storage with
+    /// events.k8s.io), and with them eight other resources.
+    #[test]
+    fn the_table_is_what_kube_apiserver_serves() {
+        use std::collections::BTreeMap;
+        let served: Vec<_> = [
+            "kube-apiserver-1.32.0-api.json",
+            "kube-apiserver-1.32.0-apis.json",
+        ]
+        .iter()
+        .flat_map(|f| discovered(f))
+        .collect();
+        let mut by_name: BTreeMap<&str, Vec<_>> = BTreeMap::new();
+        for s in &served {
+            by_name.entry(s.2.as_str()).or_default().push(s);
+        }
+        let entry = |resource: &str| EQUIVALENCES.iter().find(|e| e.resource == resource);
+        for (resource, versions) in &by_name {
+            let listed = versions.iter().map(|s| (s.0.as_str(), s.1.as_str()));
+            if versions.len() > 1 {
+                let e = entry(resource).unwrap_or_else(|| panic!("{resource}: {versions:?}"));
+                for (g, v) in listed.clone() {
+                    assert!(e.versions.contains(&(g, v)), "{resource}: {g}/{v}");
+                }
+                // The served versions of each group in the table's order are discovery's.
+                let in_table: Vec<_> = e
+                    .versions
+                    .iter()
+                    .copied()
+                    .filter(|gv| listed.clone().any(|l| l == *gv))
+                    .collect();
+                assert_eq!(in_table, listed.clone().collect::<Vec<_>>(), "{resource}");
+            }
+            if let Some(e) = entry(resource) {
+                for s in versions {
+                    assert_eq!(e.kind, s.3, "{resource}");
+                    let i = e.versions.iter().position(|&gv| gv == (&*s.0, &*s.1));
+                    let scale = e
+                        .scale
+                        .zip(i)
+                        .map(|(scale, i)| format!("{}/{}/Scale", scale[i].0, scale[i].1));
+                    assert_eq!(scale, s.4, "{resource} {}/{} scale", s.0, s.1);
+                }
+            }
+        }
+        for e in EQUIVALENCES {
+            for &(g, v) in e.versions {
+                let is_served = served
+                    .iter()
+                    .any(|s| (&*s.0, &*s.1, &*s.2) == (g, v, e.resource));
+                assert!(
+                    is_served || crate::served::removal(g, v, e.resource).is_some(),
+                    "{} {g}/{v}: neither served by 1.32.0 nor removed",
+                    e.resource
+                );
+            }
+        }
+        for r in crate::served::REMOVED {
+            let Some(resource) = r.resource else { continue };
+            if by_name.contains_key(resource) {
+                let e = entry(resource).unwrap_or_else(|| panic!("{resource} {r:?}"));
+                assert!(
+                    e.versions.contains(&(r.group, r.version)),
+                    "{resource} {r:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn no_equivalents_for_core_or_unknown_resources() {
         assert_eq!(equivalents("", "v1", "pods", "").count(), 0);
+        assert_eq!(equivalents("", "v1", "events", "").count(), 2);
         assert_eq!(equivalents("example.com", "v1", "widgets", "").count(), 0);
         // Every table entry names each group/version once.
         for e in EQUIVALENCES {

@@ -758,3 +758,60 @@ async fn registration_route_brings_a_custom_resource_to_the_webhook_of_its_other
     );
     assert_eq!(patched(&review, &reply)["spec"]["color"], "red");
 }
+
+/// An AdmissionReview of `tests/fixtures/equivalent-events/` (kube-apiserver 1.32.0's own).
+fn events_fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/equivalent-events/{name}", common::FIXTURES)).unwrap()
+}
+
+/// core/v1 and events.k8s.io Events are one resource (one storage in kube-apiserver, so one
+/// entry of its `EquivalentResourceRegistry`): a webhook registered for either version, with
+/// matchPolicy Equivalent, gets the other's requests converted exactly as kube-apiserver 1.32.0
+/// converted them (`message` is `note`, `involvedObject` is `regarding`, ...), and its patch
+/// comes back in the caller's version. Before, the proxy said "no rule matches".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_and_events_k8s_io_events_are_one_resource() {
+    let without_uid = |mut review: Value| {
+        review["request"]["uid"] = Value::Null;
+        review
+    };
+    for (registered, sent, expected, patch, field) in [
+        (
+            ("events.k8s.io", "v1"),
+            "core-v1-event.json",
+            "core-v1-event-as-events.k8s.io-v1.json",
+            json!([{"op": "add", "path": "/note", "value": "seen by the legacy webhook"}]),
+            "message",
+        ),
+        (
+            ("", "v1"),
+            "events.k8s.io-v1-event.json",
+            "events.k8s.io-v1-event-as-core-v1.json",
+            json!([{"op": "add", "path": "/message", "value": "seen by the legacy webhook"}]),
+            "note",
+        ),
+    ] {
+        let backend = TestBackend::start();
+        let proxy = TestProxy::start(&legacy_mutating(
+            &backend,
+            "events.legacy.example.com",
+            registered.0,
+            registered.1,
+            "events",
+            patch,
+            "",
+        ));
+        let review = events_fixture(sent);
+        let reply = proxy.review("events.legacy.example.com", &review).await;
+        assert!(reply.allowed(), "{sent}: {}", reply.json);
+        assert_eq!(backend.recorder.calls(), 1, "{sent}");
+        let expected: Value = serde_json::from_slice(&events_fixture(expected)).unwrap();
+        assert_eq!(
+            without_uid(received(&backend)),
+            without_uid(expected),
+            "{sent}"
+        );
+        let after = patched(&review, &reply);
+        assert_eq!(after[field], "seen by the legacy webhook", "{sent}");
+    }
+}
