@@ -445,9 +445,12 @@ fn policy_decision(
                 .to_string()
         }
         (PolicyDecision::Denied, Some(d)) => {
-            let mut w = format!("DENY {} {}: {}", d.code, d.reason, d.cause);
+            let mut w = format!("DENY {} {}: {}", d.code, d.reason, d.message);
             if let Some((i, expression)) = &d.validation {
-                let _ = write!(w, " (spec.validations[{i}]: {expression})");
+                let _ = write!(
+                    w,
+                    " (failing validation spec.validations[{i}]: {expression})"
+                );
             }
             w
         }
@@ -455,6 +458,9 @@ fn policy_decision(
     };
     for warning in &verdict.warnings {
         let _ = write!(words, "; warning: {warning}");
+    }
+    for (key, value) in &verdict.audit_annotations {
+        let _ = write!(words, "; audit annotation {key}: {value}");
     }
     for error in &verdict.errors {
         let how = if error.ignored {
@@ -1020,8 +1026,26 @@ fn render_captured(out: &mut String, captured: &CapturedComparison) {
         if let Some(code) = s["code"].as_i64() {
             let _ = write!(words, " {code}");
         }
+        if let Some(reason) = s["reason"].as_str() {
+            let _ = write!(words, " {reason}");
+        }
         if let Some(m) = s["message"].as_str() {
             let _ = write!(words, ": {m}");
+        }
+        if let Some(v) = s["validation"].as_str() {
+            let _ = write!(words, " (failing validation {v})");
+        }
+        if let Some(e) = s["error"].as_str() {
+            let _ = write!(words, " (decided by failurePolicy on the error: {e})");
+        }
+        if let Some(a) = s["auditAnnotations"].as_object() {
+            for (key, value) in a {
+                let _ = write!(
+                    words,
+                    " (audit annotation {key}: {})",
+                    value.as_str().unwrap_or("")
+                );
+            }
         }
         if let Some(w) = s["warnings"].as_array() {
             let w: Vec<&str> = w.iter().filter_map(|v| v.as_str()).collect();

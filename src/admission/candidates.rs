@@ -222,49 +222,47 @@ impl Admissions {
 fn error_outcome(message: String) -> Outcome {
     Outcome {
         allowed: false,
-        code: None,
         message,
-        warnings: Vec::new(),
-        patch: None,
-        patch_operations: None,
         decision: Decision::Rejected.as_str(),
+        ..Outcome::default()
     }
 }
 
 /// A policy's verdict as the answer kube-apiserver would give: allowed (also when the policy
-/// does not apply) with its warnings, or its denial, whose message names the binding and the
-/// failing validation. A policy that met an error (denying or ignored) or that the proxy
-/// cannot decide (a namespace's labels unknown) is a candidate error: fix it before comparing.
+/// does not apply) with its warnings, or its denial as the client reads it (message, reason,
+/// code), with the failing validation and the audit annotations beside. An evaluation or
+/// configuration error is the decision failurePolicy takes on it (`addConfigError`,
+/// `Validate` in `staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/`):
+/// Fail denies with upstream's text, Ignore admits; `error` says which error decided. Only a
+/// request the proxy cannot decide (a namespace unknown) is a candidate error.
 fn policy_outcome(verdict: &PolicyVerdict) -> (Decision, Outcome) {
     if let PolicyDecision::Undecided(why) = &verdict.decision {
         return (Decision::Rejected, error_outcome(why.clone()));
-    }
-    if let Some(error) = verdict.errors.first() {
-        return (Decision::Rejected, error_outcome(error.message.clone()));
     }
     let (allowed, word) = match verdict.decision {
         PolicyDecision::NotApplicable => (true, "not-applicable"),
         PolicyDecision::Denied => (false, "denied"),
         _ => (true, "allowed"),
     };
-    let (code, message) = match &verdict.denial {
-        Some(denial) => {
-            let failing = denial
-                .validation
-                .as_ref()
-                .map(|(i, expression)| format!(" (spec.validations[{i}]: {expression})"))
-                .unwrap_or_default();
-            (
-                Some(i64::from(denial.code)),
-                format!("{}{failing}", denial.cause),
-            )
-        }
-        None => (None, String::new()),
+    let denial = verdict.denial.as_ref();
+    let error = match denial {
+        // The error that denied (Fail), else the first one ignored.
+        Some(d) => verdict
+            .errors
+            .iter()
+            .find(|e| !e.ignored && d.cause.ends_with(&e.message)),
+        None => verdict.errors.first(),
     };
     let outcome = Outcome {
         allowed,
-        code,
-        message,
+        code: denial.map(|d| i64::from(d.code)),
+        message: denial.map(|d| d.message.clone()).unwrap_or_default(),
+        reason: denial.map(|d| d.reason.clone()).unwrap_or_default(),
+        validation: denial
+            .and_then(|d| d.validation.as_ref())
+            .map(|(i, expression)| format!("spec.validations[{i}]: {expression}")),
+        error: error.map(|e| e.message.clone()),
+        audit_annotations: verdict.audit_annotations.clone(),
         warnings: shown_warnings(verdict.warnings.iter().map(String::as_str)),
         patch: None,
         patch_operations: None,

@@ -8,16 +8,33 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// One side's decision, as kube-apiserver would act on it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Outcome {
     pub(crate) allowed: bool,
     /// A denial's `status.code` (an HTTP error's status); `None` when allowed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) code: Option<i64>,
-    /// A denial's `status.message` (else its reason), or why the side failed.
+    /// A denial's `status.message` (else its reason), or why the side failed. A policy's
+    /// denial is the message its client reads (`<resource> "<name>" is forbidden:
+    /// ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied request: …`).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) message: String,
+    /// A denial's `status.reason` (`Forbidden`, `Invalid`, ...), when it has one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub(crate) reason: String,
+    /// A policy's failing validation, `spec.validations[<i>]: <expression>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) validation: Option<String>,
+    /// The evaluation or configuration error failurePolicy decided this outcome from
+    /// (`expression '…' resulted in error: …`, `failed to configure binding: …`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+    /// A policy's audit annotations: `<policy>/<key>` and
+    /// `validation.policy.admission.k8s.io/validation_failure`, as kube-apiserver adds them
+    /// to the audit event.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub(crate) audit_annotations: std::collections::BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) warnings: Vec<String>,
     /// The base64 JSON Patch of a mutating answer, against the caller's object. Never
@@ -68,10 +85,9 @@ impl Outcome {
                 allowed: false,
                 code: Some(i64::from(http_status)),
                 message: text(&value, "message"),
-                warnings: Vec::new(),
-                patch: None,
-                patch_operations: None,
+                reason: text(&value, "reason"),
                 decision,
+                ..Outcome::default()
             };
         }
         let response = value.get("response").unwrap_or(&Value::Null);
@@ -96,7 +112,13 @@ impl Outcome {
             ),
             patch: patch.map(str::to_string),
             patch_operations: patch.map(crate::dispatch::patch_paths),
+            reason: if allowed {
+                String::new()
+            } else {
+                text(status, "reason")
+            },
             decision,
+            ..Outcome::default()
         }
     }
 }

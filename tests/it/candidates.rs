@@ -201,7 +201,7 @@ async fn a_mirrored_backend_is_compared_on_every_called_request_and_its_disagree
     for line in [
         format!("captured disagreement of candidate \"labels-required\" with webhook \"{LEGACY}\" (differs in: allowed, warnings):"),
         "  legacy webhook: allowed".to_string(),
-        "  candidate:      denied 403: objects must carry labels (require-labels policy) (warnings:".to_string(),
+        "  candidate:      denied 403 Forbidden: objects must carry labels (require-labels policy) (warnings:".to_string(),
         "  candidate \"labels-required\" (backend, ".to_string(),
     ] {
         assert!(text.contains(&line), "missing {line:?} in {text}");
@@ -615,9 +615,9 @@ async fn a_policy_candidate_agrees_where_it_should_and_reports_exactly_what_it_c
     let text = String::from_utf8(explain.stdout).unwrap();
     for line in [
         "  legacy webhook: allowed",
-        "  candidate:      denied 403: ValidatingAdmissionPolicy 'no-delete' with binding 'no-delete' denied request: deleting is not allowed (spec.validations[1]: request.operation != 'DELETE')",
+        "  candidate:      denied 403 Forbidden: poddisruptionbudgets.policy \"cockroachdb-budget\" is forbidden: ValidatingAdmissionPolicy 'no-delete' with binding 'no-delete' denied request: deleting is not allowed (failing validation spec.validations[1]: request.operation != 'DELETE')",
         "  candidate \"deliberate\" (policy, ",
-        "ValidatingAdmissionPolicy \"no-delete\": DENY 403 Forbidden: ValidatingAdmissionPolicy 'no-delete' with binding 'no-delete' denied request: deleting is not allowed (spec.validations[1]: request.operation != 'DELETE')",
+        "ValidatingAdmissionPolicy \"no-delete\": DENY 403 Forbidden: poddisruptionbudgets.policy \"cockroachdb-budget\" is forbidden: ValidatingAdmissionPolicy 'no-delete' with binding 'no-delete' denied request: deleting is not allowed (failing validation spec.validations[1]: request.operation != 'DELETE')",
         "  candidate \"exact\" (policy, ",
     ] {
         assert!(text.contains(line), "missing {line:?} in {text}");
@@ -709,5 +709,113 @@ fn the_report_is_escaped_and_its_scrape_bounded() {
     assert!(
         stderr.contains("the answer is larger than 67108864 bytes"),
         "{stderr}"
+    );
+}
+
+/// A ValidatingAdmissionPolicy `name` on pods, failurePolicy `failure_policy`, with `extra`
+/// under its spec and `binding` under its binding's spec, as `kubectl get -o yaml` prints them.
+fn pod_policy(name: &str, failure_policy: &str, extra: &str, binding: &str) -> String {
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\n\
+         spec:\n  failurePolicy: {failure_policy}\n  matchConstraints:\n    resourceRules:\n    - \
+         {{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}}\n{extra}\
+         ---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+         metadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n{binding}\
+         ---\n{}",
+        candidate_policy(name, name)
+    )
+}
+
+/// An evaluation error, or a parameter that is not there, is a decision, as kube-apiserver
+/// takes it after a cut-over (`addConfigError`, `Validate` in the policy plugin): failurePolicy
+/// Fail denies with upstream's text (compared: here the legacy webhook allowed, a
+/// disagreement), Ignore admits (agrees). Before, all three were `candidate_error`. The
+/// capture and `explain` show the denial as the client would read it, with the validation
+/// that failed, the error it came from, and the audit annotations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_errs_decides_by_its_failure_policy() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-policy-errors");
+    let captures = ws.dir.join("captures");
+    legacy_allowing(&ws, &backend);
+    let erring = "  validations:\n  - expression: \"object.spec.nope == 'x'\"\n  \
+                  auditAnnotations:\n  - {key: image, valueExpression: \"object.spec.containers[0].image\"}\n";
+    let params = "  paramKind: {apiVersion: v1, kind: ConfigMap}\n  validations:\n  - expression: \"params.data.max == '1'\"\n";
+    let files = [
+        pod_policy("fails", "Fail", erring, ""),
+        pod_policy("ignores", "Ignore", erring, ""),
+        pod_policy(
+            "no-params",
+            "Fail",
+            params,
+            "  paramRef: {name: limits, parameterNotFoundAction: Deny}\n",
+        ),
+    ];
+    std::fs::write(ws.conf.join("candidates.yaml"), files.join("---\n")).unwrap();
+    let capture_dir = captures.to_str().unwrap().to_string();
+    let proxy = start(
+        &ws,
+        &["--capture-dir", &capture_dir, "--capture-sample", "0"],
+    );
+    let reply = proxy
+        .post(
+            &ws.pki,
+            &format!("/webhooks/{LEGACY}?timeout=10s"),
+            &fixture("0096-create-core-v1-pods-v1.json"),
+        )
+        .await;
+    assert!(reply.allowed(), "{}", reply.message());
+    for (name, result) in [
+        ("fails", "disagree_allowed"),
+        ("ignores", "agree"),
+        ("no-params", "disagree_allowed"),
+    ] {
+        assert_eq!(
+            results_when(&proxy, &ws.pki, name, 1.0).await,
+            [(result.to_string(), 1.0)].into(),
+            "{name}"
+        );
+    }
+    let files = tokio::task::block_in_place(|| captures_when(&captures, 2));
+    let captured: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let fails = captured
+        .iter()
+        .find(|c| c.contains("\"name\":\"fails\""))
+        .expect("a capture of fails");
+    let record: serde_json::Value = serde_json::from_str(fails).unwrap();
+    let candidate = &record["admissionProxyCapture"]["candidate"]["candidate"];
+    assert_eq!(candidate["code"], 422, "{candidate}");
+    assert_eq!(candidate["reason"], "Invalid", "{candidate}");
+    let message = candidate["message"].as_str().unwrap();
+    assert!(
+        message.ends_with(
+            "is forbidden: ValidatingAdmissionPolicy 'fails' with binding 'fails' denied request: \
+             expression 'object.spec.nope == 'x'' resulted in error: no such key: nope"
+        ),
+        "{candidate}"
+    );
+    assert!(message.starts_with("pods \""), "{candidate}");
+    assert_eq!(
+        candidate["error"],
+        "expression 'object.spec.nope == 'x'' resulted in error: no such key: nope",
+        "{candidate}"
+    );
+    assert!(
+        candidate["auditAnnotations"]["fails/image"].is_string(),
+        "{candidate}"
+    );
+    let no_params = captured
+        .iter()
+        .find(|c| c.contains("\"name\":\"no-params\""))
+        .expect("a capture of no-params");
+    assert!(
+        no_params.contains(
+            "denied request: failed to configure binding: no params found for policy binding \
+             with `Deny` parameterNotFoundAction"
+        ),
+        "{no_params}"
     );
 }
