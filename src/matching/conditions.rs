@@ -380,13 +380,19 @@ pub(crate) enum EvaluationError {
 pub(crate) struct ReadError(deep_json::DeepError);
 
 /// `e` as cel-go words the same failure (`common/types/err.go`: `no such key: %v`,
-/// `division by zero`, `modulus by zero`, `integer overflow`, `unsigned integer overflow`),
-/// which reaches users in denials and warnings; the `cel` crate's own words otherwise.
+/// `division by zero`, `modulus by zero`, `integer overflow`, `unsigned integer overflow`;
+/// `interpreter/attributes.go`: `index out of bounds: %v`), which reaches users in denials and
+/// warnings. A library function's error is its message alone, as `types.NewErr` makes it
+/// (the `cel` crate prefixes `Error executing function '<name>': `); the `cel` crate's own
+/// words otherwise.
 fn cel_go_words(e: &cel::ExecutionError) -> std::borrow::Cow<'_, str> {
     use cel::ExecutionError as E;
     use std::borrow::Cow;
     match e {
         E::NoSuchKey(key) => Cow::Owned(format!("no such key: {key}")),
+        E::IndexOutOfBounds(cel::Value::Int(i)) => Cow::Owned(format!("index out of bounds: {i}")),
+        E::IndexOutOfBounds(cel::Value::UInt(i)) => Cow::Owned(format!("index out of bounds: {i}")),
+        E::FunctionError { message, .. } => Cow::Borrowed(message),
         E::DivisionByZero(_) => Cow::Borrowed("division by zero"),
         E::RemainderByZero(_) => Cow::Borrowed("modulus by zero"),
         E::Overflow(_, cel::Value::UInt(_), _) => Cow::Borrowed("unsigned integer overflow"),
@@ -1214,6 +1220,154 @@ mod tests {
             ),
         ] {
             assert_fails_with(expression, want);
+        }
+    }
+
+    /// The Kubernetes libraries' and cel-go's errors in their words, each as kube-apiserver
+    /// 1.32.0 gives it for the same expression (`staging/src/k8s.io/apiserver/pkg/cel/library`:
+    /// `url.ParseRequestURI`, `netip.ParseAddr` / `ParsePrefix` and `resource.ParseQuantity`
+    /// errors; `lists.go`; cel-go's `index out of bounds`). Before, `Error executing function
+    /// 'url': invalid URL: relative URL without a base` and the like.
+    #[test]
+    fn library_errors_read_in_kubernetes_words() {
+        let quantity_format = "quantities must match the regular expression \
+                               '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+        for (expression, want) in [
+            (
+                "[size(request.operation)][5] == 1",
+                "index out of bounds: 5",
+            ),
+            (
+                "request.userInfo.groups.filter(g, false).min() == 'a'",
+                "min called on empty list",
+            ),
+            (
+                "request.userInfo.groups.filter(g, false).max() == 'a'",
+                "max called on empty list",
+            ),
+            (
+                "url('foo') == url('foo')",
+                r#"URL parse error during conversion from string: parse "foo": invalid URI for request"#,
+            ),
+            (
+                "url('http://[::1') == url('x')",
+                r#"URL parse error during conversion from string: parse "http://[::1": missing ']' in host"#,
+            ),
+            ("url('') == url('x')", r#"parse "": empty url"#),
+            (
+                "url('http://a b') == url('x')",
+                r#"parse "http://a b": invalid character " " in host name"#,
+            ),
+            (
+                "url('http://host:port') == url('x')",
+                r#"parse "http://host:port": invalid port ":port" after host"#,
+            ),
+            (
+                "url('/a%zz') == url('x')",
+                r#"parse "/a%zz": invalid URL escape "%zz""#,
+            ),
+            (
+                "url(':x') == url('x')",
+                r#"parse ":x": missing protocol scheme"#,
+            ),
+            (
+                "url('http://u ser@host') == url('x')",
+                r#"parse "http://u ser@host": net/url: invalid userinfo"#,
+            ),
+            ("quantity('abc') == quantity('1')", quantity_format),
+            ("quantity(' 1') == quantity('1')", quantity_format),
+            ("quantity('1.5.Ki') == quantity('1')", quantity_format),
+            (
+                "quantity('1m1') == quantity('1')",
+                "unable to parse quantity's suffix",
+            ),
+            (
+                "quantity('--1') == quantity('1')",
+                "unable to parse quantity's suffix",
+            ),
+            (
+                "quantity('1e100').asInteger() > 0",
+                "cannot convert value to integer",
+            ),
+            (
+                "ip('1.2.3.256') == ip('1.2.3.4')",
+                r#"IP Address "1.2.3.256" parse error during conversion from string: ParseAddr("1.2.3.256"): IPv4 field has value >255"#,
+            ),
+            (
+                "ip('01.2.3.4') == ip('1.2.3.4')",
+                r#"ParseAddr("01.2.3.4"): IPv4 field has octet with leading zero"#,
+            ),
+            (
+                "ip('1..2.3') == ip('1.2.3.4')",
+                r#"ParseAddr("1..2.3"): IPv4 field must have at least one digit (at ".2.3")"#,
+            ),
+            (
+                "ip('1:2') == ip('::1')",
+                r#"ParseAddr("1:2"): address string too short"#,
+            ),
+            (
+                "ip('1::2::3') == ip('::1')",
+                r#"ParseAddr("1::2::3"): multiple :: in address (at ":3")"#,
+            ),
+            (
+                "ip('12345::') == ip('::1')",
+                r#"ParseAddr("12345::"): each group must have 4 or less digits (at "12345::")"#,
+            ),
+            (
+                "ip('::1.2.3.4:5') == ip('::1')",
+                r#"ParseAddr("::1.2.3.4:5"): unexpected character (at ":5")"#,
+            ),
+            (
+                "ip('fe80::1%') == ip('::1')",
+                r#"ParseAddr("fe80::1%"): zone must be a non-empty string"#,
+            ),
+            (
+                "ip('foo') == ip('::1')",
+                r#"ParseAddr("foo"): unable to parse IP"#,
+            ),
+            (
+                "ip('fe80::1%eth0') == ip('::1')",
+                r#"IP address "fe80::1%eth0" with zone value is not allowed"#,
+            ),
+            (
+                "ip('::ffff:1.2.3.4') == ip('::1')",
+                r#"IPv4-mapped IPv6 address "::ffff:1.2.3.4" is not allowed"#,
+            ),
+            (
+                "cidr('foo') == cidr('1.2.3.0/24')",
+                r#"network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix("foo"): no '/'"#,
+            ),
+            (
+                "cidr('1.2.3.4/33') == cidr('1.2.3.0/24')",
+                r#"netip.ParsePrefix("1.2.3.4/33"): prefix length out of range"#,
+            ),
+            (
+                "cidr('1.2.3.4/a') == cidr('1.2.3.0/24')",
+                r#"netip.ParsePrefix("1.2.3.4/a"): bad bits after slash: "a""#,
+            ),
+            (
+                "cidr('::ffff:1.2.3.4/120') == cidr('1.2.3.0/24')",
+                r#"network address parse error during conversion from string: IPv4-mapped IPv6 address "::ffff:1.2.3.4/120" is not allowed"#,
+            ),
+            (
+                "cidr('1.2.3.0/24').containsCIDR('foo')",
+                r#"network address parse error during conversion from string: network address parse error during conversion from string: netip.ParsePrefix("foo"): no '/'"#,
+            ),
+        ] {
+            assert_fails_with(expression, want);
+        }
+        // What Go's parsers accept, the libraries accept (kube-apiserver 1.32.0 says true).
+        for expression in [
+            "isQuantity('.') && !isQuantity(' 1') && quantity('.') == quantity('0')",
+            "quantity('-.5Ki') == quantity('-512') && quantity('e3') != quantity('1000')",
+            "isURL('mailto:x') && isURL('http://') && isURL('*') && isURL('/?x')",
+            "!isCIDR('1.2.3.4/01') && !isIP('::ffff:1.2.3.4') && !isIP('1.2.3.4%eth0')",
+        ] {
+            assert_eq!(
+                eval(&[("c", expression)]),
+                ConditionsResult::Match,
+                "{expression}"
+            );
         }
     }
 

@@ -72,36 +72,34 @@ pub(crate) fn register(ctx: &mut Context<'_, '_>) {
 
 // --- Parsing helpers ---
 
-/// Parse an IP address string, rejecting IPv4-mapped IPv6 and zone IDs.
+/// Parse an IP address string as `parseIPAddr` (`library/ip.go`) does: what Go's
+/// `netip.ParseAddr` accepts, without a zone, not IPv4-mapped IPv6; refused in its words.
 pub(crate) fn parse_ip_addr(s: &str) -> Result<IpAddr, String> {
-    // Reject zone identifiers (e.g., fe80::1%eth0)
-    if s.contains('%') {
-        return Err("IP address with zone is not allowed".into());
+    let q = crate::go::quote(s);
+    let addr = crate::go::parse_addr(s)
+        .map_err(|e| format!("IP Address {q} parse error during conversion from string: {e}"))?;
+    if !addr.zone.is_empty() {
+        return Err(format!("IP address {q} with zone value is not allowed"));
     }
-
-    let addr = IpAddr::from_str(s).map_err(|e| format!("invalid IP address: {e}"))?;
-
-    // Reject IPv4-mapped IPv6 (e.g., ::ffff:1.2.3.4)
-    if let IpAddr::V6(v6) = addr
-        && v6.to_ipv4_mapped().is_some()
-    {
-        return Err("IPv4-mapped IPv6 addresses are not allowed".into());
+    if addr.is4in6 {
+        return Err(format!("IPv4-mapped IPv6 address {q} is not allowed"));
     }
-
-    Ok(addr)
+    IpAddr::from_str(s).map_err(|e| format!("IP Address {q} parse error during conversion from string: {e}"))
 }
 
+/// Parse a CIDR string as `stringToCIDR` (`library/cidr.go`) does, `parseCIDR`'s error
+/// included: what Go's `netip.ParsePrefix` accepts, not IPv4-mapped IPv6; refused in its
+/// words (the prefix is upstream's, written twice).
 fn parse_cidr_net(s: &str) -> Result<IpNet, String> {
-    let net = IpNet::from_str(s).map_err(|e| format!("invalid CIDR: {e}"))?;
-
-    // Reject IPv4-mapped IPv6 in CIDR
-    if let IpAddr::V6(v6) = net.addr()
-        && v6.to_ipv4_mapped().is_some()
-    {
-        return Err("IPv4-mapped IPv6 in CIDR is not allowed".into());
+    const PARSE_ERROR: &str = "network address parse error during conversion from string: ";
+    let addr = crate::go::parse_prefix(s).map_err(|e| format!("{PARSE_ERROR}{PARSE_ERROR}{e}"))?;
+    if addr.is4in6 {
+        return Err(format!(
+            "{PARSE_ERROR}IPv4-mapped IPv6 address {} is not allowed",
+            crate::go::quote(s)
+        ));
     }
-
-    Ok(net)
+    IpNet::from_str(s).map_err(|e| format!("{PARSE_ERROR}{e}"))
 }
 
 // --- IP functions ---

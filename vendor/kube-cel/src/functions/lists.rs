@@ -66,7 +66,7 @@ pub(crate) fn list_min(This(this): This<Arc<Vec<Value>>>) -> ResolveResult {
     if this.is_empty() {
         return Err(cel::ExecutionError::function_error(
             "min",
-            "cannot call min on empty list",
+            "min called on empty list",
         ));
     }
     let mut result = this[0].clone();
@@ -86,7 +86,7 @@ pub(crate) fn list_max(This(this): This<Arc<Vec<Value>>>) -> ResolveResult {
     if this.is_empty() {
         return Err(cel::ExecutionError::function_error(
             "max",
-            "cannot call max on empty list",
+            "max called on empty list",
         ));
     }
     let mut result = this[0].clone();

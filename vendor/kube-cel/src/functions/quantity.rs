@@ -116,16 +116,16 @@ impl KubeQuantity {
     fn as_integer(&self) -> Result<i64, ExecutionError> {
         if self.scale >= 0 {
             let multiplier = 10i128.checked_pow(self.scale as u32).ok_or_else(|| {
-                ExecutionError::function_error("asInteger", "quantity too large for integer")
+                ExecutionError::function_error("asInteger", "cannot convert value to integer")
             })?;
             let val = self.mantissa.checked_mul(multiplier).ok_or_else(|| {
-                ExecutionError::function_error("asInteger", "quantity too large for integer")
+                ExecutionError::function_error("asInteger", "cannot convert value to integer")
             })?;
             i64::try_from(val)
-                .map_err(|_| ExecutionError::function_error("asInteger", "quantity too large for integer"))
+                .map_err(|_| ExecutionError::function_error("asInteger", "cannot convert value to integer"))
         } else {
             let divisor = 10i128.checked_pow((-self.scale) as u32).ok_or_else(|| {
-                ExecutionError::function_error("asInteger", "quantity too large for integer")
+                ExecutionError::function_error("asInteger", "cannot convert value to integer")
             })?;
             if self.mantissa % divisor != 0 {
                 return Err(ExecutionError::function_error(
@@ -135,7 +135,7 @@ impl KubeQuantity {
             }
             let val = self.mantissa / divisor;
             i64::try_from(val)
-                .map_err(|_| ExecutionError::function_error("asInteger", "quantity too large for integer"))
+                .map_err(|_| ExecutionError::function_error("asInteger", "cannot convert value to integer"))
         }
     }
 
@@ -181,48 +181,25 @@ fn normalize_pair(a: &KubeQuantity, b: &KubeQuantity) -> (i128, i128) {
 // Parsing
 // ---------------------------------------------------------------------------
 
-/// Parse a Kubernetes quantity string.
+/// Parse a Kubernetes quantity string: what `resource.ParseQuantity` accepts, split as it
+/// splits it, refused in its words (`crate::go::parse_quantity`).
 fn parse_quantity(s: &str) -> Result<KubeQuantity, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty quantity string".into());
-    }
-
-    // Find where the number ends and the suffix begins.
-    let num_end = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.' && c != '-' && c != '+')
-        .unwrap_or(s.len());
-
-    // Special case: suffix starts with 'e' or 'E' for decimal exponent.
-    // But only if followed by digits (not "Ei" for exbi).
-    let (num_part, suffix) = if num_end < s.len() {
-        let rest = &s[num_end..];
-        if (rest.starts_with('e') || rest.starts_with('E'))
-            && !rest.starts_with("Ei")
-            && rest.len() > 1
-            && rest[1..]
-                .chars()
-                .all(|c| c.is_ascii_digit() || c == '+' || c == '-')
-        {
-            // Decimal exponent: treat whole string as number
-            (s, "")
-        } else {
-            (&s[..num_end], rest)
-        }
+    let (value, suffix) = crate::go::parse_quantity(s).map_err(str::to_string)?;
+    let unsigned = value.strip_prefix(['+', '-']).unwrap_or(value);
+    // A number without digits (`.`, `-`, nothing before `e3`) is zero, as Go reads it.
+    let (magnitude, decimal_shift) = if unsigned.bytes().any(|b| b.is_ascii_digit()) {
+        parse_decimal(unsigned)?
     } else {
-        (&s[..num_end], "")
+        (0, 0)
     };
-
-    if num_part.is_empty() {
-        return Err(format!("no numeric value in '{s}'"));
+    let mantissa = if value.starts_with('-') { -magnitude } else { magnitude };
+    if let Some(exponent) = suffix.strip_prefix(['e', 'E']).filter(|e| !e.is_empty()) {
+        let exponent: i32 = exponent
+            .parse()
+            .map_err(|_| crate::go::QUANTITY_SUFFIX.to_string())?;
+        return Ok(KubeQuantity::new(mantissa, decimal_shift + exponent));
     }
-
-    // Parse number part into mantissa and decimal shift.
-    let (mantissa, decimal_shift) = parse_number(num_part)?;
-
-    // Parse suffix.
     let (suffix_scale, binary_multiplier) = parse_suffix(suffix)?;
-
     if let Some(bin_mult) = binary_multiplier {
         // Binary SI: multiply mantissa by binary multiplier.
         let m = mantissa
@@ -230,29 +207,8 @@ fn parse_quantity(s: &str) -> Result<KubeQuantity, String> {
             .ok_or_else(|| format!("quantity overflow: '{s}'"))?;
         Ok(KubeQuantity::new(m, decimal_shift))
     } else {
-        // Decimal SI or exponent: combine scales.
         Ok(KubeQuantity::new(mantissa, decimal_shift + suffix_scale))
     }
-}
-
-/// Parse a number string, returning (mantissa, decimal_shift).
-///
-/// "1.5" → (15, -1): represents 15 * 10^-1
-/// "100" → (100, 0)
-/// "1e3" → (1, 3): represents 1 * 10^3
-fn parse_number(s: &str) -> Result<(i128, i32), String> {
-    // Handle scientific notation.
-    if let Some(e_pos) = s.find(['e', 'E']) {
-        let base_str = &s[..e_pos];
-        let exp_str = &s[e_pos + 1..];
-        let (base_mantissa, base_shift) = parse_decimal(base_str)?;
-        let exp: i32 = exp_str
-            .parse()
-            .map_err(|_| format!("invalid exponent in '{s}'"))?;
-        return Ok((base_mantissa, base_shift + exp));
-    }
-
-    parse_decimal(s)
 }
 
 /// Parse a decimal number (no exponent), returning (mantissa, decimal_shift).

@@ -44,6 +44,9 @@ pub(crate) fn register(ctx: &mut Context<'_, '_>) {
 /// Validates and parses a URL string.
 /// Accepts absolute URIs (with scheme) and absolute paths (starting with /).
 fn validate_and_parse(s: &str) -> Result<Url, String> {
+    // What `url.ParseRequestURI` refuses, in its words (`stringToUrl`, `library/urls.go`).
+    crate::go::parse_request_uri(s)
+        .map_err(|e| format!("URL parse error during conversion from string: {e}"))?;
     // Accept absolute paths by prepending a dummy scheme
     if s.starts_with('/') {
         let full = format!("http://localhost{s}");
@@ -67,7 +70,9 @@ fn parse_url(s: Arc<String>) -> ResolveResult {
 ///
 /// Returns true if the string is a valid URL (absolute URI or absolute path).
 fn is_url(s: Arc<String>) -> ResolveResult {
-    Ok(Value::Bool(validate_and_parse(&s).is_ok()))
+    // `isURL` is `url.ParseRequestURI`'s verdict alone (`library/urls.go`): `http://` and
+    // `*` are URLs, which the `url` crate refuses.
+    Ok(Value::Bool(crate::go::parse_request_uri(&s).is_ok()))
 }
 
 /// Helper to extract KubeUrl from an opaque Value.
