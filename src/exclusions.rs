@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::api;
-use crate::config::{compile_match_conditions, validate_selector_names};
+use crate::config::compile_match_conditions;
 use crate::decision::Decision;
 use crate::dispatch::Answer;
 use crate::field_error::Error as FieldError;
@@ -285,7 +285,11 @@ impl Exclusions {
             }
         }
         if let Some(selector) = &file.namespace_selector {
-            validate_selector_names(Some(selector), "namespaceSelector", &mut bad);
+            crate::matching::selector::validate_label_selector(
+                Some(selector),
+                "namespaceSelector",
+                &mut bad,
+            );
             match LabelSelector::compile(Some(selector)) {
                 Ok(compiled) if compiled.is_empty() => {
                     bad(FieldError::forbidden(

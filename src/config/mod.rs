@@ -1630,25 +1630,19 @@ fn default_reinvocation_policy(
     })
 }
 
-/// namespaceSelector then objectSelector: label names checked
-/// ([`validate_selector_names`]), then compiled (`ValidateLabelSelector` in
-/// `apimachinery/pkg/apis/meta/v1/validation`, called by `validateValidatingWebhook`). An
-/// invalid selector compiles as the empty one: the webhook is refused anyway.
+/// namespaceSelector then objectSelector: validated (`ValidateLabelSelector` in
+/// `apimachinery/pkg/apis/meta/v1/validation`, called by `validateValidatingWebhook`), then
+/// compiled. An invalid selector compiles as the empty one: the webhook is refused anyway.
 fn compile_selectors(hook: &api::Webhook, problems: &mut FieldProblems) -> [LabelSelector; 2] {
     let mut selectors = [LabelSelector::default(), LabelSelector::default()];
     for (slot, (field, selector)) in selectors.iter_mut().zip([
         ("namespaceSelector", &hook.namespace_selector),
         ("objectSelector", &hook.object_selector),
     ]) {
-        validate_selector_names(selector.as_ref(), field, &mut |error| {
-            problems.push(field_problem(error));
+        crate::matching::selector::validate_label_selector(selector.as_ref(), field, &mut |e| {
+            problems.push(field_problem(e));
         });
-        match LabelSelector::compile(selector.as_ref()) {
-            Ok(s) => *slot = s,
-            // The selector's error names its own field (`values`, `operator`): the message
-            // is the whole error, under the selector's `matchExpressions`.
-            Err(e) => problems.push((format!("{field}.matchExpressions"), e.to_string())),
-        }
+        *slot = LabelSelector::compile(selector.as_ref()).unwrap_or_default();
     }
     selectors
 }
@@ -1672,14 +1666,13 @@ pub(crate) fn compile_match_conditions(
         let at = FieldPath::new("matchConditions").index(i);
         if mc.name.is_empty() {
             bad(FieldError::required(at.clone().child("name"), ""));
-        } else if !names::is_qualified_name(&mc.name) {
-            bad(FieldError::invalid(
-                at.clone().child("name"),
-                &mc.name,
-                "must be a qualified name",
-            ));
-        } else if !condition_names.insert(mc.name.clone()) {
-            bad(FieldError::duplicate(at.clone().child("name"), &mc.name));
+        } else {
+            for msg in names::qualified_name_errors(&mc.name) {
+                bad(FieldError::invalid(at.clone().child("name"), &mc.name, msg));
+            }
+            if !condition_names.insert(mc.name.clone()) {
+                bad(FieldError::duplicate(at.clone().child("name"), &mc.name));
+            }
         }
         if mc.expression.trim().is_empty() {
             bad(FieldError::required(at.child("expression"), ""));
@@ -1748,40 +1741,6 @@ fn build_webhook(
         backend,
         metrics: WebhookMetrics::new(&hook.name, webhook_type.as_str()),
         candidates: Vec::new(),
-    }
-}
-
-/// Label keys must be qualified names and values label values.
-pub(crate) fn validate_selector_names(
-    selector: Option<&api::LabelSelector>,
-    field: &str,
-    bad: &mut impl FnMut(FieldError),
-) {
-    let Some(selector) = selector else { return };
-    for (k, v) in selector.match_labels.iter().flatten() {
-        if !names::is_qualified_name(k) {
-            bad(FieldError::invalid(
-                format!("{field}.matchLabels"),
-                k,
-                "name part must consist of alphanumeric characters, '-', '_' or '.'",
-            ));
-        }
-        if !names::is_label_value(v) {
-            bad(FieldError::invalid(
-                format!("{field}.matchLabels"),
-                v,
-                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'",
-            ));
-        }
-    }
-    for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
-        if !names::is_qualified_name(&req.key) {
-            bad(FieldError::invalid(
-                format!("{field}.matchExpressions[{i}].key"),
-                &req.key,
-                "must be a qualified name",
-            ));
-        }
     }
 }
 

@@ -110,6 +110,13 @@ impl Policies {
         for binding in &self.bindings {
             let name = policy_name(binding);
             if !self.policies.contains_key(&name) {
+                // kube-apiserver validates a binding on its own at create: its errors are
+                // errors here too, though no policy of the directory uses it.
+                for e in crate::policy::binding_errors(&binding.object) {
+                    errors.push(binding.base.located(e.prefixed(&binding.prefix)));
+                }
+            }
+            if !name.is_empty() && !self.policies.contains_key(&name) {
                 let unused = FieldError::new(
                     ErrorType::NotFound,
                     format!("{}spec.policyName", binding.prefix),

@@ -1216,7 +1216,7 @@ mod tests {
         for (expr, want) in [
             (
                 "authorizer.resource('admissionregistration.k8s.io', 'validatingwebhookconfigurations', '*').check('breakglass').denied()",
-                "undeclared reference to function \"denied\"",
+                "undeclared reference to 'denied' (in container '')",
             ),
             (
                 "!authorizer.resource('admissionregistration.k8s.io', 'validatingwebhookconfigurations', '*').check('breakglass').allowed()",
@@ -1228,8 +1228,8 @@ mod tests {
             ("authorizer.user == 'x'", "undefined field 'user'"),
             ("has(authorizer.requestResource)", "undefined field 'requestResource'"),
             ("authorizer.size() == 1", "found no matching overload for 'size'"),
-            ("authorizer.path('/x').check('get').reason()", "must evaluate to bool, but evaluates to string"),
-            ("authorizer.path('/x').check('get')", "must evaluate to bool, but evaluates to kubernetes.authorization.Decision"),
+            ("authorizer.path('/x').check('get').reason()", "must evaluate to bool but got string"),
+            ("authorizer.path('/x').check('get')", "must evaluate to bool but got kubernetes.authorization.Decision"),
         ] {
             let err = MatchCondition::compile("c", expr).unwrap_err().to_string();
             assert!(err.contains(want), "{expr}: {err}");

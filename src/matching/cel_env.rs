@@ -486,44 +486,39 @@ fn is_operator(name: &str) -> bool {
     name.starts_with('_') || name.starts_with('@') || name == "!_" || name == "-_"
 }
 
-/// A function an expression calls that this build cannot evaluate.
+/// A Kubernetes CEL function an expression calls that this build cannot evaluate, with the
+/// reason (`UNSUPPORTED`).
 #[derive(Debug, thiserror::Error)]
-pub enum FunctionError {
-    /// A Kubernetes CEL function known to be missing here, with the reason (`UNSUPPORTED`).
-    #[error("function {function:?}: {why} by admission-proxy")]
-    Unsupported {
-        /// The function's name.
-        function: String,
-        /// Why it is missing.
-        why: &'static str,
-    },
-    /// A name the Kubernetes CEL environment does not declare either.
-    #[error("undeclared reference to function {0:?} (not in the Kubernetes CEL environment)")]
-    Undeclared(String),
+#[error("function {function:?}: {why} by admission-proxy")]
+pub struct FunctionError {
+    /// The function's name.
+    pub function: String,
+    /// Why it is missing.
+    pub why: &'static str,
 }
 
-/// Checks that every function `expression` calls exists in [`FUNCTIONS`].
+/// Checks that no function `functions` names is one this build knows it cannot evaluate.
 ///
 /// # Errors
-/// The first function that is unsupported or unknown, named, with the reason.
-pub(crate) fn check_functions<'a>(
-    functions: impl IntoIterator<Item = &'a str> + Clone,
+/// The first such function, named, with the reason.
+pub(crate) fn check_supported<'a>(
+    functions: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), FunctionError> {
-    // Known-unsupported names first: `image('x').registry()` is about `image`, not `registry`.
-    for function in functions.clone() {
+    for function in functions {
         if let Some((_, why)) = UNSUPPORTED.iter().find(|(name, _)| *name == function) {
-            return Err(FunctionError::Unsupported {
+            return Err(FunctionError {
                 function: function.to_string(),
                 why,
             });
         }
     }
-    for function in functions {
-        if !is_operator(function) && !FUNCTIONS.iter().any(|f| f.name == function) {
-            return Err(FunctionError::Undeclared(function.to_string()));
-        }
-    }
     Ok(())
+}
+
+/// Whether the Kubernetes CEL environment declares `function` (an operator, or one of
+/// [`FUNCTIONS`]).
+pub(crate) fn is_declared(function: &str) -> bool {
+    is_operator(function) || FUNCTIONS.iter().any(|f| f.name == function)
 }
 
 #[cfg(test)]

@@ -49,8 +49,13 @@ const TYPE_NAMES: [&str; 10] = [
 struct Names {
     /// Identifiers no comprehension binds.
     variables: Vec<String>,
+    /// Every occurrence of those, with its node: where an undeclared one is reported.
+    variable_uses: Vec<(String, u64)>,
     /// Called functions, namespaced ones qualified (`sets.contains`).
     functions: Vec<String>,
+    /// Every call, with its node, and for a namespaced one (`sets.contains`) its
+    /// namespace's.
+    calls: Vec<(String, u64, Option<u64>)>,
     /// String-literal patterns of `matches`, `find` and `findAll`, compiled once at load.
     patterns: Vec<Pattern>,
 }
@@ -74,20 +79,22 @@ struct Pattern {
 /// [`CompileError::TwoVariableComprehension`]: the `cel` crate's own free-variable walk
 /// ignores the second variable.
 fn free_variables(
-    expr: &cel::common::ast::Expr,
+    node: &cel::common::ast::IdedExpr,
     bound: &mut Vec<String>,
     out: &mut Names,
 ) -> Result<(), CompileError> {
     use cel::common::ast::{EntryExpr, Expr};
-    match expr {
+    match &node.expr {
         Expr::Unspecified | Expr::Literal(_) => {}
         Expr::Ident(name) => {
             if !name.starts_with('@')
                 && !bound.contains(name)
-                && !out.variables.contains(name)
                 && !TYPE_NAMES.contains(&name.as_str())
             {
-                out.variables.push(name.clone());
+                out.variable_uses.push((name.clone(), node.id));
+                if !out.variables.contains(name) {
+                    out.variables.push(name.clone());
+                }
             }
         }
         Expr::Call(call) => {
@@ -125,30 +132,32 @@ fn free_variables(
                     }
                 }
             }
+            let namespace_id = namespace.and(call.target.as_ref().map(|t| t.id));
+            out.calls.push((function.clone(), node.id, namespace_id));
             if !out.functions.contains(&function) {
                 out.functions.push(function);
             }
             if let (Some(target), None) = (&call.target, namespace) {
-                free_variables(&target.expr, bound, out)?;
+                free_variables(target, bound, out)?;
             }
             for arg in &call.args {
-                free_variables(&arg.expr, bound, out)?;
+                free_variables(arg, bound, out)?;
             }
         }
-        Expr::Select(select) => free_variables(&select.operand.expr, bound, out)?,
+        Expr::Select(select) => free_variables(&select.operand, bound, out)?,
         Expr::List(list) => {
             for e in &list.elements {
-                free_variables(&e.expr, bound, out)?;
+                free_variables(e, bound, out)?;
             }
         }
         Expr::Map(cel::common::ast::MapExpr { entries })
         | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => {
             for entry in entries {
                 match &entry.expr {
-                    EntryExpr::StructField(f) => free_variables(&f.value.expr, bound, out)?,
+                    EntryExpr::StructField(f) => free_variables(&f.value, bound, out)?,
                     EntryExpr::MapEntry(m) => {
-                        free_variables(&m.key.expr, bound, out)?;
-                        free_variables(&m.value.expr, bound, out)?;
+                        free_variables(&m.key, bound, out)?;
+                        free_variables(&m.value, bound, out)?;
                     }
                 }
             }
@@ -157,12 +166,12 @@ fn free_variables(
             if c.iter_var2.is_some() {
                 return Err(CompileError::TwoVariableComprehension);
             }
-            free_variables(&c.iter_range.expr, bound, out)?;
-            free_variables(&c.accu_init.expr, bound, out)?;
+            free_variables(&c.iter_range, bound, out)?;
+            free_variables(&c.accu_init, bound, out)?;
             bound.push(c.iter_var.clone());
             bound.push(c.accu_var.clone());
             for e in [&c.loop_cond, &c.loop_step, &c.result] {
-                free_variables(&e.expr, bound, out)?;
+                free_variables(e, bound, out)?;
             }
             bound.truncate(bound.len() - 2);
         }
@@ -192,6 +201,64 @@ struct Uses {
     /// Top-level `request` fields selected (`request.userInfo` → `userInfo`); `None` when
     /// `request` is also used whole, so every field is needed.
     request_fields: Option<Vec<String>>,
+}
+
+/// The variables and functions `names` uses that are not declared (`variables`; the
+/// Kubernetes CEL functions), reported as cel-go's checker reports them: each use at its node
+/// (a call at its `(`), sorted by position (`Errors.ToDisplayString`, `common/errors.go`).
+///
+/// # Errors
+/// [`CompileError::Undeclared`] when there is one.
+fn undeclared(
+    expression: &str,
+    program: &Program,
+    names: &Names,
+    variables: &[&str],
+) -> Result<(), CompileError> {
+    let variable_uses = names
+        .variable_uses
+        .iter()
+        .filter(|(name, _)| !variables.contains(&name.as_str()));
+    // An undeclared namespaced call (`sets.nope(x)`) reads as a member call on an identifier,
+    // both undeclared.
+    let calls = names
+        .calls
+        .iter()
+        .filter(|(name, ..)| !cel_env::is_declared(name))
+        .flat_map(
+            |(name, id, namespace)| match (namespace, name.split_once('.')) {
+                (Some(ns_id), Some((ns, function))) => vec![(ns, *ns_id), (function, *id)],
+                _ => vec![(name.as_str(), *id)],
+            },
+        );
+    let variable_uses = variable_uses.map(|(name, id)| (name.as_str(), *id));
+    let mut found: Vec<(usize, &str)> = variable_uses
+        .chain(calls)
+        .map(|(name, id)| {
+            let at = program.source_info().offset_for(id).map_or(0, |o| o.0);
+            let at = usize::try_from(at).unwrap_or(0);
+            // The `cel` crate's offsets are in bytes; cel-go's columns in characters.
+            let chars = expression
+                .get(..at)
+                .map_or(0, |before| before.chars().count());
+            (chars, name)
+        })
+        .collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    found.sort_by_key(|(at, _)| *at);
+    let errors: Vec<String> = found
+        .iter()
+        .map(|(at, name)| {
+            super::cel_limits::display_at(
+                expression,
+                *at,
+                &format!("undeclared reference to '{name}' (in container '')"),
+            )
+        })
+        .collect();
+    Err(CompileError::Undeclared(errors.join("\n")))
 }
 
 /// Collects the fields selected directly on `request`; false if `request` appears otherwise.
@@ -278,9 +345,11 @@ pub enum CompileError {
     /// A function this build cannot evaluate, or that no environment declares.
     #[error("compilation failed: {0}")]
     Function(#[from] cel_env::FunctionError),
-    /// A variable the webhook environment does not declare.
-    #[error("compilation failed: undeclared reference to {0:?}")]
-    UndeclaredVariable(String),
+    /// Variables or functions the environment does not declare, each where it is written, as
+    /// cel-go's checker reports them (`ERROR: <input>:1:1: undeclared reference to 'x' (in
+    /// container '')`, the source line and a caret; one per use, in source order).
+    #[error("compilation failed: {0}")]
+    Undeclared(String),
     /// A use of the authz library (`authorizer`) its declarations do not allow.
     #[error("compilation failed: {0}")]
     Authz(#[from] authz::TypeError),
@@ -305,7 +374,7 @@ pub enum CompileError {
         source: super::re2::Re2Error,
     },
     /// The result is statically not a bool: what it is (`int`, `a number`, ...).
-    #[error("must evaluate to bool, but evaluates to {0}")]
+    #[error("must evaluate to bool but got {0}")]
     NotBool(&'static str),
 }
 
@@ -502,14 +571,10 @@ pub(crate) fn compile_program(
 ) -> Result<(Program, Vec<String>), CompileError> {
     let program = cel_env::compile(expression)?;
     let mut names = Names::default();
-    free_variables(&program.expression().expr, &mut Vec::new(), &mut names)?;
+    free_variables(program.expression(), &mut Vec::new(), &mut names)?;
     // Functions first: an unsupported macro's loop variables would read as undeclared.
-    cel_env::check_functions(names.functions.iter().map(String::as_str))?;
-    for variable in &names.variables {
-        if !variables.contains(&variable.as_str()) {
-            return Err(CompileError::UndeclaredVariable(variable.clone()));
-        }
-    }
+    cel_env::check_supported(names.functions.iter().map(String::as_str))?;
+    undeclared(expression, &program, &names, variables)?;
     for pattern in &names.patterns {
         let Err(source) = cel_env::precompile_regex(&pattern.text) else {
             continue;
@@ -551,7 +616,7 @@ pub(crate) fn functions_called(expression: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut names = Names::default();
-    match free_variables(&program.expression().expr, &mut Vec::new(), &mut names) {
+    match free_variables(program.expression(), &mut Vec::new(), &mut names) {
         // The walk records a call before what it calls on.
         Ok(()) => names.functions.into_iter().rev().collect(),
         Err(_) => Vec::new(),
@@ -1508,7 +1573,7 @@ mod tests {
             ),
             (
                 "'abc'.reverse() == 'cba'",
-                "undeclared reference to function \"reverse\"",
+                "compilation failed: ERROR: <input>:1:14: undeclared reference to 'reverse' (in container '')\n | 'abc'.reverse() == 'cba'\n | .............^",
             ),
             ("[1].transformList(i, v, v) == [1]", "transformList"),
             (
@@ -1524,7 +1589,19 @@ mod tests {
                 "'a'.find('[') == ''",
                 "program instantiation failed: error parsing regexp: missing closing ]: `[`",
             ),
-            ("nope.contains('x')", "undeclared reference to \"nope\""),
+            (
+                "nope.contains('x')",
+                "compilation failed: ERROR: <input>:1:1: undeclared reference to 'nope' (in container '')\n | nope.contains('x')\n | ^",
+            ),
+            // Every undeclared use, in source order, as kube-apiserver 1.32.0 reports them.
+            (
+                "x == y && sets.foo(z)",
+                "compilation failed: ERROR: <input>:1:1: undeclared reference to 'x' (in container '')\n | x == y && sets.foo(z)\n | ^\nERROR: <input>:1:6: undeclared reference to 'y' (in container '')\n | x == y && sets.foo(z)\n | .....^\nERROR: <input>:1:11: undeclared reference to 'sets' (in container '')\n | x == y && sets.foo(z)\n | ..........^\nERROR: <input>:1:19: undeclared reference to 'foo' (in container '')\n | x == y && sets.foo(z)\n | ..................^\nERROR: <input>:1:20: undeclared reference to 'z' (in container '')\n | x == y && sets.foo(z)\n | ...................^",
+            ),
+            (
+                "object.metadata.name == 1 && has(q.y) && object.foo(1)",
+                "compilation failed: ERROR: <input>:1:34: undeclared reference to 'q' (in container '')\n | object.metadata.name == 1 && has(q.y) && object.foo(1)\n | .................................^\nERROR: <input>:1:52: undeclared reference to 'foo' (in container '')\n | object.metadata.name == 1 && has(q.y) && object.foo(1)\n | ...................................................^",
+            ),
             ("1 + 2", "must evaluate to bool"),
             ("[1].all(i, v, v > 0)", "compilation failed"),
             ("'string'", "must evaluate to bool"),

@@ -21,6 +21,55 @@ pub struct LabelSelector {
     selector: Option<Selector>,
 }
 
+/// `ValidateLabelSelector` (`k8s.io/apimachinery/pkg/apis/meta/v1/validation`), with
+/// invalid label values refused (`AllowInvalidLabelValueInSelector` false, as on create): each
+/// `matchLabels` key and value, then each requirement's operator, key and values, under
+/// `path` and in apimachinery's words.
+pub(crate) fn validate_label_selector(
+    selector: Option<&api::LabelSelector>,
+    path: &str,
+    bad: &mut impl FnMut(FieldError),
+) {
+    let Some(selector) = selector else { return };
+    let labels = format!("{path}.matchLabels");
+    for (key, value) in selector.match_labels.iter().flatten() {
+        for msg in names::qualified_name_errors(key) {
+            bad(FieldError::invalid(labels.clone(), key, msg));
+        }
+        for msg in names::label_value_errors(value) {
+            bad(FieldError::invalid(labels.clone(), value, msg));
+        }
+    }
+    for (i, req) in selector.match_expressions.iter().flatten().enumerate() {
+        let at = format!("{path}.matchExpressions[{i}]");
+        let values = req.values.as_deref().unwrap_or_default();
+        match req.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => bad(FieldError::required(
+                format!("{at}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => bad(FieldError::forbidden(
+                format!("{at}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => bad(FieldError::invalid(
+                format!("{at}.operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        for msg in names::qualified_name_errors(&req.key) {
+            bad(FieldError::invalid(format!("{at}.key"), &req.key, msg));
+        }
+        for (j, value) in values.iter().enumerate() {
+            for msg in names::label_value_errors(value) {
+                bad(FieldError::invalid(format!("{at}.values[{j}]"), value, msg));
+            }
+        }
+    }
+}
+
 impl LabelSelector {
     /// Compiles a selector. `matchLabels` entries are `Equal` requirements; all requirements
     /// are ANDed (`metav1.LabelSelectorAsSelector`).

@@ -146,14 +146,13 @@ impl<B: FnMut(FieldError)> Compiler<'_, B> {
             }
             if c.name.is_empty() {
                 (self.bad)(FieldError::required(format!("{at}.name"), ""));
-            } else if !crate::names::is_qualified_name(&c.name) {
-                (self.bad)(FieldError::invalid(
-                    format!("{at}.name"),
-                    &c.name,
-                    "must be a qualified name",
-                ));
-            } else if !names.insert(c.name.as_str()) {
-                (self.bad)(FieldError::duplicate(format!("{at}.name"), &c.name));
+            } else {
+                for msg in crate::names::qualified_name_errors(&c.name) {
+                    (self.bad)(FieldError::invalid(format!("{at}.name"), &c.name, msg));
+                }
+                if !names.insert(c.name.as_str()) {
+                    (self.bad)(FieldError::duplicate(format!("{at}.name"), &c.name));
+                }
             }
         }
         compiled

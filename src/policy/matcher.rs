@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use super::spec::{MatchResources, NamedRule};
-use crate::field_error::Error as FieldError;
 use crate::matching::{namespace_labels, LabelSelector, NamespaceLabels, Namespaces};
 use crate::matching::{ObjectLabels, Rule, RuleInput};
 use crate::resources::custom::CustomResources;
@@ -60,23 +59,13 @@ pub(crate) enum Match {
 }
 
 impl Constraints {
-    /// Compiles defaulted, validated match resources.
-    ///
-    /// # Errors
-    /// A selector's field errors, under `at`.
-    pub(crate) fn compile(m: &MatchResources, at: &str) -> Result<Self, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let mut selector = |s, field: &str| {
-            LabelSelector::compile(s).unwrap_or_else(|e| {
-                errors.push(e.prefixed(&format!("{at}.{field}.")));
-                LabelSelector::default()
-            })
-        };
-        let namespace_selector = selector(m.namespace_selector.as_ref(), "namespaceSelector");
-        let object_selector = selector(m.object_selector.as_ref(), "objectSelector");
-        if !errors.is_empty() {
-            return Err(errors);
-        }
+    /// Compiles defaulted, validated match resources: a selector the validation refused
+    /// (`validate_label_selector`) has already failed the policy and compiles as the empty
+    /// one here.
+    pub(crate) fn compile(m: &MatchResources) -> Self {
+        let selector = |s| LabelSelector::compile(s).unwrap_or_default();
+        let namespace_selector = selector(m.namespace_selector.as_ref());
+        let object_selector = selector(m.object_selector.as_ref());
         let named = |rules: &[NamedRule]| {
             rules
                 .iter()
@@ -86,13 +75,13 @@ impl Constraints {
                 })
                 .collect()
         };
-        Ok(Constraints {
+        Constraints {
             namespace_selector,
             object_selector,
             resource_rules: named(&m.resource_rules),
             exclude_resource_rules: named(&m.exclude_resource_rules),
             equivalent: m.match_policy.as_deref() != Some("Exact"),
-        })
+        }
     }
 
     /// `Matcher.Matches`: namespaceSelector and objectSelector (their errors held back),

@@ -270,15 +270,7 @@ impl Policy {
             .spec
             .match_constraints
             .as_ref()
-            .map(|m| Constraints::compile(m, "spec.matchConstraints"));
-        let constraints = match constraints {
-            Some(Ok(c)) => Some(c),
-            Some(Err(e)) => {
-                errors.extend(e);
-                None
-            }
-            None => None,
-        };
+            .map(Constraints::compile);
         let mut compiled_bindings = Vec::new();
         for (i, binding) in bindings.iter().enumerate() {
             match compile_binding(binding, &name) {
@@ -362,17 +354,36 @@ impl Policy {
 /// Compiles one binding of `policy_name`.
 ///
 /// # Errors
-/// Its field errors (`ValidateValidatingAdmissionPolicyBinding`; a binding of another policy).
-fn compile_binding(
+/// The field errors kube-apiserver gives `binding` at create
+/// (`ValidateValidatingAdmissionPolicyBinding` in
+/// `pkg/apis/admissionregistration/validation/validation.go`), whatever policy it names: for a
+/// binding whose policy is not in the directory, which no policy compiles.
+pub fn binding_errors(binding: &serde_json::Value) -> Vec<FieldError> {
+    match validated_binding(binding) {
+        Ok((_, errors)) | Err(errors) => errors,
+    }
+}
+
+/// `binding` decoded and defaulted, with its own field errors (name and spec).
+fn validated_binding(
     binding: &serde_json::Value,
-    policy_name: &str,
-) -> Result<Binding, Vec<FieldError>> {
+) -> Result<(spec::BindingObject, Vec<FieldError>), Vec<FieldError>> {
     let mut object = spec::decode::<spec::BindingObject>(binding).map_err(|e| vec![e])?;
     spec::default_binding(&mut object.spec);
     let mut errors = Vec::new();
     let mut bad = |e: FieldError| errors.push(e);
     spec::validate_name(&object.metadata.name, &mut bad);
     spec::validate_binding_spec(&object.spec, &mut bad);
+    Ok((object, errors))
+}
+
+/// Its field errors (`ValidateValidatingAdmissionPolicyBinding`; a binding of another policy).
+fn compile_binding(
+    binding: &serde_json::Value,
+    policy_name: &str,
+) -> Result<Binding, Vec<FieldError>> {
+    let (object, mut errors) = validated_binding(binding)?;
+    let mut bad = |e: FieldError| errors.push(e);
     if !object.spec.policy_name.is_empty() && object.spec.policy_name != policy_name {
         bad(FieldError::invalid(
             "spec.policyName",
@@ -380,29 +391,19 @@ fn compile_binding(
             format!("does not name policy {policy_name:?}"),
         ));
     }
-    let constraints = match &object.spec.match_resources {
-        Some(m) => Constraints::compile(m, "spec.matchResources").map(Some),
-        None => Ok(None),
-    };
-    let param_ref = object
-        .spec
-        .param_ref
-        .as_ref()
-        .map(CompiledRef::compile)
-        .transpose();
-    match (constraints, param_ref) {
-        (Ok(constraints), Ok(param_ref)) if errors.is_empty() => Ok(Binding {
-            name: object.metadata.name,
-            constraints,
-            param_ref,
-            actions: object.spec.validation_actions,
-        }),
-        (constraints, param_ref) => {
-            errors.extend(constraints.err().into_iter().flatten());
-            errors.extend(param_ref.err());
-            Err(errors)
-        }
+    if !errors.is_empty() {
+        return Err(errors);
     }
+    Ok(Binding {
+        name: object.metadata.name,
+        constraints: object
+            .spec
+            .match_resources
+            .as_ref()
+            .map(Constraints::compile),
+        param_ref: object.spec.param_ref.as_ref().map(CompiledRef::compile),
+        actions: object.spec.validation_actions,
+    })
 }
 
 /// Whether no policy applies to `review`, whatever its rules say (`shouldIgnoreResource`,

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use cel::Value;
 
 use super::spec::{ObjectMeta, ParamKind, ParamRef};
-use crate::field_error::Error as FieldError;
 use crate::matching::conditions::json_to_cel;
 use crate::matching::LabelSelector;
 
@@ -46,24 +45,19 @@ pub(crate) struct CompiledRef {
 }
 
 impl CompiledRef {
-    /// Compiles a validated paramRef.
-    ///
-    /// # Errors
-    /// The selector's field error, under `spec.paramRef.selector`.
-    pub(crate) fn compile(r: &ParamRef) -> Result<Self, FieldError> {
+    /// Compiles a validated paramRef (a selector the validation refused has already failed
+    /// the binding).
+    pub(crate) fn compile(r: &ParamRef) -> Self {
         let selector = match (&r.selector, r.name.is_empty()) {
-            (Some(s), true) => Some(
-                LabelSelector::compile(Some(s))
-                    .map_err(|e| e.prefixed("spec.paramRef.selector."))?,
-            ),
+            (Some(s), true) => Some(LabelSelector::compile(Some(s)).unwrap_or_default()),
             _ => None,
         };
-        Ok(CompiledRef {
+        CompiledRef {
             name: r.name.clone(),
             namespace: r.namespace.clone(),
             selector,
             deny_when_not_found: r.parameter_not_found_action.as_deref() == Some("Deny"),
-        })
+        }
     }
 }
 

@@ -328,12 +328,8 @@ fn validate_audit_annotation_keys(
             ));
         } else {
             let qualified = format!("{policy_name}/{}", a.key);
-            if !names::is_qualified_name(&qualified) {
-                bad(FieldError::invalid(
-                    at.clone(),
-                    qualified,
-                    "must be a qualified name",
-                ));
+            for msg in names::qualified_name_errors(&qualified) {
+                bad(FieldError::invalid(at.clone(), &qualified, msg));
             }
         }
         if !keys.insert(a.key.as_str()) {
@@ -412,8 +408,15 @@ pub(crate) fn validate_match_resources(
         ("namespaceSelector", &m.namespace_selector),
         ("objectSelector", &m.object_selector),
     ] {
-        if selector.is_none() {
-            bad(FieldError::required(format!("{at}.{field}"), ""));
+        match selector {
+            None => bad(FieldError::required(format!("{at}.{field}"), "")),
+            Some(s) => {
+                crate::matching::selector::validate_label_selector(
+                    Some(s),
+                    &format!("{at}.{field}"),
+                    bad,
+                );
+            }
         }
     }
     for (list, rules) in [
@@ -489,6 +492,11 @@ fn validate_param_ref(pr: &ParamRef, bad: &mut impl FnMut(FieldError)) {
     if pr.selector.is_some() && !pr.name.is_empty() {
         bad(FieldError::forbidden(format!("{at}.selector"), exclusive));
     }
+    crate::matching::selector::validate_label_selector(
+        pr.selector.as_ref(),
+        &format!("{at}.selector"),
+        bad,
+    );
     if pr.name.is_empty() && pr.selector.is_none() {
         bad(FieldError::required(
             at,
@@ -528,7 +536,16 @@ fn validate_validation_actions(actions: &[String], bad: &mut impl FnMut(FieldErr
     if seen.contains("Deny") && seen.contains("Warn") {
         bad(FieldError::invalid(
             at,
-            BadValue::Text(format!("[{}]", actions.join(" "))),
+            // Go's `%#v` of the typed list, as `field.Invalid` prints a value that is neither a
+            // string nor a number (`apimachinery/pkg/util/validation/field/errors.go`).
+            BadValue::Text(format!(
+                "[]admissionregistration.ValidationAction{{{}}}",
+                actions
+                    .iter()
+                    .map(|a| format!("{a:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
             "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
         ));
     }

@@ -830,7 +830,7 @@ fn compile_errors_cel() {
     );
     let errors = compile_errors(&with(json!([{"expression": "params.x == 1"}])), &[]);
     assert!(
-        errors[0].contains("undeclared reference to \"params\""),
+        errors[0].contains("undeclared reference to 'params' (in container '')"),
         "{errors:?}"
     );
     let errors = compile_errors(
@@ -906,7 +906,7 @@ fn compile_errors_structure() {
         [
             "spec.matchConstraints.resourceRules: Required value",
             "bindings[0].spec.paramRef.parameterNotFoundAction: Required value",
-            "bindings[0].spec.validationActions: Invalid value: [Deny Warn]: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
+            "bindings[0].spec.validationActions: Invalid value: []admissionregistration.ValidationAction{\"Deny\", \"Warn\"}: must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
         ]
     );
 }

@@ -268,7 +268,7 @@ fn bad_candidate_files_are_refused_with_their_fields() {
         "candidates.yaml (document 4): Candidate \"e\": spec.policy.name: Not found: \"missing\"",
         "candidates.yaml (document 5): Candidate \"f\": apiVersion: Unsupported value: \"admission-proxy.io/v1\"",
         "policies.yaml (document 0): ValidatingAdmissionPolicy \"broken\": spec.validations[0].expression: Invalid value: \"object.metadata.name ==\": compilation failed: ERROR: <input>:1:24: Syntax error: mismatched input '<EOF>'",
-        "policies.yaml (document 0): ValidatingAdmissionPolicy \"broken\": spec.validations[1].expression: Invalid value: \"nosuchvar.x == 1\": compilation failed: undeclared reference to \"nosuchvar\"",
+        "policies.yaml (document 0): ValidatingAdmissionPolicy \"broken\": spec.validations[1].expression: Invalid value: \"nosuchvar.x == 1\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'nosuchvar' (in container '')",
         "policies.yaml (document 1): ValidatingAdmissionPolicyBinding \"broken\": spec.validationActions[1]: Unsupported value: \"Bogus\": supported values: \"Audit\", \"Deny\", \"Warn\"",
     ] {
         assert!(

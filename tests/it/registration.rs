@@ -817,21 +817,16 @@ fn run_registration(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) 
     )
 }
 
-/// A fresh directory under the temporary directory for test `name`.
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("admission-proxy-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the temporary directory for test `name`, removed when dropped.
+fn scratch(name: &str) -> crate::common::Scratch {
+    crate::common::Scratch::new(name)
 }
 
 /// `check` on `yaml` written alone into a directory: whether it is valid, and the report.
 fn check_output(name: &str, yaml: &str) -> (bool, String) {
     let dir = scratch(name);
     std::fs::write(dir.join("registration.yaml"), yaml).unwrap();
-    let result = check(&["--config".as_ref(), dir.as_os_str()]);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    check(&["--config".as_ref(), dir.as_os_str()])
 }
 
 #[test]

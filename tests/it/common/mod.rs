@@ -771,3 +771,37 @@ pub(crate) fn scrape_when_compared(
     }
     panic!("the candidate never compared {n} requests");
 }
+
+/// A scratch directory under the system's temporary directory, removed when dropped (tests
+/// left theirs behind, one per run).
+pub(crate) struct Scratch(PathBuf);
+
+impl Scratch {
+    /// `admission-proxy-<name>-<pid>`, emptied first.
+    pub(crate) fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("admission-proxy-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
