@@ -284,7 +284,7 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
         "or" => "optional.none().or(optional.of(2)).value() == 2",
     ],
     "cross-type numeric comparison": [
-        "_==_ (int, double, uint)" => "1 == 1.0 && 1u < 2 && 2.5 > 1",
+        "_==_ (int, double, uint)" => "dyn(1) == 1.0 && 1u < 2 && 2.5 > 1",
     ],
     "strings (cel-go ext.Strings v2)": [
         "charAt" => "'hello'.charAt(1) == 'e'",

@@ -30,8 +30,9 @@ const VARIABLES: [&str; 5] = [
     "authorizer",
 ];
 
-/// Type names, usable as values (`type(x) == int`).
-const TYPE_NAMES: [&str; 10] = [
+/// Type names, usable as values (`type(x) == int`; `duration` and `timestamp` are
+/// `google.protobuf.Duration` and `google.protobuf.Timestamp`).
+pub(crate) const TYPE_NAMES: [&str; 12] = [
     "int",
     "uint",
     "double",
@@ -42,6 +43,8 @@ const TYPE_NAMES: [&str; 10] = [
     "map",
     "null_type",
     "type",
+    "duration",
+    "timestamp",
 ];
 
 /// What an expression reads and calls, collected once at compile time.
@@ -203,18 +206,21 @@ struct Uses {
     request_fields: Option<Vec<String>>,
 }
 
-/// The variables and functions `names` uses that are not declared (`variables`; the
-/// Kubernetes CEL functions), reported as cel-go's checker reports them: each use at its node
-/// (a call at its `(`), sorted by position (`Errors.ToDisplayString`, `common/errors.go`).
+/// What cel-go's checker refuses `expression` for, as it reports it: the variables and
+/// functions `names` uses that are not declared (`variables`; the Kubernetes CEL functions),
+/// each use at its node (a call at its `(`), and the type errors [`cel_types::check`] finds
+/// (`request` and `namespaceObject` typed, the rest `dyn`); all sorted by position
+/// (`Errors.ToDisplayString`, `common/errors.go`).
 ///
 /// # Errors
 /// [`CompileError::Undeclared`] when there is one.
-fn undeclared(
+fn checker_errors(
     expression: &str,
     program: &Program,
     names: &Names,
     variables: &[&str],
 ) -> Result<(), CompileError> {
+    use super::cel_types::{self, Ty};
     let variable_uses = names
         .variable_uses
         .iter()
@@ -231,17 +237,35 @@ fn undeclared(
                 _ => vec![(name.as_str(), *id)],
             },
         );
-    let variable_uses = variable_uses.map(|(name, id)| (name.as_str(), *id));
-    let mut found: Vec<(usize, &str)> = variable_uses
+    let typed: Vec<(&str, Ty)> = variables
+        .iter()
+        .map(|v| match *v {
+            "request" => (*v, Ty::Object(&cel_types::REQUEST)),
+            "namespaceObject" => (*v, Ty::Object(&cel_types::NAMESPACE)),
+            other => (other, Ty::Dyn),
+        })
+        .collect();
+    let declarations = cel_types::Declarations { variables: &typed };
+    let (_, type_errors) = cel_types::check(program.expression(), &declarations);
+    let undeclared = variable_uses
+        .map(|(name, id)| (name.as_str(), *id))
         .chain(calls)
         .map(|(name, id)| {
+            (
+                id,
+                format!("undeclared reference to '{name}' (in container '')"),
+            )
+        });
+    let mut found: Vec<(usize, String)> = undeclared
+        .chain(type_errors)
+        .map(|(id, message)| {
             let at = program.source_info().offset_for(id).map_or(0, |o| o.0);
             let at = usize::try_from(at).unwrap_or(0);
             // The `cel` crate's offsets are in bytes; cel-go's columns in characters.
             let chars = expression
                 .get(..at)
                 .map_or(0, |before| before.chars().count());
-            (chars, name)
+            (chars, message)
         })
         .collect();
     if found.is_empty() {
@@ -250,13 +274,7 @@ fn undeclared(
     found.sort_by_key(|(at, _)| *at);
     let errors: Vec<String> = found
         .iter()
-        .map(|(at, name)| {
-            super::cel_limits::display_at(
-                expression,
-                *at,
-                &format!("undeclared reference to '{name}' (in container '')"),
-            )
-        })
+        .map(|(at, message)| super::cel_limits::display_at(expression, *at, message))
         .collect();
     Err(CompileError::Undeclared(errors.join("\n")))
 }
@@ -574,7 +592,7 @@ pub(crate) fn compile_program(
     free_variables(program.expression(), &mut Vec::new(), &mut names)?;
     // Functions first: an unsupported macro's loop variables would read as undeclared.
     cel_env::check_supported(names.functions.iter().map(String::as_str))?;
-    undeclared(expression, &program, &names, variables)?;
+    checker_errors(expression, &program, &names, variables)?;
     for pattern in &names.patterns {
         let Err(source) = cel_env::precompile_regex(&pattern.text) else {
             continue;
@@ -1457,6 +1475,45 @@ mod tests {
         );
     }
 
+    /// Type errors kube-apiserver's checker refuses at create, refused in its words
+    /// (`request` is `kubernetes.AdmissionRequest`; checked on kube-apiserver 1.32.0).
+    #[test]
+    fn type_errors_are_refused_as_cel_go_s_checker_refuses_them() {
+        for (expression, want) in [
+            ("request.foo1 == 1", "ERROR: <input>:1:8: undefined field 'foo1'\n | request.foo1 == 1\n | .......^"),
+            ("1 < 'asdf'", "ERROR: <input>:1:3: found no matching overload for '_<_' applied to '(int, string)'\n | 1 < 'asdf'\n | ..^"),
+            ("request.name == null", "ERROR: <input>:1:14: found no matching overload for '_==_' applied to '(string, null)'"),
+            ("request.dryRun.x", "ERROR: <input>:1:15: type 'bool' does not support field selection"),
+            ("[1,2].all(x, x)", "ERROR: <input>:1:14: expected type 'bool' but found 'int'"),
+            ("request.userInfo.extra['a'] == 'b'", "ERROR: <input>:1:29: found no matching overload for '_==_' applied to '(list(string), string)'"),
+            ("'abc'.contains(1)", "ERROR: <input>:1:15: found no matching overload for 'contains' applied to 'string.(int)'"),
+            ("has(request.foo)", "ERROR: <input>:1:4: undefined field 'foo'"),
+            ("request.userInfo.groups.exists(g, g > 1)", "ERROR: <input>:1:37: found no matching overload for '_>_' applied to '(string, int)'"),
+            ("(true ? 1 : 'a') == 1", "ERROR: <input>:1:7: found no matching overload for '_?_:_' applied to '(bool, int, string)'"),
+            ("[1, 'a'].size() == 2", "ERROR: <input>:1:5: expected type 'int' but found 'string'"),
+            ("request.kind == 'Pod'", "ERROR: <input>:1:14: found no matching overload for '_==_' applied to '(kubernetes.GroupVersionKind, string)'"),
+            ("[1][0u] == 1", "ERROR: <input>:1:4: found no matching overload for '_[_]' applied to '(list(int), uint)'"),
+            ("1 + 1u == 2", "ERROR: <input>:1:3: found no matching overload for '_+_' applied to '(int, uint)'"),
+            ("int(true) == 1", "ERROR: <input>:1:4: found no matching overload for 'int' applied to '(bool)'"),
+        ] {
+            let err = MatchCondition::compile("c", expression).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("compilation failed: {want}")), "{expression}: {err}");
+        }
+        // What it accepts (dyn objects, cross-type numeric comparison, null objects).
+        for expression in [
+            "object.spec.replicas > 'x'",
+            "request == null",
+            "1u < 1",
+            "type(object) == timestamp || type(object) == duration",
+            "request.userInfo.extra.foo == ['x']",
+        ] {
+            assert!(
+                MatchCondition::compile("c", expression).is_ok(),
+                "{expression}"
+            );
+        }
+    }
+
     /// KEP-3716 user stories: NFS volumes, excluding a group, excluding leases.
     #[test]
     fn kep_examples() {
@@ -1542,7 +1599,7 @@ mod tests {
         assert_eq!(
             eval(&[(
                 "whole",
-                "'userInfo' in request && 'dryRun' in request && 'options' in request"
+                "'userInfo' in dyn(request) && 'dryRun' in dyn(request) && 'options' in dyn(request)"
             )]),
             ConditionsResult::Match
         );
@@ -1556,7 +1613,7 @@ mod tests {
         assert_eq!(
             eval(&[
                 ("a", "request.operation == 'CREATE'"),
-                ("b", "size(request) == 12")
+                ("b", "size(dyn(request)) == 12")
             ]),
             ConditionsResult::Match
         );

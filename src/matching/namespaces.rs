@@ -289,6 +289,31 @@ mod tests {
         assert!(ns.labels("c").is_none());
     }
 
+    /// `CreateNamespaceObject`, then `ToUnstructured`: no type meta, no managedFields or
+    /// ownerReferences, empty fields left out, `spec` and `status` always there.
+    #[test]
+    fn namespace_object_is_what_create_namespace_object_keeps() {
+        let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "a", "uid": "e5b6", "resourceVersion": "201",
+                "creationTimestamp": "2026-11-28T10:00:00Z", "labels": {"x": "y"},
+                "annotations": {}, "finalizers": [],
+                "managedFields": [{"manager": "kubectl-create"}],
+                "ownerReferences": [{"name": "o"}]},
+            "status": {"phase": "Active"}});
+        assert_eq!(
+            namespace_object(&namespace),
+            serde_json::json!({"metadata": {"name": "a", "uid": "e5b6", "resourceVersion": "201",
+                "creationTimestamp": "2026-11-28T10:00:00Z", "labels": {"x": "y"}},
+                "spec": {}, "status": {"phase": "Active"}})
+        );
+        let bare = serde_json::json!({"metadata": {"name": "b"}});
+        assert_eq!(
+            namespace_object(&bare),
+            serde_json::json!({"metadata": {"name": "b", "creationTimestamp": null},
+                "spec": {}, "status": {}})
+        );
+    }
+
     #[test]
     fn rejects_other_kinds() {
         let err = Namespaces::parse("kind: Pod\nmetadata: {name: x}\n").unwrap_err();

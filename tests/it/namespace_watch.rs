@@ -633,7 +633,7 @@ async fn failed_open_annotations_in_a_chain_keep_their_own_indices() {
 }
 
 /// A ValidatingAdmissionPolicy candidate's `namespaceObject` is the watched Namespace whole
-/// (`CreateNamespaceObject`: annotations, spec, status, no type meta), as kube-apiserver's
+/// (`CreateNamespaceObject`: annotations, spec, status), as kube-apiserver's
 /// informer holds it: a metadata-only watch carried neither status nor spec, so a policy
 /// reading `namespaceObject.status.phase` erred where kube-apiserver decides.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -661,7 +661,7 @@ async fn a_policy_candidate_reads_the_watched_namespace_whole() {
              resourceRules:\n    - {{operations: [CREATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}}\n  \
              validations:\n  - expression: \"namespaceObject.status.phase == 'Active' && \
              namespaceObject.metadata.annotations.owner == 'team-a' && \
-             namespaceObject.spec.finalizers == ['kubernetes'] && !has(namespaceObject.kind)\"\n\
+             namespaceObject.spec.finalizers == ['kubernetes']\"\n\
              ---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
              metadata: {{name: active}}\nspec: {{policyName: active, validationActions: [Deny]}}\n\
              ---\napiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {{name: active}}\n\
