@@ -40,6 +40,12 @@ pub const MATCH_CONDITIONS: KubeVersion = KubeVersion { minor: 28 };
 /// on in 1.32; `pkg/features/versioned_kube_features.go`).
 pub const STRICT_COST_ENFORCEMENT: KubeVersion = KubeVersion { minor: 32 };
 
+/// The first release whose kube-apiserver takes a mutating webhook's patch that is not a JSON
+/// Patch as a call error, decided by failurePolicy (`received undecodable patch in webhook
+/// response`); before, `callAttrMutatingHook` answered `apierrors.NewInternalError` whatever
+/// failurePolicy said (`staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go`).
+pub const UNDECODABLE_PATCH_IS_CALL_ERROR: KubeVersion = KubeVersion { minor: 34 };
+
 /// The first release whose kube-apiserver keeps the virtual authentication and authorization
 /// resources from webhooks (`ExcludeAdmissionWebhookVirtualResources`, beta and on by default;
 /// [`crate::resources::VIRTUAL_RESOURCES`]).

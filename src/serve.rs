@@ -548,7 +548,7 @@ fn certificates(config: &ServeConfig) -> Result<Certificates, ServeError> {
 /// of the cluster's `kube_version`.
 fn dispatcher(config: &ServeConfig, kube_version: Option<KubeVersion>) -> Dispatcher {
     let dispatcher = Dispatcher::new(config.timeout_margin)
-        .with_cost_model(crate::matching::CostModel::of_kube_version(kube_version))
+        .with_kube_version(kube_version)
         .with_conversion_timeout(config.conversion_webhook_timeout)
         .with_call_queue_timeout(config.call_queue_timeout)
         .with_default_mode(config.default_mode);

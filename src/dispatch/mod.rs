@@ -264,13 +264,17 @@ impl Dispatcher {
             default_mode: Mode::Enforce,
             authorizer: None,
             cost_model: CostModel::Strict,
+            kube_version: None,
         }
     }
 
-    /// Prices matchConditions' calls into the Kubernetes CEL libraries as kube-apiserver of the
-    /// cluster's version does ([`CostModel::of_kube_version`]; strict otherwise).
-    pub fn with_cost_model(mut self, model: CostModel) -> Self {
-        self.cost_model = model;
+    /// Decides as kube-apiserver of `version` decides (`None`: the newest): matchConditions'
+    /// calls into the Kubernetes CEL libraries priced as it prices them
+    /// ([`CostModel::of_kube_version`]), and a mutating webhook's undecodable patch an internal
+    /// error before 1.34 ([`crate::kube_version::UNDECODABLE_PATCH_IS_CALL_ERROR`]).
+    pub fn with_kube_version(mut self, version: Option<crate::kube_version::KubeVersion>) -> Self {
+        self.cost_model = CostModel::of_kube_version(version);
+        self.kube_version = version;
         self
     }
 

@@ -47,6 +47,7 @@ use crate::authorizer::SubjectAccessReviews;
 use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, Rewritten};
+use crate::kube_version::{self, KubeVersion};
 use crate::matching::authz::Decisions;
 use crate::matching::{
     Authorized, ConditionsResult, ConditionsVerdict, CostModel, MatchDecision, Namespaces,
@@ -115,6 +116,9 @@ pub struct Dispatcher {
     pub(super) authorizer: Option<Arc<SubjectAccessReviews>>,
     /// What matchConditions' library calls cost: the cluster's version's default.
     pub(super) cost_model: CostModel,
+    /// The cluster's Kubernetes version (`--kube-version`, `/version`); `None`: the newest
+    /// behaviour.
+    pub(super) kube_version: Option<KubeVersion>,
 }
 
 impl Dispatcher {
@@ -663,6 +667,13 @@ impl Dispatcher {
         let sent_uid = call_uid.unwrap_or(uid);
         let verified = match verify::verify(reply, version, sent_uid, webhook.webhook_type) {
             Ok(verified) => verified,
+            Err(CallFailure::UndecodablePatch(e))
+                if self
+                    .kube_version
+                    .is_some_and(|v| v < kube_version::UNDECODABLE_PATCH_IS_CALL_ERROR) =>
+            {
+                return deny(review, conversion::internal_error(&e), Decision::Rejected);
+            }
             Err(failure) => return self.fail(webhook, failure),
         };
         let allowed = verified.allowed;

@@ -251,7 +251,12 @@ fn into_verified(
             }
         }
         let patch = response.patch.unwrap_or_default();
-        let ops = decode_patch(&patch).map_err(|e| CallFailure::UndecodablePatch(e.to_string()))?;
+        let ops = decode_patch(&patch).map_err(|e| match e {
+            // The patch is `[]byte` in the AdmissionResponse: bad base64 fails decoding the
+            // answer itself, before `jsonpatch.DecodePatch` sees anything.
+            PatchError::Base64(_) => CallFailure::Undecodable(e.to_string()),
+            PatchError::Json(_) => CallFailure::UndecodablePatch(e.to_string()),
+        })?;
         if ops > 0 {
             verified.patch = Some(patch);
         }
@@ -287,10 +292,23 @@ fn decode_any(body: &[u8]) -> Result<serde_json::Value, BodyError> {
 /// Why a patch is not a base64 JSON Patch (`jsonpatch.DecodePatch`'s texts).
 #[derive(Debug, thiserror::Error)]
 enum PatchError {
-    #[error("illegal base64 data: {0}")]
-    Base64(#[source] base64::DecodeError),
+    /// encoding/json's words for a `[]byte` field that is not base64
+    /// (`base64.CorruptInputError`).
+    #[error("illegal base64 data at input byte {}", base64_offset(.0))]
+    Base64(base64::DecodeError),
     #[error("json: cannot unmarshal into []jsonpatch.Operation: {0}")]
     Json(#[source] serde_json::Error),
+}
+
+/// Where Go's decoder stops on bad base64 (the offset of the bad byte, or the input's length).
+fn base64_offset(e: &base64::DecodeError) -> usize {
+    match e {
+        base64::DecodeError::InvalidByte(at, _) | base64::DecodeError::InvalidLastSymbol(at, _) => {
+            *at
+        }
+        base64::DecodeError::InvalidLength(length) => *length,
+        base64::DecodeError::InvalidPadding => 0,
+    }
 }
 
 /// Decodes a base64 JSON Patch (`jsonpatch.DecodePatch`) and counts its operations.
@@ -528,8 +546,12 @@ mod tests {
             v1(&with("W10=", "MergePatch"), WebhookType::Mutating).unwrap_err(),
             CallFailure::UnsupportedPatchType("MergePatch".into())
         );
-        assert!(matches!(
+        assert_eq!(
             v1(&with("!!", "JSONPatch"), WebhookType::Mutating).unwrap_err(),
+            CallFailure::Undecodable("illegal base64 data at input byte 0".into())
+        );
+        assert!(matches!(
+            v1(&with("bm90IGpzb24=", "JSONPatch"), WebhookType::Mutating).unwrap_err(),
             CallFailure::UndecodablePatch(_)
         ));
         assert_eq!(

@@ -109,6 +109,7 @@ fn root_context() -> Context<'static, 'static> {
     let _ = context.add_function("matches", matches);
     let _ = context.add_function("find", find);
     let _ = context.add_function("findAll", find_all);
+    let _ = context.add_function("includes", includes);
     // The authz library (`authorizer`): member functions of its opaque values.
     for (name, function) in super::authz::FUNCTIONS {
         let _ = context.add_function(name, function);
@@ -172,6 +173,16 @@ fn regex(function: &str, pattern: &str) -> Result<Arc<Regex>, ExecutionError> {
 }
 
 /// `string.matches(string) -> bool` (CEL standard library), with the pattern cached.
+/// `<dyn>.includes(<dyn>)` (the Kubernetes lists library, version 1, Kubernetes 1.37:
+/// `staging/src/k8s.io/apiserver/pkg/cel/library/lists.go`): a list holds an element equal to
+/// the argument, or anything else equals it.
+fn includes(This(this): This<Value>, item: Value) -> ResolveResult {
+    Ok(Value::Bool(match &this {
+        Value::List(list) => list.contains(&item),
+        other => *other == item,
+    }))
+}
+
 fn matches(This(this): This<Arc<String>>, pattern: Arc<String>) -> ResolveResult {
     Ok(Value::Bool(regex("matches", &pattern)?.is_match(&this)))
 }
@@ -299,6 +310,17 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
         "join" => "['a', 'b'].join('-') == 'a-b' && ['a', 'b'].join() == 'ab'",
         "strings.quote" => "strings.quote('a\"b') == '\"a\\\\\"b\"'",
         "format" => "'%s is %d'.format(['x', 1]) == 'x is 1' && '%.2f'.format([1.2345]) == '1.23'",
+    ],
+    "lists (cel-go ext.Lists v3)": [
+        "slice" => "[1, 2, 3, 4].slice(1, 3) == [2, 3]",
+        "flatten" => "[[1], [2, 3]].flatten() == [1, 2, 3]",
+        "sort" => "[3, 1, 2].sort() == [1, 2, 3] && ['b', 'a'].sort() == ['a', 'b']",
+        "lists.range" => "lists.range(3) == [0, 1, 2]",
+        "reverse" => "[1, 2, 3].reverse() == [3, 2, 1]",
+        "distinct" => "[1, 2, 2, 1].distinct() == [1, 2]",
+    ],
+    "Kubernetes lists v1": [
+        "includes" => "[1, 2, 3].includes(2) && !['a'].includes('b') && 'model-a'.includes('model-a')",
     ],
     "Kubernetes lists": [
         "isSorted" => "[1, 2, 3].isSorted() && !['b', 'a'].isSorted()",
@@ -437,6 +459,10 @@ pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
         "image",
         "the image library (Kubernetes 1.33) is not supported",
     ),
+    (
+        "sortBy",
+        "the lists library's sortBy macro (Kubernetes 1.34) is not supported",
+    ),
 ];
 
 /// The release that added `function` to kube-apiserver's CEL base environment, with its
@@ -465,6 +491,8 @@ pub(crate) fn introduced(function: &str) -> Option<(KubeVersion, &'static str)> 
                 })
             }
             "Kubernetes semver" => Some(33),
+            "lists (cel-go ext.Lists v3)" => Some(34),
+            "Kubernetes lists v1" => Some(37),
             _ => None,
         }
     };

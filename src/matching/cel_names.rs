@@ -5,7 +5,7 @@
 /// Function namespaces a call may name (`optional.of(...)`, `sets.contains(...)`): the
 /// libraries of `MustBaseEnvSet` (`staging/src/k8s.io/apiserver/pkg/cel/environment/base.go`)
 /// that are called through a namespace.
-const NAMESPACES: [&str; 5] = ["optional", "sets", "strings", "ip", "format"];
+const NAMESPACES: [&str; 6] = ["optional", "sets", "strings", "ip", "format", "lists"];
 
 /// True for a function namespace (`sets` in `sets.contains(...)`) rather than a receiver.
 pub(crate) fn is_namespace(name: &str) -> bool {

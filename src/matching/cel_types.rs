@@ -556,6 +556,8 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
                 && matches!(p, Ty::String | Ty::Dyn | Ty::Error))
             .then_some(Ty::Bool),
         ),
+        // cel-go's strings library at version 2 has no `reverse`: only lists' (1.34).
+        ("reverse", Some(Ty::String), []) => NoOverload,
         ("dyn", None, [_]) => Type(Ty::Dyn),
         ("type", None, [_]) => Type(Ty::Type),
         ("int", None, [a]) => found(conversion(

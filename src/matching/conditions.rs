@@ -1628,9 +1628,10 @@ mod tests {
                 "authorizer.resource('g', 'r', '*').check('v').allowed()",
                 "no matching overload",
             ),
+            // Lists have `reverse` from 1.34 (cel-go's lists library v3); strings never.
             (
                 "'abc'.reverse() == 'cba'",
-                "compilation failed: ERROR: <input>:1:14: undeclared reference to 'reverse' (in container '')\n | 'abc'.reverse() == 'cba'\n | .............^",
+                "compilation failed: ERROR: <input>:1:14: found no matching overload for 'reverse' applied to 'string.()'\n | 'abc'.reverse() == 'cba'\n | .............^",
             ),
             ("[1].transformList(i, v, v) == [1]", "transformList"),
             (

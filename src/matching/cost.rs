@@ -163,6 +163,7 @@ fn needs_operands(function: &str) -> bool {
             | "min"
             | "indexOf"
             | "lastIndexOf"
+            | "includes"
             | "contains"
             | "matches"
             | "bytes"
@@ -287,7 +288,7 @@ fn library_call_cost(
     let text = |i: usize| operands.get(i).is_some_and(|o| o.text);
     let regex = || ceil_factor(1 + size(0), STRING_TRAVERSAL) * ceil_factor(size(1), REGEX_LENGTH);
     Some(match function {
-        "isSorted" | "sum" | "max" | "min" | "indexOf" | "lastIndexOf" => traversal,
+        "isSorted" | "sum" | "max" | "min" | "indexOf" | "lastIndexOf" | "includes" => traversal,
         "url" | "lowerAscii" | "upperAscii" | "substring" | "trim" | "cidr" | "isIP" | "isCIDR"
         | "quantity" | "isQuantity" => ceil_factor(size(0), STRING_TRAVERSAL),
         "replace" | "split" | "ip.isCanonical" => {

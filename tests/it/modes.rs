@@ -909,3 +909,54 @@ async fn no_log_level_writes_secret_bytes_from_chunked_bodies() {
         }
     }
 }
+
+/// A mutating webhook's patch that is base64 but not a JSON Patch: before 1.34 kube-apiserver
+/// answers `apierrors.NewInternalError` whatever failurePolicy says (`callAttrMutatingHook`,
+/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/mutating/dispatcher.go`); from
+/// 1.34 it is a call error (`received undecodable patch in webhook response`) that
+/// failurePolicy decides. `--kube-version` picks which; upstream's `match & invalid mutation`
+/// (`webhook/testing/testcase.go`) answers the same 500 under Fail in both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_patch_is_decided_as_the_cluster_s_version_decides_it() {
+    use admission_proxy::dispatch::Dispatcher;
+    use admission_proxy::kube_version::KubeVersion;
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let backend = TestBackend::start();
+    let answer = serde_json::json!({"apiVersion": "$API", "kind": "AdmissionReview", "response": {
+        "uid": "$UID", "allowed": true, "patchType": "JSONPatch",
+        "patch": b64.encode(r#"[{"op": "add", "CORRUPTED_KEY":}]"#)}});
+    let path = format!(
+        "/raw/200/{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(answer.to_string())
+    );
+    let config = crate::common::webhook_config(
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+        "invalid.example.com",
+        &backend.client_config(&path),
+        ALL,
+        "failurePolicy: Ignore\n  sideEffects: None\n  admissionReviewVersions: [v1]",
+    );
+    for (version, decision, code) in [
+        (Some(33), "rejected", Some(500)),
+        (Some(34), "failed-open", None),
+        (None, "failed-open", None),
+    ] {
+        let dispatcher = Dispatcher::new(Duration::from_millis(250))
+            .with_kube_version(version.map(|minor| KubeVersion { minor }));
+        let proxy = TestProxy::start_dispatching(&config, dispatcher);
+        let reply = proxy.review("invalid.example.com", &fixture(POD)).await;
+        assert_eq!(reply.decision, decision, "{version:?}: {}", reply.json);
+        assert_eq!(reply.outcome().1, code, "{version:?}: {}", reply.json);
+        if code.is_some() {
+            assert!(
+                reply
+                    .message()
+                    .starts_with("Internal error occurred: json: "),
+                "{}",
+                reply.message()
+            );
+        }
+    }
+}
