@@ -37,6 +37,8 @@ pub(crate) enum Ty {
     Map(Box<Ty>, Box<Ty>),
     /// A declared object type.
     Object(&'static Object),
+    /// A Kubernetes library's opaque type (`kubernetes.Quantity`, `net.IP`): equality only.
+    Opaque(&'static str),
 }
 
 /// A declared object type: its name and fields.
@@ -189,6 +191,7 @@ impl std::fmt::Display for Ty {
             Ty::List(e) => write!(f, "list({e})"),
             Ty::Map(k, v) => write!(f, "map({k}, {v})"),
             Ty::Object(o) => f.write_str(o.name),
+            Ty::Opaque(name) => f.write_str(name),
         }
     }
 }
@@ -556,6 +559,17 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
                 && matches!(p, Ty::String | Ty::Dyn | Ty::Error))
             .then_some(Ty::Bool),
         ),
+        // The Kubernetes libraries' constructors (`staging/src/k8s.io/apiserver/pkg/cel`'s
+        // `QuantityType`, `URLType`, `IPType`, `CIDRType`): their values compare with `==`
+        // only (`quantity(a) > quantity(b)` has no overload; `isGreaterThan` is the way).
+        ("quantity" | "url" | "ip" | "cidr", None, [a]) if a.is_dyn() || *a == Ty::String => {
+            Type(Ty::Opaque(match function {
+                "quantity" => "kubernetes.Quantity",
+                "url" => "kubernetes.URL",
+                "ip" => "net.IP",
+                _ => "net.CIDR",
+            }))
+        }
         // cel-go's strings library at version 2 has no `reverse`: only lists' (1.34).
         ("reverse", Some(Ty::String), []) => NoOverload,
         ("dyn", None, [_]) => Type(Ty::Dyn),
@@ -655,8 +669,19 @@ mod tests {
             "dyn(1) == 'a'",
             "type(1) == int",
             "[[1]].all(x, x.all(y, y > 0))",
+            "quantity('1') == quantity('1') && quantity('2').isGreaterThan(quantity('1'))",
+            "ip('1.2.3.4').family() == 4 && cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))",
         ] {
             assert_eq!(errors(expression), Vec::<String>::new(), "{expression}");
         }
+    }
+
+    /// Refused by kube-apiserver 1.32.0 at create (checked on it).
+    #[test]
+    fn library_values_compare_only_with_equality() {
+        assert_eq!(
+            errors("quantity(object.data.q) > quantity('1')"),
+            ["found no matching overload for '_>_' applied to '(kubernetes.Quantity, kubernetes.Quantity)'"]
+        );
     }
 }

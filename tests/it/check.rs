@@ -614,7 +614,7 @@ fn kube_apiserver_s_refusals_are_check_s_in_its_words() {
             }
         }
     }
-    assert_eq!(cases.len(), 23);
+    assert_eq!(cases.len(), 24);
     let mut differ = Vec::new();
     for (name, want) in &cases {
         let scratch = scratch(&format!("refusal-{name}"));
