@@ -1454,6 +1454,45 @@ mod tests {
         }
     }
 
+    /// The format library validates as `staging/src/k8s.io/apiserver/pkg/cel/library/format.go`
+    /// does, with apimachinery's and strfmt's messages (each value as kube-apiserver 1.32.0
+    /// gave it for the same expression; `maskTrailingDash` included).
+    #[test]
+    fn format_library_validates_in_kubernetes_words() {
+        let run = |expression: &str| {
+            let program = cel_env::compile(expression).unwrap();
+            cel_env::with_root_context(|c| program.execute(&c)).unwrap()
+        };
+        for (expression, want) in [
+            ("format.dns1123LabelPrefix().validate('abc-').orValue([]).join(' | ')", ""),
+            ("format.dns1035LabelPrefix().validate('abc-').orValue([]).join(' | ')", ""),
+            ("format.dns1123SubdomainPrefix().validate('a.b-').orValue([]).join(' | ')", ""),
+            ("format.uuid().validate('123e4567-e89b12d3-a456-426614174000').orValue([]).join(' | ')", ""),
+            ("format.byte().validate('aGVsbA==').orValue([]).join(' | ')", ""),
+            ("format.byte().validate('YQ==').orValue([]).join(' | ')", ""),
+            ("format.date().validate('2020-1-01').orValue([]).join(' | ')", "invalid date"),
+            ("format.datetime().validate('2020-01-01T10:00:00Z').orValue([]).join(' | ')", ""),
+            ("format.datetime().validate('2020-01-01T10:00:00.123+02:00').orValue([]).join(' | ')", ""),
+            ("format.datetime().validate('2020-01-01T10:00:00.Z').orValue([]).join(' | ')", "invalid datetime"),
+            ("format.qualifiedName().validate('/x').orValue([]).join(' | ')", "prefix part must be non-empty"),
+            ("format.labelValue().validate('a_b').orValue([]).join(' | ')", ""),
+            (
+                "format.dns1123Label().validate('Bad_Name!').orValue([]).join(' | ')",
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            ),
+            (
+                "format.uri().validate('http://[::1').orValue([]).join(' | ')",
+                "parse \"http://[::1\": missing ']' in host",
+            ),
+        ] {
+            assert_eq!(
+                run(expression),
+                cel::Value::String(std::sync::Arc::new(want.to_string())),
+                "{expression}"
+            );
+        }
+    }
+
     /// `expression`, the one condition, fails on the pod with a message ending in `want`.
     fn assert_fails_with(expression: &str, want: &str) {
         let ConditionsResult::Error(message) = eval(&[("c", expression)]) else {

@@ -554,3 +554,275 @@ fn quantity_parts(b: &[u8]) -> Result<(&str, &str), &'static str> {
     }
     Err(QUANTITY_FORMAT)
 }
+
+/// `RegexError` (`k8s.io/apimachinery/pkg/util/validation`), spaced as apimachinery writes it.
+fn regex_error(msg: &str, format: &str, examples: &[&str]) -> String {
+    let mut out = format!("{msg} (e.g. ");
+    for (i, example) in examples.iter().enumerate() {
+        if i > 0 {
+            out.push_str(" or ");
+        }
+        out.push_str(&format!("'{example}', "));
+    }
+    out.push_str(&format!("regex used for validation is '{format}')"));
+    out
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (`first` narrows the first character).
+fn is_label(s: &str, first: fn(u8) -> bool) -> bool {
+    let b = s.as_bytes();
+    let inner = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-';
+    let end = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty() && first(b[0]) && end(b[b.len() - 1]) && b.iter().all(|&c| inner(c))
+}
+
+fn lower_or_digit(c: u8) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`.
+fn is_qualified_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    let inner = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.');
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|&c| inner(c))
+}
+
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
+/// `IsDNS1123Label`.
+fn dns1123_label(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !is_label(s, lower_or_digit) {
+        errs.push(regex_error(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
+    }
+    errs
+}
+
+/// `IsDNS1123Subdomain`.
+fn dns1123_subdomain(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 253 {
+        errs.push("must be no more than 253 characters".to_string());
+    }
+    if !(!s.is_empty() && s.split('.').all(|l| is_label(l, lower_or_digit))) {
+        errs.push(regex_error(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// `IsDNS1035Label`.
+fn dns1035_label(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !is_label(s, |c| c.is_ascii_lowercase()) {
+        errs.push(regex_error(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            "[a-z]([-a-z0-9]*[a-z0-9])?",
+            &["my-name", "abc-123"],
+        ));
+    }
+    errs
+}
+
+/// `IsQualifiedName`.
+fn qualified_name(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let regex = || regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"]);
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex()
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".to_string());
+    }
+    if !is_qualified_part(name) {
+        errs.push(format!("name part {}", regex()));
+    }
+    errs
+}
+
+/// `IsValidLabelValue`.
+fn label_value(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    if !value.is_empty() && !is_qualified_part(value) {
+        errs.push(regex_error(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
+}
+
+/// `maskTrailingDash` (`k8s.io/apimachinery/pkg/api/validation/generic.go`): a prefix may end
+/// in `-`; the last two characters become `a`, as apimachinery has it.
+fn mask_trailing_dash(name: &str) -> String {
+    if name.len() > 1 && name.ends_with('-') {
+        format!("{}a", &name[..name.len() - 2])
+    } else {
+        name.to_string()
+    }
+}
+
+/// strfmt's `IsUUID`: `(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$`.
+fn is_uuid(s: &str) -> bool {
+    let mut rest = s.as_bytes();
+    for (i, len) in [8, 4, 4, 4, 12].into_iter().enumerate() {
+        if i > 0 {
+            if let Some((b'-', r)) = rest.split_first() {
+                rest = r;
+            }
+        }
+        if rest.len() < len || !rest[..len].iter().all(u8::is_ascii_hexdigit) {
+            return false;
+        }
+        rest = &rest[len..];
+    }
+    rest.is_empty()
+}
+
+/// govalidator's `IsBase64`: whole groups of four, the last one possibly padded.
+fn is_base64(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alphabet = |c: u8| c.is_ascii_alphanumeric() || c == b'+' || c == b'/';
+    if b.is_empty() || b.len() % 4 != 0 {
+        return false;
+    }
+    let (body, last) = b.split_at(b.len() - 4);
+    body.iter().all(|&c| alphabet(c))
+        && match last {
+            [a, b, b'=', b'='] => alphabet(*a) && alphabet(*b),
+            [a, b, c, b'='] => alphabet(*a) && alphabet(*b) && alphabet(*c),
+            other => other.iter().all(|&c| alphabet(c)),
+        }
+}
+
+/// Go's `time.Parse("2006-01-02", s)`.
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let digits = |r: std::ops::Range<usize>| {
+        b[r.clone()].iter().all(u8::is_ascii_digit).then(|| s[r].parse::<u32>().ok()).flatten()
+    };
+    let (Some(year), Some(month), Some(day)) = (digits(0..4), digits(5..7), digits(8..10)) else {
+        return false;
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&day)
+}
+
+/// strfmt's `IsDateTime`: a date, `t`, then `hh:mm:ss[.frac](z|±hh:mm)` within 23:59:59.
+fn is_datetime(s: &str) -> bool {
+    if s.len() < 4 {
+        return false;
+    }
+    let lower = s.to_lowercase();
+    let parts: Vec<&str> = lower.split('t').collect();
+    if parts.len() < 2 || !is_date(parts[0]) {
+        return false;
+    }
+    let t = parts[1].as_bytes();
+    let two = |i: usize| t.len() >= i + 2 && t[i].is_ascii_digit() && t[i + 1].is_ascii_digit();
+    if !(two(0) && t.get(2) == Some(&b':') && two(3) && t.get(5) == Some(&b':') && two(6)) {
+        return false;
+    }
+    let mut i = 8;
+    // `(.[0-9]+)?`: any character, then digits.
+    if t.len() > i + 1 && t[i] != b'z' && t[i] != b'+' && t[i] != b'-' {
+        i += 1;
+        let start = i;
+        while i < t.len() && t[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+    }
+    let zone = &t[i..];
+    let zone_ok = zone == b"z"
+        || (zone.len() == 6
+            && matches!(zone[0], b'+' | b'-')
+            && zone[1].is_ascii_digit()
+            && zone[2].is_ascii_digit()
+            && zone[3] == b':'
+            && zone[4].is_ascii_digit()
+            && zone[5].is_ascii_digit());
+    let part = |i: usize| &parts[1][i..i + 2];
+    zone_ok && part(0) <= "23" && part(3) <= "59" && part(6) <= "59"
+}
+
+/// What `format.<name>().validate(s)` returns (`staging/src/k8s.io/apiserver/pkg/cel/library/format.go`):
+/// apimachinery's and strfmt's messages; empty when `s` is valid.
+pub(crate) fn format_errors(name: &str, s: &str) -> Vec<String> {
+    let one = |ok: bool, message: &str| {
+        if ok {
+            Vec::new()
+        } else {
+            vec![message.to_string()]
+        }
+    };
+    match name {
+        "dns1123Label" => dns1123_label(s),
+        "dns1123Subdomain" => dns1123_subdomain(s),
+        "dns1035Label" => dns1035_label(s),
+        "qualifiedName" => qualified_name(s),
+        "dns1123LabelPrefix" => dns1123_label(&mask_trailing_dash(s)),
+        "dns1123SubdomainPrefix" => dns1123_subdomain(&mask_trailing_dash(s)),
+        "dns1035LabelPrefix" => dns1035_label(&mask_trailing_dash(s)),
+        "labelValue" => label_value(s),
+        "uri" => parse_request_uri(s).err().into_iter().collect(),
+        "uuid" => one(is_uuid(s), "does not match the UUID format"),
+        "byte" => one(is_base64(s), "invalid base64"),
+        "date" => one(is_date(s), "invalid date"),
+        "datetime" => one(is_datetime(s), "invalid datetime"),
+        _ => Vec::new(),
+    }
+}
