@@ -354,6 +354,23 @@ impl Checker<'_> {
                 Ty::Dyn
             }
             Expr::Call(call) => {
+                // cel-go's literal validators (`cel.ValidateDurationLiterals`,
+                // `ValidateTimestampLiterals` in the base environment): a literal that does not
+                // parse is refused at create, at the literal.
+                if let (None, [arg]) = (&call.target, call.args.as_slice()) {
+                    if let Expr::Literal(LiteralValue::String(text)) = &arg.expr {
+                        let text: &str = text;
+                        match call.func_name.as_str() {
+                            "duration" if !is_go_duration(text) => {
+                                self.error(arg.id, "invalid duration argument".to_string());
+                            }
+                            "timestamp" if !is_rfc3339(text) => {
+                                self.error(arg.id, "invalid timestamp argument".to_string());
+                            }
+                            _ => {}
+                        }
+                    }
+                }
                 let target = call.target.as_ref().map(|t| self.check(t));
                 // `&&` and `||` check each argument to be bool, where it is written.
                 if matches!(
@@ -615,6 +632,114 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
     }
 }
 
+/// Whether Go's `time.ParseDuration` takes `s`: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` with the
+/// units ns, us, µs, μs, ms, s, m, h, or `0`, within ±2⁶³−1 ns.
+fn is_go_duration(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if s == "0" {
+        return true;
+    }
+    if s.is_empty() {
+        return false;
+    }
+    let mut rest = s;
+    let mut total: f64 = 0.0;
+    while !rest.is_empty() {
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (int, after) = rest.split_at(int_len);
+        let (frac, after) = match after.strip_prefix('.') {
+            Some(a) => {
+                let n = a.bytes().take_while(u8::is_ascii_digit).count();
+                (Some(&a[..n]), &a[n..])
+            }
+            None => (None, after),
+        };
+        if int.is_empty() && frac.is_none_or(str::is_empty) {
+            return false;
+        }
+        let unit_len = after
+            .char_indices()
+            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
+            .map_or(after.len(), |(i, _)| i);
+        let (unit, next) = after.split_at(unit_len);
+        let nanos: f64 = match unit {
+            "ns" => 1.0,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return false,
+        };
+        let value: f64 = format!(
+            "{}.{}",
+            if int.is_empty() { "0" } else { int },
+            frac.unwrap_or("0")
+        )
+        .parse()
+        .unwrap_or(f64::INFINITY);
+        total += value * nanos;
+        if total > 9_223_372_036_854_775_807.0 {
+            return false;
+        }
+        rest = next;
+    }
+    true
+}
+
+/// Whether Go's `time.Parse(time.RFC3339, s)` takes `s` (`T` and `Z` upper case, a fraction of
+/// a second allowed, every field in range) for a year CEL's timestamps reach (1 to 9999).
+fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let num = |from: usize, len: usize| -> Option<u32> {
+        let part = b.get(from..from + len)?;
+        part.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| std::str::from_utf8(part).ok()?.parse().ok())
+            .flatten()
+    };
+    let at = |i: usize, c: u8| b.get(i) == Some(&c);
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        num(0, 4),
+        num(5, 2),
+        num(8, 2),
+        num(11, 2),
+        num(14, 2),
+        num(17, 2),
+    ) else {
+        return false;
+    };
+    if !(at(4, b'-') && at(7, b'-') && at(10, b'T') && at(13, b':') && at(16, b':')) {
+        return false;
+    }
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    if year == 0 || day == 0 || day > days || hour > 23 || minute > 59 || second > 59 {
+        return false;
+    }
+    let mut i = 19;
+    if matches!(b.get(i), Some(b'.' | b',')) {
+        let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return false;
+        }
+        i += 1 + digits;
+    }
+    match &b[i..] {
+        b"Z" => true,
+        [sign, ..] if matches!(sign, b'+' | b'-') && b.len() == i + 6 => {
+            at(i + 3, b':') && num(i + 1, 2).is_some_and(|h| h <= 24) && num(i + 4, 2).is_some()
+        }
+        _ => false,
+    }
+}
+
 /// `bool` for a bool (or unknown) argument.
 fn bool_of(a: &Ty) -> Option<Ty> {
     (a.is_dyn() || *a == Ty::Bool).then_some(Ty::Bool)
@@ -673,6 +798,38 @@ mod tests {
             "ip('1.2.3.4').family() == 4 && cidr('10.0.0.0/8').containsIP(ip('10.1.2.3'))",
         ] {
             assert_eq!(errors(expression), Vec::<String>::new(), "{expression}");
+        }
+    }
+
+    /// Literal durations and timestamps as kube-apiserver 1.32.0 takes them (checked on it):
+    /// Go's `time.ParseDuration` and `time.Parse(time.RFC3339, …)`.
+    #[test]
+    fn duration_and_timestamp_literals_are_validated() {
+        assert!(errors(
+            "duration('1h30m') > duration('-1.5s') && duration('0') == duration('1\u{b5}s') - duration('1us') \
+             && timestamp('2020-01-01T00:00:00.5+01:00') > timestamp('2020-02-29T00:00:00Z')"
+        )
+        .is_empty());
+        for bad in ["''", "'1'", "'.s'", "'3000000h'", "'1x'"] {
+            assert_eq!(
+                errors(&format!("duration({bad}) > duration('1s')")),
+                ["invalid duration argument"],
+                "{bad}"
+            );
+        }
+        for bad in [
+            "'2020-01-01t00:00:00z'",
+            "'2020-02-30T00:00:00Z'",
+            "'2020-01-01T24:00:00Z'",
+            "'x'",
+        ] {
+            assert_eq!(
+                errors(&format!(
+                    "timestamp({bad}) > timestamp('2020-01-01T00:00:00Z')"
+                )),
+                ["invalid timestamp argument"],
+                "{bad}"
+            );
         }
     }
 

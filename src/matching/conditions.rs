@@ -1534,6 +1534,8 @@ mod tests {
             ("[1][0u] == 1", "ERROR: <input>:1:4: found no matching overload for '_[_]' applied to '(list(int), uint)'"),
             ("1 + 1u == 2", "ERROR: <input>:1:3: found no matching overload for '_+_' applied to '(int, uint)'"),
             ("int(true) == 1", "ERROR: <input>:1:4: found no matching overload for 'int' applied to '(bool)'"),
+            ("duration('1x') > duration('1s')", "ERROR: <input>:1:10: invalid duration argument\n | duration('1x') > duration('1s')\n | .........^"),
+            ("timestamp('x') > timestamp('2020-01-01T00:00:00Z')", "ERROR: <input>:1:11: invalid timestamp argument"),
         ] {
             let err = MatchCondition::compile("c", expression).unwrap_err().to_string();
             assert!(err.starts_with(&format!("compilation failed: {want}")), "{expression}: {err}");
