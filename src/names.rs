@@ -59,121 +59,16 @@ pub(crate) fn is_label_value(s: &str) -> bool {
     s.is_empty() || is_qualified_name_part(s)
 }
 
-/// `RegexError` (`k8s.io/apimachinery/pkg/util/validation`): the message, its examples and the
-/// regular expression, spaced exactly as apimachinery writes them.
-fn regex_error(msg: &str, format: &str, examples: &[&str]) -> String {
-    let mut out = msg.to_string();
-    if examples.is_empty() {
-        return format!("{out} (regex used for validation is '{format}')");
-    }
-    out.push_str(" (e.g. ");
-    for (i, example) in examples.iter().enumerate() {
-        if i > 0 {
-            out.push_str(" or ");
-        }
-        out.push_str(&format!("'{example}', "));
-    }
-    out.push_str(&format!("regex used for validation is '{format}')"));
-    out
-}
-
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-/// `IsDNS1123Subdomain`'s messages.
-fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push("must be no more than 253 characters".to_string());
-    }
-    if !is_dns1123_subdomain_format(value) {
-        errs.push(regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-            "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
-/// The DNS-1123 subdomain pattern alone (no length limit).
-fn is_dns1123_subdomain_format(s: &str) -> bool {
-    !s.is_empty()
-        && s.split('.').all(|part| {
-            !part.is_empty()
-                && part.chars().all(|c| is_alnum_lower(c) || c == '-')
-                && part.starts_with(is_alnum_lower)
-                && part.ends_with(is_alnum_lower)
-        })
-}
-
-/// The qualified-name part pattern alone (no length limit).
-fn is_qualified_name_format(s: &str) -> bool {
-    let alnum = |c: char| c.is_ascii_alphanumeric();
-    !s.is_empty()
-        && s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
-        && s.starts_with(alnum)
-        && s.ends_with(alnum)
-}
-
-/// `IsQualifiedName`'s messages, in order; empty when `value` is a qualified name.
+/// `IsQualifiedName`'s messages, in order; empty when `value` is a qualified name. The port of
+/// apimachinery's validation the Kubernetes CEL `format` library uses too (vendored kube-cel's
+/// `go` module), so that both say the same.
 pub(crate) fn qualified_name_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(
-                    dns1123_subdomain_errors(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 characters".to_string());
-    }
-    if !is_qualified_name_format(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                QUALIFIED_NAME_ERR,
-                QUALIFIED_NAME_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
+    kube_cel::go::qualified_name(value)
 }
 
 /// `IsValidLabelValue`'s messages, in order; empty when `value` is a label value.
 pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
-    }
-    if !value.is_empty() && !is_qualified_name_format(value) {
-        errs.push(regex_error(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-            "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
+    kube_cel::go::label_value(value)
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
-//! Go's parsers, as far as the Kubernetes CEL libraries' errors need them: which strings Go
-//! refuses, and its words for each refusal. `staging/src/k8s.io/apiserver/pkg/cel/library`
-//! parses with Go's `net/netip` (`ip`, `cidr`), `net/url` (`url`) and apimachinery's
-//! `resource.ParseQuantity` (`quantity`), and puts their error text in the CEL error a user
-//! reads; the Rust parsers here refuse other strings, in other words. Ported from Go 1.23
-//! (`src/net/netip/netip.go`, `src/net/url/url.go`) and apimachinery 0.32
-//! (`pkg/api/resource/quantity.go`, `suffix.go`).
+//! Go's parsers and apimachinery's name validations, as far as the Kubernetes CEL libraries'
+//! errors need them: which strings Go refuses, and its words for each refusal.
+//! `staging/src/k8s.io/apiserver/pkg/cel/library` parses with Go's `net/netip` (`ip`,
+//! `cidr`), `net/url` (`url`) and apimachinery's `resource.ParseQuantity` (`quantity`), and
+//! validates `format` names with `k8s.io/apimachinery/pkg/util/validation`, putting their
+//! error text in what a user reads; the Rust parsers here refuse other strings, in other words.
+//! Ported from Go 1.23 (`src/net/netip/netip.go`, `src/net/url/url.go`) and apimachinery 0.32
+//! (`pkg/api/resource/quantity.go`, `pkg/util/validation/validation.go`). admission-proxy's
+//! configuration validation uses the name validations too (`qualified_name`, `label_value`).
 
 /// `strconv.Quote(s)`: `s` in double quotes, with Go's escapes.
 pub(crate) fn quote(s: &str) -> String {
@@ -643,8 +645,8 @@ fn dns1035_label(s: &str) -> Vec<String> {
     errs
 }
 
-/// `IsQualifiedName`.
-fn qualified_name(value: &str) -> Vec<String> {
+/// `IsQualifiedName`'s messages, in order; empty when `value` is a qualified name.
+pub fn qualified_name(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let regex = || regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"]);
     let parts: Vec<&str> = value.split('/').collect();
@@ -677,8 +679,8 @@ fn qualified_name(value: &str) -> Vec<String> {
     errs
 }
 
-/// `IsValidLabelValue`.
-fn label_value(value: &str) -> Vec<String> {
+/// `IsValidLabelValue`'s messages, in order; empty when `value` is a label value.
+pub fn label_value(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
         errs.push("must be no more than 63 characters".to_string());

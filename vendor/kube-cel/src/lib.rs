@@ -118,7 +118,7 @@ pub use cel;
 // each library behind its own feature). Public entry point: `KubeCelExt`.
 mod ext;
 mod functions;
-mod go;
+pub mod go;
 
 // `validation/` — Tier 2, the client-side validation engine (`validation`
 // feature). Its public items are re-exported flatly below.
