@@ -48,8 +48,12 @@ pub struct CandidateReport {
     pub compared: u64,
     /// Requests on which they agreed.
     pub agreed: u64,
-    /// Every `result` of the metric with its count (agree, disagree_*, candidate_error, shed).
+    /// Every `result` of the metric with its count (agree, disagree_*, candidate_error,
+    /// legacy_error, shed).
     pub results: BTreeMap<String, u64>,
+    /// Of the compared requests, how many the candidate decided on an error
+    /// (`admission_proxy_candidate_error_decisions_total`: its failurePolicy decided).
+    pub error_decisions: u64,
     /// The distinct disagreements found in the captures, most frequent first.
     pub disagreements: Vec<Disagreement>,
 }
@@ -102,6 +106,14 @@ pub fn report(metrics: &str, captures: Option<&Path>) -> Result<Vec<CandidateRep
         }
         *entry.results.entry(result).or_default() += n;
     }
+    for (labels, value) in series(metrics, "admission_proxy_candidate_error_decisions_total") {
+        let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+        let key = (label("webhook"), label("candidate"));
+        reports
+            .entry(key.clone())
+            .or_insert_with(|| empty(key))
+            .error_decisions += value as u64;
+    }
     if let Some(dir) = captures {
         for (key, group) in disagreements(dir)? {
             let entry = reports.entry(key.clone()).or_insert_with(|| empty(key));
@@ -118,6 +130,7 @@ fn empty((webhook, candidate): (String, String)) -> CandidateReport {
         compared: 0,
         agreed: 0,
         results: BTreeMap::new(),
+        error_decisions: 0,
         disagreements: Vec::new(),
     }
 }
@@ -179,6 +192,13 @@ pub fn render(reports: &[CandidateReport]) -> String {
         if !other.is_empty() {
             let _ = writeln!(out, "  not compared: {}", other.join(", "));
         }
+        if r.error_decisions > 0 {
+            let _ = writeln!(
+                out,
+                "  decided on an error (by failurePolicy, as kube-apiserver would): {}",
+                r.error_decisions
+            );
+        }
         let differing: Vec<String> = r
             .results
             .iter()
@@ -193,11 +213,16 @@ pub fn render(reports: &[CandidateReport]) -> String {
             );
         }
         for d in &r.disagreements {
+            let reading = if d.differences.is_empty() {
+                "agreed, decided on an error".to_string()
+            } else {
+                d.differences.join("+")
+            };
             let _ = writeln!(
                 out,
                 "  {} x {}: legacy {}; candidate {}",
                 d.count,
-                printable(&d.differences.join("+")),
+                printable(&reading),
                 printable(&d.legacy),
                 printable(&d.candidate)
             );
@@ -256,7 +281,8 @@ type ByReading = BTreeMap<(Vec<String>, String, String), Disagreement>;
 
 type Groups = BTreeMap<(String, String), Vec<Disagreement>>;
 
-/// The disagreement captures of `dir`, grouped per (webhook, candidate).
+/// The comparison captures of `dir` (disagreements, legacy errors, decisions on an error),
+/// grouped per (webhook, candidate).
 fn disagreements(dir: &Path) -> Result<Groups, ReportError> {
     let entries = std::fs::read_dir(dir).map_err(|source| ReportError::Captures {
         dir: dir.to_path_buf(),
@@ -341,6 +367,12 @@ fn said(outcome: &Value) -> String {
     }
     if let Some(message) = outcome["message"].as_str() {
         words.push_str(&format!(": {}", crate::log_value::Bounded(message)));
+    }
+    if let Some(error) = outcome["error"].as_str() {
+        words.push_str(&format!(
+            " (decided on the error: {})",
+            crate::log_value::Bounded(error)
+        ));
     }
     if let Some(warnings) = outcome["warnings"].as_array() {
         let warnings: Vec<&str> = warnings.iter().filter_map(Value::as_str).collect();

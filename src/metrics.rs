@@ -78,7 +78,8 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
     ("admission_proxy_webhook_call_failures_total", Kind::Counter, "Backend calls that failed, per webhook and class (connect, tls, transport, timeout, status, bad_answer, no_review_version, namespace_labels, circuit_open, overloaded); failurePolicy decided the answer."),
     ("admission_proxy_webhook_shadow_decisions_total", Kind::Counter, "What webhooks in mode Shadow decided in the background, per webhook and decision (the answer given was allowed)."),
     ("admission_proxy_shadow_calls_dropped_total", Kind::Counter, "Shadow calls not made because the background queue was full."),
-    ("admission_proxy_candidate_comparisons_total", Kind::Counter, "Requests a candidate (a replacement attached to a legacy webhook) decided beside the legacy webhook, per webhook and candidate, by result: agree; disagree_allowed, disagree_code, disagree_patch, disagree_warnings (the first difference found); candidate_error (the candidate's call failed or it could not be evaluated); shed (not decided: the background lane was full)."),
+    ("admission_proxy_candidate_comparisons_total", Kind::Counter, "Requests a candidate (a replacement attached to a legacy webhook) decided beside the legacy webhook, per webhook and candidate, by result: agree; disagree_allowed, disagree_code, disagree_patch, disagree_warnings (the first difference found); candidate_error (the candidate could not be decided here: a namespace unknown, an authorization check undecided); legacy_error (not compared: the legacy webhook's own call failed); shed (not decided: the background lane was full)."),
+    ("admission_proxy_candidate_error_decisions_total", Kind::Counter, "Candidate decisions that came from an error, per webhook and candidate: a policy's evaluation or configuration error, or a mirrored backend's failed call, each decided by its failurePolicy as kube-apiserver would after the cut-over (compared all the same, and captured)."),
     ("admission_proxy_candidate_duration_seconds", Kind::Histogram, "Seconds a candidate took to decide, per webhook and candidate (in the background, after the legacy answer)."),
     ("admission_proxy_captures_total", Kind::Counter, "AdmissionReviews written to --capture-dir (sampled by --capture-sample, redacted)."),
     ("admission_proxy_captures_dropped_total", Kind::Counter, "Sampled captures not written because the capture queue was full."),
@@ -681,6 +682,11 @@ pub(crate) fn shadow_dropped() {
 /// One candidate comparison: `admission_proxy_candidate_comparisons_total`.
 pub(crate) fn candidate_comparison(webhook: &str, candidate: &str, result: &'static str) {
     metrics::counter!("admission_proxy_candidate_comparisons_total", "webhook" => webhook.to_string(), "candidate" => candidate.to_string(), "result" => result).increment(1);
+}
+
+/// A candidate decision that came from an error: `admission_proxy_candidate_error_decisions_total`.
+pub(crate) fn candidate_error_decision(webhook: &str, candidate: &str) {
+    metrics::counter!("admission_proxy_candidate_error_decisions_total", "webhook" => webhook.to_string(), "candidate" => candidate.to_string()).increment(1);
 }
 
 /// How long a candidate took: `admission_proxy_candidate_duration_seconds`.

@@ -38,8 +38,7 @@ struct Legacy {
     decision: Decision,
 }
 
-/// Whether a candidate's own decision is a failure of the candidate (its call failed, or it
-/// could not be evaluated) rather than a decision to compare.
+/// Whether a mirrored backend's answer is its failurePolicy's on a failed call.
 fn failed(decision: Decision) -> bool {
     matches!(
         decision,
@@ -81,7 +80,13 @@ impl Admissions {
         }
     }
 
-    /// One candidate's decision on `review`, compared with the legacy webhook's and recorded.
+    /// One candidate's decision on `review`, compared with the legacy webhook's and recorded:
+    /// `candidate_error` when the candidate could not decide; `legacy_error` (not compared,
+    /// logged, captured) when the legacy webhook's own call failed, which its failurePolicy
+    /// answered; otherwise agreement or the first difference. A candidate decision that came
+    /// from an error (a policy's evaluation error, a mirrored backend's failed call, each
+    /// decided by its failurePolicy) is compared like any other, and also counted
+    /// (`admission_proxy_candidate_error_decisions_total`), logged and captured.
     async fn compare(
         &self,
         webhook: &Webhook,
@@ -90,29 +95,68 @@ impl Admissions {
         legacy: &Legacy,
     ) {
         let started = Instant::now();
-        let (decision, outcome) = self.candidate_decision(candidate, shared).await;
+        let decided = self.candidate_decision(candidate, shared).await;
         crate::metrics::candidate_duration(&webhook.name, &candidate.name, started.elapsed());
         let review = shared.get();
-        if failed(decision) {
-            crate::metrics::candidate_comparison(&webhook.name, &candidate.name, "candidate_error");
-            tracing::debug!(uid = %Bounded(&review.request.uid), webhook = %webhook.name, candidate = %candidate.name, error = %Bounded(&outcome.message), "candidate failed");
+        let uid = Bounded(&review.request.uid);
+        let outcome = match decided {
+            Ok(outcome) => outcome,
+            Err(why) => {
+                crate::metrics::candidate_comparison(
+                    &webhook.name,
+                    &candidate.name,
+                    "candidate_error",
+                );
+                tracing::debug!(uid = %uid, webhook = %webhook.name, candidate = %candidate.name, error = %Bounded(&why), "candidate could not decide");
+                return;
+            }
+        };
+        let legacy_failed = matches!(
+            legacy.decision,
+            Decision::FailedOpen | Decision::FailedClosed
+        );
+        let legacy = Outcome::of_answer(legacy.http_status, &legacy.body, legacy.decision.as_str());
+        let record = |differences: serde_json::Value| {
+            serde_json::json!({
+                "name": candidate.name,
+                "kind": candidate.kind_str(),
+                "differences": differences,
+                "legacy": legacy,
+                "candidate": outcome,
+            })
+        };
+        let capture = |record: serde_json::Value| {
+            if let Some(capture) = &self.capture {
+                capture.offer_comparison(review.body(), &webhook.name, record);
+            }
+        };
+        if legacy_failed {
+            crate::metrics::candidate_comparison(&webhook.name, &candidate.name, "legacy_error");
+            tracing::info!(uid = %uid, webhook = %webhook.name, candidate = %candidate.name, legacy = %Bounded(format_args!("{} {}", legacy.decision, legacy.message)), "the legacy webhook's call failed; not compared");
+            capture(record(serde_json::json!(["legacy_error"])));
             return;
         }
-        let legacy = Outcome::of_answer(legacy.http_status, &legacy.body, legacy.decision.as_str());
         let object = || {
             crate::conversion::take_objects(review)
                 .ok()
                 .and_then(|[object, _]| object)
         };
         let found = differences(&legacy, &outcome, object);
+        if let Some(error) = &outcome.error {
+            crate::metrics::candidate_error_decision(&webhook.name, &candidate.name);
+            tracing::info!(uid = %uid, webhook = %webhook.name, candidate = %candidate.name, decision = %outcome.decision, error = %Bounded(error), "candidate decided on an error, by its failurePolicy");
+        }
         let Some(first) = found.first() else {
             crate::metrics::candidate_comparison(&webhook.name, &candidate.name, "agree");
+            if outcome.error.is_some() {
+                capture(record(serde_json::json!([])));
+            }
             return;
         };
         crate::metrics::candidate_comparison(&webhook.name, &candidate.name, first.result());
         let names: Vec<&str> = found.iter().map(|d| d.result()).collect();
         tracing::info!(
-            uid = %Bounded(&review.request.uid),
+            uid = %uid,
             webhook = %webhook.name,
             candidate = %candidate.name,
             difference = %names.join(","),
@@ -120,24 +164,16 @@ impl Admissions {
             candidate_decision = %Bounded(format_args!("{} {}", outcome.decision, outcome.message)),
             "candidate disagrees with the legacy webhook"
         );
-        if let Some(capture) = &self.capture {
-            let record = serde_json::json!({
-                "name": candidate.name,
-                "kind": candidate.kind_str(),
-                "differences": found,
-                "legacy": legacy,
-                "candidate": outcome,
-            });
-            capture.offer_comparison(review.body(), &webhook.name, record);
-        }
+        capture(record(serde_json::json!(found)));
     }
 
-    /// What `candidate` decides on `shared`: its decision word and outcome.
+    /// What `candidate` decides on `shared`, as the answer kube-apiserver would act on; `Err`
+    /// with the reason when it cannot be decided here.
     async fn candidate_decision(
         &self,
         candidate: &Candidate,
         shared: &SharedReview,
-    ) -> (Decision, Outcome) {
+    ) -> Result<Outcome, String> {
         let review = shared.get();
         match &candidate.kind {
             CandidateKind::Backend(backend) => {
@@ -155,25 +191,22 @@ impl Admissions {
                 };
                 let outcome =
                     Outcome::of_answer(answer.http_status, &answer.body, answer.decision.as_str());
-                let outcome = if failed(answer.decision) {
+                // A failed call is the answer its failurePolicy gives, marked as an error.
+                Ok(if failed(answer.decision) {
                     Outcome {
-                        message: answer.detail,
+                        error: Some(answer.detail),
                         ..outcome
                     }
                 } else {
                     outcome
-                };
-                (answer.decision, outcome)
+                })
             }
             CandidateKind::Policy(policy) => {
                 let namespaces = self.namespaces.load_full();
-                match self
+                let verdict = self
                     .policy_verdict(policy, review, namespaces.as_deref())
-                    .await
-                {
-                    Ok(verdict) => policy_outcome(&verdict),
-                    Err(message) => (Decision::Rejected, error_outcome(message)),
-                }
+                    .await?;
+                policy_outcome(&verdict)
             }
         }
     }
@@ -218,16 +251,6 @@ impl Admissions {
     }
 }
 
-/// A candidate that could not decide: `message` says why.
-fn error_outcome(message: String) -> Outcome {
-    Outcome {
-        allowed: false,
-        message,
-        decision: Decision::Rejected.as_str(),
-        ..Outcome::default()
-    }
-}
-
 /// A policy's verdict as the answer kube-apiserver would give: allowed (also when the policy
 /// does not apply) with its warnings, or its denial as the client reads it (message, reason,
 /// code), with the failing validation and the audit annotations beside. An evaluation or
@@ -235,9 +258,9 @@ fn error_outcome(message: String) -> Outcome {
 /// `Validate` in `staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/`):
 /// Fail denies with upstream's text, Ignore admits; `error` says which error decided. Only a
 /// request the proxy cannot decide (a namespace unknown) is a candidate error.
-fn policy_outcome(verdict: &PolicyVerdict) -> (Decision, Outcome) {
+fn policy_outcome(verdict: &PolicyVerdict) -> Result<Outcome, String> {
     if let PolicyDecision::Undecided(why) = &verdict.decision {
-        return (Decision::Rejected, error_outcome(why.clone()));
+        return Err(why.clone());
     }
     let (allowed, word) = match verdict.decision {
         PolicyDecision::NotApplicable => (true, "not-applicable"),
@@ -268,10 +291,5 @@ fn policy_outcome(verdict: &PolicyVerdict) -> (Decision, Outcome) {
         patch_operations: None,
         decision: word,
     };
-    let decision = if allowed {
-        Decision::Allowed
-    } else {
-        Decision::Denied
-    };
-    (decision, outcome)
+    Ok(outcome)
 }

@@ -329,8 +329,10 @@ async fn a_mutating_candidate_is_compared_on_the_object_after_its_patch() {
     assert_eq!(other.get("disagree_patch"), Some(&2.0), "{other:?}");
 }
 
-/// A candidate over its own timeout and one that is down are counted as candidate errors;
-/// neither delays the legacy answer (answered before the slow one's timeout ends).
+/// A mirrored backend over its own timeout and one that is down are each decided by the
+/// failurePolicy they would have after the cut-over (Fail: denied, so here a disagreement
+/// with the allowing legacy webhook) and counted as decisions on an error; neither delays the
+/// legacy answer (answered before the slow one's timeout ends).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_or_dead_candidate_is_counted_and_never_delays_the_answer() {
     let backend = TestBackend::start();
@@ -358,10 +360,24 @@ async fn a_slow_or_dead_candidate_is_counted_and_never_delays_the_answer() {
         comparisons(&at_answer, "slow").is_empty(),
         "the answer came before the slow candidate's timeout"
     );
-    let slow = results_when(&proxy, &ws.pki, "slow", 1.0).await;
-    assert_eq!(slow.get("candidate_error"), Some(&1.0), "{slow:?}");
-    let dead = results_when(&proxy, &ws.pki, "dead", 1.0).await;
-    assert_eq!(dead.get("candidate_error"), Some(&1.0), "{dead:?}");
+    for name in ["slow", "dead"] {
+        let results = results_when(&proxy, &ws.pki, name, 1.0).await;
+        assert_eq!(
+            results.get("disagree_allowed"),
+            Some(&1.0),
+            "{name}: {results:?}"
+        );
+        let metrics = tokio::task::block_in_place(|| proxy.scrape(&ws.pki));
+        assert_eq!(
+            metric_value(
+                &metrics,
+                "admission_proxy_candidate_error_decisions_total",
+                &[("webhook", LEGACY), ("candidate", name)]
+            ),
+            Some(1.0),
+            "{name}"
+        );
+    }
 }
 
 /// Candidates follow the configuration directory: one added is compared from the next
@@ -776,7 +792,36 @@ async fn a_policy_that_errs_decides_by_its_failure_policy() {
             "{name}"
         );
     }
-    let files = tokio::task::block_in_place(|| captures_when(&captures, 2));
+    // Each decision that came from an error is counted apart and captured, the agreeing
+    // Ignore one too.
+    let metrics = proxy.scrape(&ws.pki);
+    for name in ["fails", "ignores", "no-params"] {
+        assert_eq!(
+            metric_value(
+                &metrics,
+                "admission_proxy_candidate_error_decisions_total",
+                &[("webhook", LEGACY), ("candidate", name)]
+            ),
+            Some(1.0),
+            "{name}: {metrics}"
+        );
+    }
+    let files = tokio::task::block_in_place(|| captures_when(&captures, 3));
+    assert!(files.iter().any(|f| std::fs::read_to_string(f)
+        .unwrap()
+        .contains("\"name\":\"ignores\"")));
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["candidates", "--metrics"])
+        .arg(metrics_file(&ws, &metrics))
+        .arg("--capture-dir")
+        .arg(&captures)
+        .output()
+        .unwrap();
+    let report = String::from_utf8(report.stdout).unwrap();
+    assert!(
+        report.contains("candidate ignores for webhook legacy.example.com: compared on 1 requests, 100.00% agreement (0 disagreements)\n  decided on an error (by failurePolicy, as kube-apiserver would): 1\n  1 x agreed, decided on an error: legacy allowed; candidate allowed (decided on the error: expression 'object.spec.nope == 'x'' resulted in error: no such key: nope)"),
+        "{report}"
+    );
     let captured: Vec<String> = files
         .iter()
         .map(|f| std::fs::read_to_string(f).unwrap())
@@ -818,4 +863,62 @@ async fn a_policy_that_errs_decides_by_its_failure_policy() {
         ),
         "{no_params}"
     );
+}
+
+/// A scrape written where `candidates --metrics` reads it.
+fn metrics_file(ws: &Workspace, metrics: &str) -> PathBuf {
+    let path = ws.dir.join("scrape.txt");
+    let body = metrics.split_once("\r\n\r\n").map_or(metrics, |(_, b)| b);
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+/// The legacy webhook's own failures are not the candidate's: a legacy call that times out
+/// (failurePolicy Ignore admits) is `legacy_error`, out of the agreement rate, logged and
+/// captured, where it read as a disagreement with a candidate that denies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_failure_is_legacy_error_not_a_disagreement() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-legacy-error");
+    let captures = ws.dir.join("captures");
+    std::fs::write(
+        ws.conf.join("webhooks.yaml"),
+        validating(
+            LEGACY,
+            &backend.client_config("/slow/5000"),
+            ALL,
+            "failurePolicy: Ignore\n  timeoutSeconds: 1",
+        ),
+    )
+    .unwrap();
+    let denying = "  validations:\n  - {expression: \"false\", message: no}\n";
+    std::fs::write(
+        ws.conf.join("candidates.yaml"),
+        pod_policy("denies", "Fail", denying, ""),
+    )
+    .unwrap();
+    let capture_dir = captures.to_str().unwrap().to_string();
+    let proxy = start(
+        &ws,
+        &["--capture-dir", &capture_dir, "--capture-sample", "0"],
+    );
+    let reply = proxy
+        .post(
+            &ws.pki,
+            &format!("/webhooks/{LEGACY}?timeout=10s"),
+            &fixture("0096-create-core-v1-pods-v1.json"),
+        )
+        .await;
+    assert_eq!(reply.decision, "failed-open", "{}", reply.message());
+    assert_eq!(
+        results_when(&proxy, &ws.pki, "denies", 1.0).await,
+        [("legacy_error".to_string(), 1.0)].into()
+    );
+    let files = tokio::task::block_in_place(|| captures_when(&captures, 1));
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.contains("\"differences\":[\"legacy_error\"]"),
+        "{text}"
+    );
+    assert!(proxy.logged("the legacy webhook's call failed; not compared"));
 }
