@@ -43,6 +43,9 @@ pub(crate) struct Sources {
     /// `serve --authorizer` is on: configurations that use `authorizer` may load
     /// ([`config::Snapshot::require_authorizer`]).
     pub(crate) authorizer: bool,
+    /// `serve` reads namespace labels (a namespaces file or the watch): configurations whose
+    /// webhooks select by them may load ([`config::Snapshot::require_namespaces`]).
+    pub(crate) namespace_source: bool,
 }
 
 /// Keeps the watcher alive; dropping it stops reloading (the reload thread sees its event
@@ -123,6 +126,7 @@ impl Sources {
             Ok(None) => {}
             Ok(Some((fp, texts))) => match config::load_contents(&texts).and_then(|snapshot| {
                 snapshot.require_authorizer(self.authorizer)?;
+                snapshot.require_namespaces(self.namespace_source)?;
                 Ok(snapshot)
             }) {
                 // An in-place write (truncate, then write) can be read between the two: an
@@ -475,6 +479,7 @@ mod tests {
             client_ca: None,
             resync: Duration::from_secs(30),
             authorizer: false,
+            namespace_source: true,
         }
     }
 

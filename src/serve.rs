@@ -316,6 +316,7 @@ impl Serving {
         let kube_version = kube_version(config).await;
         snapshot
             .require_authorizer(config.authorizer.is_some())
+            .and_then(|()| snapshot.require_namespaces(has_namespace_source(config)))
             .map_err(|source| ServeError::Config {
                 path: config.config.clone(),
                 source,
@@ -364,6 +365,7 @@ impl Serving {
             client_ca: config.client_ca_file.clone().zip(certificates.client_auth),
             resync: config.resync.max(Duration::from_secs(1)),
             authorizer: config.authorizer.is_some(),
+            namespace_source: has_namespace_source(config),
         }
         .spawn(state.clone())
         .map_err(ServeError::Watch)?;
@@ -542,6 +544,11 @@ fn certificates(config: &ServeConfig) -> Result<Certificates, ServeError> {
         client_auth,
         server,
     })
+}
+
+/// Whether `serve` has namespace labels to read: a namespaces file or the watch.
+fn has_namespace_source(config: &ServeConfig) -> bool {
+    config.namespaces_file.is_some() || config.watch_namespaces
 }
 
 /// The dispatcher with `config`'s timeouts, breakers and default mode, and the CEL cost model

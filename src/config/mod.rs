@@ -254,6 +254,34 @@ impl Snapshot {
         }
     }
 
+    /// Refuses a configuration whose webhooks select by namespace labels when `available` is
+    /// false (`serve` has no `--namespaces-file` nor `--watch-namespaces`): each such webhook
+    /// would reject every namespaced request, since no labels can be read.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming each webhook's `namespaceSelector`.
+    pub fn require_namespaces(&self, available: bool) -> Result<(), ConfigError> {
+        if available {
+            return Ok(());
+        }
+        let problems: Vec<Problem> = self
+            .webhooks()
+            .filter(|w| !w.matcher.namespace_selector.is_empty())
+            .map(|w| {
+                Problem::of_webhook(
+                    w,
+                    format!("webhooks[{}].namespaceSelector", w.index),
+                    "selects by namespace labels, which serve cannot read: start it with --namespaces-file or --watch-namespaces".to_string(),
+                )
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
     /// What kube-apiserver of `version` alone would refuse in these configurations (nothing
     /// when `None`): matchConditions before 1.28, and each matchCondition calling a CEL library
     /// newer than the version new expressions are compiled against there

@@ -689,3 +689,47 @@ async fn answers_written_after_the_listener_s_shutdown_began_close_their_connect
     );
     assert!(closed, "the connection was left open");
 }
+
+/// A webhook with a namespaceSelector needs the namespaces' labels: without
+/// `--namespaces-file` or `--watch-namespaces`, `serve` reported ready and then rejected every
+/// namespaced request. It now refuses to start, naming the webhook and the flags, and a
+/// reload that brings such a webhook keeps the last good configuration.
+#[test]
+fn a_namespace_selector_without_a_namespace_source_is_refused() {
+    let ws = Workspace::new("ns-source");
+    let selecting = validating(
+        "selects.ns.test",
+        "{url: \"https://127.0.0.1:9/never\"}",
+        ALL,
+        "namespaceSelector: {matchLabels: {env: prod}}",
+    );
+    write_config(&ws, &selecting);
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&ws.conf)
+        .arg("--tls-cert-file")
+        .arg(&ws.cert)
+        .arg("--tls-private-key-file")
+        .arg(&ws.key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("webhooks[0].namespaceSelector")
+            && stderr.contains("--namespaces-file or --watch-namespaces"),
+        "{stderr}"
+    );
+
+    // Started without one, a reload that brings one is refused; the last good serves.
+    write_config(&ws, &unreachable_webhook());
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    write_config(&ws, &selecting);
+    assert!(
+        proxy.logged("--namespaces-file or --watch-namespaces"),
+        "{:?}",
+        proxy.logs.lock().unwrap()
+    );
+    let ready = https_get(&proxy.addr, &ws.pki.ca_pem, None, "/readyz").unwrap();
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+}
