@@ -46,6 +46,12 @@ pub struct Backend {
     /// Those of them that carry the server name: the backend may present one of them as its
     /// own leaf (see [`SelfSignedLeaf`]). Empty for most backends.
     pub(crate) self_signed_leaves: Arc<[SelfSignedLeaf]>,
+    /// A `caBundle` that decodes but holds no usable certificate: kube-apiserver accepts the
+    /// configuration and fails every call when it builds the client, in client-go's words
+    /// (`rootCertPool`, `staging/src/k8s.io/client-go/transport/transport.go`: `unable to load
+    /// root certificates: unable to parse bytes as PEM block`). The proxy fails each call with
+    /// it too, by failurePolicy.
+    pub(crate) rest_client_error: Option<Arc<str>>,
 }
 
 /// A self-signed certificate from `caBundle` that is also valid as the backend's own leaf.
@@ -90,23 +96,31 @@ impl Backend {
     /// user info, a query or a fragment; a service without name or namespace, a port outside
     /// 1-65535, a path not starting with `/`; a `caBundle` that is not base64 PEM certificates.
     pub fn from_client_config(cc: &WebhookClientConfig) -> Result<Self, FieldError> {
+        let mut rest_client_error = None;
         let (ca_bundle, ca_fingerprint, self_signed_leaves) =
             match cc.ca_bundle.as_deref().filter(|s| !s.is_empty()) {
-                Some(b64) => {
-                    let (certs, leaves) = parse_ca_bundle(b64).map_err(|e| {
-                        FieldError::new(
+                Some(b64) => match parse_ca_bundle(b64) {
+                    Ok((certs, leaves)) => {
+                        let mut h = std::collections::hash_map::DefaultHasher::new();
+                        for cert in certs.iter() {
+                            cert.borrow_raw_cert().hash(&mut h);
+                        }
+                        (Some(certs), h.finish(), leaves)
+                    }
+                    // Not base64: the API itself cannot decode the `[]byte` field.
+                    Err(e @ CaBundleError::NotBase64(_)) => {
+                        return Err(FieldError::new(
                             ErrorType::Invalid,
                             "clientConfig.caBundle",
                             BadValue::Omitted,
                             e.to_string(),
-                        )
-                    })?;
-                    let mut h = std::collections::hash_map::DefaultHasher::new();
-                    for cert in certs.iter() {
-                        cert.borrow_raw_cert().hash(&mut h);
+                        ))
                     }
-                    (Some(certs), h.finish(), leaves)
-                }
+                    Err(e) => {
+                        rest_client_error = Some(Arc::from(e.client_go_words()));
+                        (None, 0, Arc::from(Vec::new()))
+                    }
+                },
                 None => (None, 0, Arc::from(Vec::new())),
             };
         match (&cc.url, &cc.service) {
@@ -152,6 +166,7 @@ impl Backend {
                     self_signed_leaves: Arc::from(Vec::new()),
                     pool_key: 0,
                     host_header: String::new(),
+                    rest_client_error: rest_client_error.clone(),
                 }
                 .derived())
             }
@@ -200,6 +215,7 @@ impl Backend {
                     self_signed_leaves: Arc::from(Vec::new()),
                     pool_key: 0,
                     host_header: String::new(),
+                    rest_client_error: rest_client_error.clone(),
                 }
                 .derived())
             }
@@ -372,8 +388,27 @@ enum CaBundleError {
     /// type borrowing from the certificate.
     #[error("certificate {index} does not parse: {message}")]
     Unparsable { index: usize, message: String },
+    /// No certificate: `pem_blocks` when it holds PEM blocks of other types.
     #[error("no PEM certificate found")]
-    Empty,
+    Empty { pem_blocks: bool },
+}
+
+impl CaBundleError {
+    /// What client-go says of such a bundle when it builds the webhook's client
+    /// (`rootCertPool` and `createErrorParsingCAData`), after `unable to load root
+    /// certificates: `.
+    fn client_go_words(&self) -> String {
+        let why = match self {
+            CaBundleError::Unparsable { message, .. } => {
+                format!("failed to parse certificate: {message}")
+            }
+            CaBundleError::Empty { pem_blocks: true } => {
+                "no valid certificate authority data seen".to_string()
+            }
+            _ => "unable to parse bytes as PEM block".to_string(),
+        };
+        format!("unable to load root certificates: {why}")
+    }
 }
 
 /// A decoded `caBundle`: its certificates, and those that are self-signed.
@@ -406,7 +441,8 @@ fn parse_ca_bundle(b64: &str) -> Result<CaBundle, CaBundleError> {
         certs.push(wrapped);
     }
     if certs.is_empty() {
-        return Err(CaBundleError::Empty);
+        let pem_blocks = pem.windows(11).any(|w| w == b"-----BEGIN ");
+        return Err(CaBundleError::Empty { pem_blocks });
     }
     Ok((Arc::from(certs), Arc::from(leaves)))
 }
@@ -554,6 +590,9 @@ mod tests {
         assert!(both.unwrap_err().body().contains("exactly one"));
     }
 
+    /// Not base64 is refused (the API cannot decode the field); base64 that holds no usable
+    /// certificate loads, as kube-apiserver accepts it, and carries client-go's words for the
+    /// calls to fail with.
     #[test]
     fn bad_ca_bundles() {
         let cc = |ca: &str| WebhookClientConfig {
@@ -565,16 +604,24 @@ mod tests {
             .unwrap_err()
             .body()
             .contains("base64"));
-        let not_pem = base64::engine::general_purpose::STANDARD.encode("hello");
-        assert!(Backend::from_client_config(&cc(&not_pem))
-            .unwrap_err()
-            .body()
-            .contains("no PEM"));
-        let garbage = base64::engine::general_purpose::STANDARD
-            .encode("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
-        assert!(Backend::from_client_config(&cc(&garbage))
-            .unwrap_err()
-            .body()
-            .contains("does not parse"));
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        for (bundle, want) in [
+            (
+                "hello",
+                "unable to load root certificates: unable to parse bytes as PEM block",
+            ),
+            (
+                "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+                "unable to load root certificates: no valid certificate authority data seen",
+            ),
+            (
+                "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+                "unable to load root certificates: failed to parse certificate: ",
+            ),
+        ] {
+            let backend = Backend::from_client_config(&cc(&b64(bundle))).unwrap();
+            let error = backend.rest_client_error.unwrap();
+            assert!(error.starts_with(want), "{bundle}: {error}");
+        }
     }
 }

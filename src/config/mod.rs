@@ -1439,6 +1439,12 @@ fn compile_webhook(
     let mut bad = |error: FieldError| problems.push(field_problem(error));
     let conditions = compile_match_conditions(&hook.match_conditions, &mut bad);
     let backend = client_config_backend(hook.client_config.as_ref(), backends, &mut bad);
+    if let Some(e) = backend.as_ref().and_then(|b| b.rest_client_error.as_ref()) {
+        warnings.push((
+            "clientConfig.caBundle".into(),
+            format!("holds no usable certificate: kube-apiserver accepts it and every call fails when it builds the client (could not get REST client: {e}); the proxy fails each call so too, by failurePolicy"),
+        ));
+    }
     match backend {
         Some(backend) if problems.is_empty() => {
             let matcher = Matcher {

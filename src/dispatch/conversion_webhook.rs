@@ -60,9 +60,12 @@ pub(crate) async fn convert(
             "failed: no supported conversion review versions".into(),
         ));
     };
+    let backend = &webhook.backend;
+    if let Some(e) = &backend.rest_client_error {
+        return Err(fail("tls", format!("failed: {e}")));
+    }
     let uid = fresh_uid();
     let body = conversion_request(version, &uid, desired_api_version, object);
-    let backend = &webhook.backend;
     let target = Target::shared(backend.clone());
     let post = |detail: &dyn std::fmt::Display| format!("failed: Post {:?}: {detail}", backend.url);
     // kube-apiserver's conversion client is client-go too: Retry-After is honoured.

@@ -69,6 +69,10 @@ pub(crate) enum CallFailure {
     UnsupportedPatchType(String),
     #[error("received undecodable patch in webhook response: {0}")]
     UndecodablePatch(String),
+    /// The backend's client cannot be built (a `caBundle` with no usable certificate):
+    /// `ErrCallingWebhook`'s `could not get REST client: …` (`callHook`).
+    #[error("could not get REST client: {0}")]
+    RestClient(String),
     /// The proxy could not read the namespace labels the webhook's namespaceSelector needs
     /// (`serve --watch-namespaces` not synced, live lookup failed); no call was made.
     #[error("{0}")]
@@ -93,6 +97,7 @@ impl CallFailure {
             CallFailure::NoKnownReviewVersion => "no_review_version",
             CallFailure::Transport { class, .. } => class,
             CallFailure::ReadBody(_) => "transport",
+            CallFailure::RestClient(_) => "tls",
             CallFailure::Timeout { .. } => "timeout",
             CallFailure::Status { .. } => "status",
             CallFailure::Undecodable(_)

@@ -605,6 +605,10 @@ impl Dispatcher {
             permit,
             _slot,
         } = guarded;
+        if let Some(e) = &webhook.backend.rest_client_error {
+            let failure = CallFailure::RestClient(e.to_string());
+            return ControlFlow::Break(self.fail(webhook, failure));
+        }
         // Sized once and appended: `format!` grows its String twice for this.
         let mut path = String::with_capacity(webhook.backend.path.len() + 32);
         path.push_str(&webhook.backend.path);

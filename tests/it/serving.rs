@@ -733,3 +733,71 @@ fn a_namespace_selector_without_a_namespace_source_is_refused() {
     let ready = https_get(&proxy.addr, &ws.pki.ca_pem, None, "/readyz").unwrap();
     assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
 }
+
+/// A caBundle that decodes but holds no certificate (Linkerd's install manifests carry a
+/// placeholder) was refused at load; kube-apiserver accepts the configuration and fails each
+/// call when it builds the client. `check` now warns, and `serve` fails each call in
+/// client-go's words, by failurePolicy.
+#[test]
+fn a_ca_bundle_without_certificates_loads_and_each_call_fails_by_failure_policy() {
+    use base64::Engine;
+    let ws = Workspace::new("bad-ca-bundle");
+    let placeholder = base64::engine::general_purpose::STANDARD.encode("placeholder");
+    let webhook = |name: &str, policy: &str| {
+        validating(
+            name,
+            &format!("{{url: \"https://127.0.0.1:9/never\", caBundle: \"{placeholder}\"}}"),
+            ALL,
+            &format!("failurePolicy: {policy}"),
+        )
+    };
+    write_config(
+        &ws,
+        &[
+            webhook("ignore.ca.test", "Ignore"),
+            webhook("fail.ca.test", "Fail"),
+        ]
+        .join("---\n"),
+    );
+    let out = Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&ws.conf)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(
+        report.contains("clientConfig.caBundle")
+            && report.contains("unable to parse bytes as PEM block"),
+        "{report}"
+    );
+    let proxy = BinaryProxy::start(&ws.conf, &ws.cert, &ws.key, &[]);
+    let client = HttpClient::new();
+    let target = proxy.target(&ws.pki);
+    let body = crate::common::fixture("0096-create-core-v1-pods-v1.json");
+    let post = |name: &'static str| {
+        let (client, target, body) = (&client, &target, &body);
+        async move {
+            client
+                .post(target, &format!("/webhooks/{name}?timeout=10s"), body, &[])
+                .await
+                .unwrap()
+        }
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ignore = rt.block_on(post("ignore.ca.test"));
+    assert_eq!(
+        ignore.header("x-admission-proxy-decision"),
+        Some("failed-open")
+    );
+    let fail = rt.block_on(post("fail.ca.test"));
+    assert_eq!(
+        fail.header("x-admission-proxy-decision"),
+        Some("failed-closed")
+    );
+    let text = String::from_utf8_lossy(&fail.body);
+    assert!(
+        text.contains("could not get REST client: unable to load root certificates: unable to parse bytes as PEM block"),
+        "{text}"
+    );
+}
