@@ -412,14 +412,15 @@ fn control_plane(
     }
 }
 
-/// A rule for every resource of every group, with no namespaceSelector to leave the system
-/// namespaces out.
+/// A rule for every resource of every group, with no objectSelector narrowing it and no
+/// namespaceSelector leaving kube-system out (one that still selects it does not).
 fn catch_all(w: &Webhook, found: &mut Vec<Problem>) {
-    let selector_empty = w.spec.namespace_selector.as_ref().is_none_or(|s| {
-        s.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
-            && s.match_expressions.as_ref().is_none_or(Vec::is_empty)
-    });
-    if !selector_empty {
+    let kube_system = BTreeMap::from([(
+        crate::matching::namespaces::METADATA_NAME_LABEL.to_string(),
+        "kube-system".to_string(),
+    )]);
+    if !w.matcher.object_selector.is_empty() || !w.matcher.namespace_selector.matches(&kube_system)
+    {
         return;
     }
     for (i, rule) in w.spec.rules.iter().enumerate() {

@@ -241,6 +241,8 @@ fn safety_findings_name_each_risky_webhook_and_gate_with_fail_on_warning() {
     let pods =
         "{operations: [CREATE, UPDATE], apiGroups: [\"\"], apiVersions: [v1], resources: [pods]}";
     let leases = "{operations: [UPDATE], apiGroups: [coordination.k8s.io], apiVersions: [v1], resources: [leases]}";
+    let deletes =
+        "{operations: [DELETE], apiGroups: [\"*\"], apiVersions: [\"*\"], resources: [\"*\"]}";
     let system_ns = "  namespaceSelector:\n    matchExpressions:\n    - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system, kube-node-lease]}\n";
     let validating = [
         // Catch-all, no namespaceSelector, Fail: every control-plane request.
@@ -254,6 +256,18 @@ fn safety_findings_name_each_risky_webhook_and_gate_with_fail_on_warning() {
             "quiet.example.com",
             all,
             "  failurePolicy: Ignore\n  matchConditions:\n  - {name: users, expression: \"!request.userInfo.username.startsWith('system:')\"}\n",
+        ),
+        // Every resource, but only objects labelled in-use=true: not a catch-all.
+        webhook(
+            "deletes.example.com",
+            deletes,
+            "  failurePolicy: Ignore\n  objectSelector: {matchLabels: {in-use: \"true\"}}\n",
+        ),
+        // A namespaceSelector that still selects kube-system does not leave it out.
+        webhook(
+            "leaky.example.com",
+            deletes,
+            "  failurePolicy: Ignore\n  namespaceSelector:\n    matchExpressions:\n    - {key: team, operator: NotIn, values: [x]}\n",
         ),
     ];
     std::fs::write(
@@ -331,6 +345,21 @@ fn safety_findings_name_each_risky_webhook_and_gate_with_fail_on_warning() {
     let quiet = lines("quiet.example.com");
     assert_eq!(quiet.len(), 1, "Ignore: only the catch-all rule: {out}");
     assert!(quiet[0].contains("webhooks[3].rules[0]"), "{out}");
+    // The catch-all finding reads the selectors (the Gatekeeper and Kyverno shapes): an
+    // objectSelector narrows it; a namespaceSelector silences it only if it leaves kube-system
+    // out.
+    assert!(
+        !lines("deletes.example.com")
+            .iter()
+            .any(|l| l.contains("every resource of every group")),
+        "{out}"
+    );
+    assert!(
+        lines("leaky.example.com")
+            .iter()
+            .any(|l| l.contains("webhooks[5].rules[0]: every resource of every group")),
+        "{out}"
+    );
     let first = lines("first.example.com");
     assert!(
         first
