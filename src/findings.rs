@@ -3,8 +3,8 @@
 //! configuration it generates) as warnings with the webhook, its field path and a fix.
 //!
 //! Each finding is decided as kube-apiserver would decide the request at risk: the control
-//! plane's own requests (a kubelet's Node and Lease updates, leader election, TokenReviews and
-//! SubjectAccessReviews, system pods, the webhook's own backend) are built as AdmissionReviews
+//! plane's own requests (a kubelet's Node and Lease updates and certificate requests, leader
+//! election, TokenReviews and SubjectAccessReviews, system pods, the webhook's own backend) are built as AdmissionReviews
 //! and run through the same selection as `serve` and `explain` (rules, namespaceSelector,
 //! objectSelector, matchPolicy, matchConditions; [`crate::explain::explain`]). What is
 //! flagged is what has taken clusters down: a `failurePolicy: Fail` webhook that is down
@@ -163,6 +163,34 @@ fn control_plane_probes() -> Vec<Probe> {
             "the ReplicaSet controller creating a system pod in kube-system",
             "system pods (DNS, networking) cannot be recreated",
         ),
+        Probe {
+            what: "a kubelet requesting its client or serving certificate (CREATE certificatesigningrequests)".into(),
+            consequence: "kubelets cannot renew their certificates (a node drops out when its client certificate expires) and new nodes cannot join",
+            operation: "CREATE",
+            group: "certificates.k8s.io",
+            version: "v1",
+            resource: "certificatesigningrequests",
+            sub_resource: "",
+            kind: "CertificateSigningRequest",
+            namespace: String::new(),
+            name: "csr-1",
+            username: "system:node:node-1".into(),
+            groups: NODE_GROUPS,
+        },
+        Probe {
+            what: "kube-controller-manager approving a kubelet's certificate (UPDATE certificatesigningrequests/approval)".into(),
+            consequence: "kubelet certificates are never approved",
+            operation: "UPDATE",
+            group: "certificates.k8s.io",
+            version: "v1",
+            resource: "certificatesigningrequests",
+            sub_resource: "approval",
+            kind: "CertificateSigningRequest",
+            namespace: String::new(),
+            name: "csr-1",
+            username: "system:serviceaccount:kube-system:certificate-controller".into(),
+            groups: CONTROLLER_GROUPS,
+        },
     ]
 }
 

@@ -315,6 +315,7 @@ fn safety_findings_name_each_risky_webhook_and_gate_with_fail_on_warning() {
         "kube-controller-manager renewing its leader election Lease in kube-system",
         "a TokenReview",
         "a SubjectAccessReview",
+        "a kubelet requesting its client or serving certificate (CREATE certificatesigningrequests)",
         "a system pod in kube-system",
         "creating a pod in the backend's own namespace \"policy\"",
         "updating endpoints in the backend's own namespace \"policy\"",
