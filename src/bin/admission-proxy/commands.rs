@@ -265,12 +265,6 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
             eprintln!("warning: {w}");
         }
     }
-    // The registration keeps each legacy webhook's rules, selectors, matchConditions and
-    // failurePolicy: their findings are the registration's, with the proxy's own namespace as
-    // the backend's.
-    for f in admission_proxy::findings::findings(&snapshot, Some(&options.namespace), None) {
-        eprintln!("warning: {f}");
-    }
     let rendered = if args.chain {
         admission_proxy::registration::render_chains(&snapshot, &options)
     } else {
@@ -286,6 +280,20 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
             problems.len()
         )
     })?;
+    // The findings are those of what is printed, as kube-apiserver will load it: its
+    // selectors (the proxy's own namespace left out), its timeouts (one second more each),
+    // no matchConditions (the proxy evaluates them), the proxy as the backend.
+    let printed = std::path::PathBuf::from("registration.yaml");
+    match config::load_contents(&[(printed, rendered.clone())]) {
+        Ok(registration) => {
+            for f in
+                admission_proxy::findings::findings(&registration, Some(&options.namespace), None)
+            {
+                eprintln!("warning: {f}");
+            }
+        }
+        Err(e) => eprintln!("warning: the printed registration is not checked: {e}"),
+    }
     if let Some(plugin) = args.static_manifests {
         if rendered.is_empty() {
             bail!(
