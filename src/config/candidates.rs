@@ -165,6 +165,7 @@ pub(super) fn attach(
     backends: &mut Backends,
     mut policy: impl FnMut(&str) -> Result<Arc<crate::policy::Policy>, Vec<FieldError>>,
     errors: &mut Vec<Problem>,
+    warnings: &mut Vec<Problem>,
 ) {
     let mut names = std::collections::HashSet::new();
     for Declared {
@@ -201,6 +202,15 @@ pub(super) fn attach(
                     }),
                 (None, None) => continue,
             };
+        if let Ok(CandidateKind::Policy(p)) = &kind {
+            for message in scope_differences(&compiled[legacy], p) {
+                warnings.push(Problem {
+                    field: format!("{prefix}spec.policy"),
+                    message,
+                    ..base.clone()
+                });
+            }
+        }
         match kind {
             Ok(kind) => compiled[legacy].candidates.push(Arc::new(Candidate {
                 name: object.metadata.name.clone(),
@@ -214,6 +224,122 @@ pub(super) fn attach(
             })),
         }
     }
+}
+
+/// Resources a scope comparison probes besides those the legacy rules name: the core
+/// resources and one version of every resource of the equivalence table.
+const CORE_RESOURCES: [&str; 15] = [
+    "pods",
+    "services",
+    "configmaps",
+    "secrets",
+    "namespaces",
+    "nodes",
+    "serviceaccounts",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "replicationcontrollers",
+    "endpoints",
+    "events",
+    "limitranges",
+    "resourcequotas",
+    "podtemplates",
+];
+
+/// Where the policy's rules (matchConstraints and bindings) and the legacy webhook's rules
+/// select different requests, by group/version/resource and operation, each way: what the
+/// legacy webhook is called for and the policy does not cover gets no verdict after the
+/// cut-over; what the policy covers and the legacy webhook never sees is never compared and
+/// gets a new verdict. Selectors, resourceNames and matchPolicy's equivalents aside: the rules
+/// are compared on the resources the legacy rules name and the built-in ones.
+fn scope_differences(legacy: &Webhook, policy: &crate::policy::Policy) -> Vec<String> {
+    use crate::matching::RuleInput;
+    use crate::review::{GroupVersionResource, Operation};
+    use std::collections::BTreeMap;
+    let mut targets: std::collections::BTreeSet<(String, String, String)> = CORE_RESOURCES
+        .iter()
+        .map(|r| (String::new(), "v1".to_string(), r.to_string()))
+        .collect();
+    for e in crate::resources::equivalence::EQUIVALENCES {
+        let (g, v) = e.versions[0];
+        targets.insert((g.to_string(), v.to_string(), e.resource.to_string()));
+    }
+    for rule in &legacy.spec.rules {
+        for g in rule.api_groups.iter().filter(|g| *g != "*") {
+            for v in rule.api_versions.iter().filter(|v| *v != "*") {
+                for r in rule.resources.iter().filter(|r| !r.contains('*')) {
+                    let r = r.split('/').next().unwrap_or(r);
+                    targets.insert((g.clone(), v.clone(), r.to_string()));
+                }
+            }
+        }
+    }
+    let operations = [
+        (Operation::Create, "CREATE"),
+        (Operation::Update, "UPDATE"),
+        (Operation::Delete, "DELETE"),
+        (Operation::Connect, "CONNECT"),
+    ];
+    // Resource -> operations, each way.
+    let mut missing: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut extra: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (g, v, r) in &targets {
+        let resource = GroupVersionResource {
+            group: g.as_str().into(),
+            version: v.as_str().into(),
+            resource: r.as_str().into(),
+        };
+        for (operation, word) in operations {
+            // Namespaced or cluster-scoped: either counts.
+            let selects = |f: &dyn Fn(&RuleInput<'_>) -> bool| {
+                ["ns", ""].iter().any(|namespace| {
+                    f(&RuleInput {
+                        operation,
+                        resource: &resource,
+                        sub_resource: "",
+                        namespace,
+                    })
+                })
+            };
+            let by_legacy = selects(&|i| legacy.matcher.rules.iter().any(|rule| rule.matches(i)));
+            let by_policy = selects(&|i| policy.rules_select(i));
+            let name = format!("{}/{v} {r}", if g.is_empty() { "core" } else { g });
+            match (by_legacy, by_policy) {
+                (true, false) => missing.entry(name).or_default().push(word),
+                (false, true) => extra.entry(name).or_default().push(word),
+                _ => {}
+            }
+        }
+    }
+    let list = |found: &BTreeMap<String, Vec<&str>>| {
+        let mut shown: Vec<String> = found
+            .iter()
+            .take(8)
+            .map(|(r, ops)| format!("{r} ({})", ops.join(", ")))
+            .collect();
+        if found.len() > 8 {
+            shown.push(format!("and {} more", found.len() - 8));
+        }
+        shown.join(", ")
+    };
+    let mut out = Vec::new();
+    if !missing.is_empty() {
+        out.push(format!(
+            "ValidatingAdmissionPolicy {:?} does not cover requests its legacy webhook {:?} is called for: {}; after the cut-over they get no verdict from it",
+            policy.name(),
+            legacy.name,
+            list(&missing)
+        ));
+    }
+    if !extra.is_empty() {
+        out.push(format!(
+            "ValidatingAdmissionPolicy {:?} covers requests its legacy webhook {:?} is never called for: {}; they are never compared, and get a new verdict after the cut-over",
+            policy.name(),
+            legacy.name,
+            list(&extra)
+        ));
+    }
+    out
 }
 
 /// Where the candidate's legacy webhook is among `compiled`.

@@ -907,6 +907,7 @@ impl Load {
             &mut self.backends,
             policy,
             &mut self.errors,
+            &mut self.warnings,
         );
     }
 

@@ -84,6 +84,15 @@ impl Constraints {
         }
     }
 
+    /// Whether the rules alone select `input` (any name; selectors and matchPolicy's
+    /// equivalents aside): excludeResourceRules first, then resourceRules (none: every
+    /// resource). For `check`'s scope comparison with a legacy webhook's rules.
+    pub(crate) fn rules_select(&self, input: &RuleInput<'_>) -> bool {
+        let any = |rules: &[Named]| rules.iter().any(|n| n.rule.matches(input));
+        !any(&self.exclude_resource_rules)
+            && (self.resource_rules.is_empty() || any(&self.resource_rules))
+    }
+
     /// `Matcher.Matches`: namespaceSelector and objectSelector (their errors held back),
     /// excludeResourceRules, resourceRules (none: every resource), then the held-back errors.
     pub(crate) fn matches(

@@ -303,6 +303,17 @@ impl Policy {
         })
     }
 
+    /// Whether the policy's matchConstraints and one of its bindings select `input` by their
+    /// rules alone (selectors, resourceNames and equivalents aside): `check`'s scope
+    /// comparison with the legacy webhook it would replace.
+    pub(crate) fn rules_select(&self, input: &crate::matching::RuleInput<'_>) -> bool {
+        self.constraints.rules_select(input)
+            && self
+                .bindings
+                .iter()
+                .any(|b| b.constraints.as_ref().is_none_or(|c| c.rules_select(input)))
+    }
+
     /// `metadata.name`.
     pub fn name(&self) -> &str {
         &self.name

@@ -661,3 +661,44 @@ fn kube_apiserver_s_refusals_are_check_s_in_its_words() {
     }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
+
+/// `check` compares a candidate policy's scope with its legacy webhook's, both ways: a policy
+/// that misses cronjobs (the legacy webhook's rules name them) would leave them without a
+/// verdict after the cut-over; one that also covers DELETE gets requests the legacy webhook
+/// never sees, never compared.
+#[test]
+fn a_candidate_policy_s_scope_is_compared_with_its_legacy_webhook_s() {
+    let dir = scratch("candidate-scope");
+    std::fs::write(
+        dir.join("webhooks.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\n\
+         metadata: {name: legacy}\nwebhooks:\n- name: workloads.legacy.example.com\n  \
+         clientConfig: {url: \"https://127.0.0.1:9/never\"}\n  rules:\n  \
+         - {operations: [CREATE, UPDATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}\n  \
+         - {operations: [CREATE, UPDATE], apiGroups: [batch], apiVersions: [v1], resources: [cronjobs]}\n  \
+         sideEffects: None\n  admissionReviewVersions: [v1]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("candidate.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+         metadata: {name: workloads}\nspec:\n  matchConstraints:\n    resourceRules:\n    \
+         - {operations: [CREATE, UPDATE, DELETE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}\n  \
+         validations:\n  - expression: \"true\"\n---\n\
+         apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+         metadata: {name: workloads}\nspec: {policyName: workloads, validationActions: [Deny]}\n---\n\
+         apiVersion: admission-proxy.io/v1alpha1\nkind: Candidate\nmetadata: {name: workloads}\n\
+         spec: {webhook: workloads.legacy.example.com, policy: {name: workloads}}\n",
+    )
+    .unwrap();
+    let (code, out) = check(&["--config", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "warnings only: {out}");
+    assert!(
+        out.contains("does not cover requests its legacy webhook \"workloads.legacy.example.com\" is called for: batch/v1 cronjobs (CREATE, UPDATE)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("covers requests its legacy webhook \"workloads.legacy.example.com\" is never called for: apps/v1 deployments (DELETE)"),
+        "{out}"
+    );
+}
