@@ -12,7 +12,7 @@
 //! admission_proxy_candidate_comparisons_total{webhook="pods.example.com",candidate="pods-v2",result="agree"} 98
 //! admission_proxy_candidate_comparisons_total{webhook="pods.example.com",candidate="pods-v2",result="disagree_allowed"} 2
 //! "#;
-//! let reports = report(metrics, None).unwrap();
+//! let reports = report(metrics, &[]).unwrap();
 //! assert_eq!(reports[0].compared, 100);
 //! assert!(render(&reports).contains("98.00% agreement"));
 //! ```
@@ -34,6 +34,9 @@ pub enum ReportError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A Prometheus query API answer that is not a vector of samples.
+    #[error("the Prometheus query's answer: {0}")]
+    Query(String),
 }
 
 /// One candidate's report.
@@ -59,7 +62,7 @@ pub struct CandidateReport {
 }
 
 /// Disagreements that read the same: the same differences, and the same decision on each side.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Disagreement {
     /// How they differ (`allowed`, `code`, `patch`, `warnings`).
@@ -90,7 +93,7 @@ impl CandidateReport {
 ///
 /// # Errors
 /// [`ReportError::Captures`] when the capture directory cannot be listed.
-pub fn report(metrics: &str, captures: Option<&Path>) -> Result<Vec<CandidateReport>, ReportError> {
+pub fn report(metrics: &str, captures: &[&Path]) -> Result<Vec<CandidateReport>, ReportError> {
     let mut reports: BTreeMap<(String, String), CandidateReport> = BTreeMap::new();
     for (labels, value) in series(metrics, "admission_proxy_candidate_comparisons_total") {
         let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
@@ -114,11 +117,32 @@ pub fn report(metrics: &str, captures: Option<&Path>) -> Result<Vec<CandidateRep
             .or_insert_with(|| empty(key))
             .error_decisions += value as u64;
     }
-    if let Some(dir) = captures {
-        for (key, group) in disagreements(dir)? {
-            let entry = reports.entry(key.clone()).or_insert_with(|| empty(key));
-            entry.disagreements = group;
+    // Several capture directories (one per replica): their groups merged.
+    let mut merged: BTreeMap<(String, String), ByReading> = BTreeMap::new();
+    for dir in captures {
+        for (key, groups) in disagreements(dir)? {
+            let into = merged.entry(key).or_default();
+            for d in groups {
+                let reading = (d.differences.clone(), d.legacy.clone(), d.candidate.clone());
+                let entry = into.entry(reading).or_insert_with(|| Disagreement {
+                    captures: Vec::new(),
+                    count: 0,
+                    ..d.clone()
+                });
+                entry.count += d.count;
+                for c in d.captures {
+                    if entry.captures.len() < 3 {
+                        entry.captures.push(c);
+                    }
+                }
+            }
         }
+    }
+    for (key, found) in merged {
+        let mut found: Vec<Disagreement> = found.into_values().collect();
+        found.sort_by_key(|d| std::cmp::Reverse(d.count));
+        let entry = reports.entry(key.clone()).or_insert_with(|| empty(key));
+        entry.disagreements = found;
     }
     Ok(reports.into_values().collect())
 }
@@ -233,6 +257,67 @@ pub fn render(reports: &[CandidateReport]) -> String {
         }
     }
     out
+}
+
+/// `current` minus `earlier` (two `/metrics` scrapes of the same proxies, `earlier` saved
+/// before): the counts of the window between them, as the same text. A series whose value went
+/// down (the proxy restarted) counts from zero; one `earlier` lacks counts whole.
+pub fn window(current: &str, earlier: &str) -> String {
+    let key = |line: &str| line.rsplit_once(' ').map(|(k, _)| k.to_string());
+    let before: BTreeMap<String, f64> = earlier
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| Some((key(l)?, l.rsplit(' ').next()?.parse().ok()?)))
+        .collect();
+    let mut out = String::new();
+    for line in current.lines() {
+        let (Some(k), Some(Ok(now))) = (key(line), line.rsplit(' ').next().map(str::parse::<f64>))
+        else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let then = before.get(&k).copied().unwrap_or(0.0);
+        let value = if now >= then { now - then } else { now };
+        out.push_str(&format!("{k} {value}\n"));
+    }
+    out
+}
+
+/// A Prometheus query API answer (`/api/v1/query`, an instant vector) of `family`'s series, as
+/// `/metrics` text lines, so that [`report`] reads a fleet's sums as it reads one scrape.
+///
+/// # Errors
+/// The answer is not a successful vector result.
+pub fn vector_as_series(family: &str, answer: &str) -> Result<String, ReportError> {
+    let bad = |why: &str| ReportError::Query(why.to_string());
+    let value: Value = serde_json::from_str(answer).map_err(|e| bad(&e.to_string()))?;
+    if value["status"] != "success" {
+        return Err(bad(value["error"]
+            .as_str()
+            .unwrap_or("the query did not succeed")));
+    }
+    let result = value["data"]["result"]
+        .as_array()
+        .ok_or_else(|| bad("no vector result"))?;
+    let quote = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    let mut out = String::new();
+    for sample in result {
+        let labels: Vec<String> = sample["metric"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| *k != "__name__")
+            .map(|(k, v)| format!("{k}=\"{}\"", quote(v.as_str().unwrap_or(""))))
+            .collect();
+        let number = sample["value"][1].as_str().unwrap_or("0");
+        out.push_str(&format!("{family}{{{}}} {number}\n", labels.join(",")));
+    }
+    Ok(out)
 }
 
 /// The series of `family` in Prometheus text: each one's labels and value.

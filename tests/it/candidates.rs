@@ -922,3 +922,89 @@ async fn a_legacy_failure_is_legacy_error_not_a_disagreement() {
     );
     assert!(proxy.logged("the legacy webhook's call failed; not compared"));
 }
+
+/// One report for a fleet: the scrapes of two replicas add up; `--since` a saved scrape
+/// counts only what came after it; `--prometheus` asks a Prometheus server's query API (a
+/// stand-in speaking its wire protocol here) for the sums over every replica, `increase` over
+/// the `--since` window. Before, `candidates` read one scrape, from the beginning.
+#[test]
+fn the_report_sums_a_fleet_and_windows_by_since() {
+    let ws = Workspace::new("candidates-fleet");
+    let series = |agree: u64, disagree: u64| {
+        format!(
+            "admission_proxy_candidate_comparisons_total{{webhook=\"w\",candidate=\"c\",result=\"agree\"}} {agree}\n\
+             admission_proxy_candidate_comparisons_total{{webhook=\"w\",candidate=\"c\",result=\"disagree_allowed\"}} {disagree}\n"
+        )
+    };
+    let file = |name: &str, text: &str| {
+        let path = ws.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (a, b) = (
+        file("a.txt", &series(90, 10)),
+        file("b.txt", &series(50, 0)),
+    );
+    let report = candidates_report(&a, &["--metrics", &b]);
+    let text = String::from_utf8(report.stdout).unwrap();
+    assert!(
+        text.starts_with("candidate c for webhook w: compared on 150 requests, 93.33% agreement (10 disagreements)"),
+        "{text}"
+    );
+    // Saved before a fix: 80 agreements and all 10 disagreements; since then 10 more
+    // agreements.
+    let saved_a = file("saved-a.txt", &series(80, 10));
+    let windowed = candidates_report(&a, &["--since", &saved_a]);
+    let text = String::from_utf8(windowed.stdout).unwrap();
+    assert!(
+        text.starts_with("candidate c for webhook w: compared on 10 requests, 100.00% agreement (0 disagreements)"),
+        "{text}"
+    );
+
+    // A stand-in Prometheus: answers each instant query with a vector, recording the query.
+    let queries = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = queries.clone();
+    std::thread::spawn(move || {
+        use std::io::{Read as _, Write as _};
+        for mut tcp in listener.incoming().take(2).flatten() {
+            let mut head = [0u8; 8192];
+            let n = tcp.read(&mut head).unwrap_or(0);
+            let request = String::from_utf8_lossy(&head[..n]).to_string();
+            let target = request.split_whitespace().nth(1).unwrap_or("").to_string();
+            seen.lock().unwrap().push(target.clone());
+            let body = if target.contains("error_decisions") {
+                r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"webhook":"w","candidate":"c"},"value":[1764300000,"3"]}]}}"#.to_string()
+            } else {
+                r#"{"status":"success","data":{"resultType":"vector","result":[
+                    {"metric":{"webhook":"w","candidate":"c","result":"agree"},"value":[1764300000,"118"]},
+                    {"metric":{"webhook":"w","candidate":"c","result":"disagree_allowed"},"value":[1764300000,"2"]}]}}"#.to_string()
+            };
+            let _ = write!(
+                tcp,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_admission-proxy"))
+        .args(["candidates", "--prometheus", &url, "--since", "2h"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("candidate c for webhook w: compared on 120 requests, 98.33% agreement (2 disagreements)\n  decided on an error (by failurePolicy, as kube-apiserver would): 3"),
+        "{text}"
+    );
+    let queries = queries.lock().unwrap();
+    assert!(
+        queries[0].starts_with("/api/v1/query?query=sum+by+%28webhook%2C+candidate%2C+result%29+%28increase%28admission_proxy_candidate_comparisons_total%5B7200s%5D%29%29"),
+        "{queries:?}"
+    );
+}

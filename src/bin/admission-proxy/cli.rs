@@ -65,18 +65,34 @@ pub(crate) enum Command {
 
 #[derive(clap::Args)]
 pub(crate) struct CandidatesArgs {
-    /// The proxy's metrics: a file holding a `/metrics` scrape, or an `http://` URL of
-    /// `serve --metrics-bind-address` (e.g. `http://127.0.0.1:8080/metrics`).
+    /// A proxy's metrics: a file holding a `/metrics` scrape, or an `http://` URL of
+    /// `serve --metrics-bind-address` (e.g. `http://127.0.0.1:8080/metrics`). Repeat it for
+    /// each replica of a webhook's Deployment: the counts add up.
+    #[arg(
+        long,
+        required_unless_present = "prometheus",
+        conflicts_with = "prometheus"
+    )]
+    pub(crate) metrics: Vec<String>,
+    /// A Prometheus server that scrapes the proxies (`http://host:9090`): its query API sums
+    /// every replica's counts by webhook, candidate and result.
     #[arg(long)]
-    pub(crate) metrics: String,
-    /// The proxy's `serve --capture-dir`, where every disagreement is captured.
+    pub(crate) prometheus: Option<String>,
+    /// Count only since then: with --prometheus a duration (`2h`, `30m`, `90s`) or an RFC 3339
+    /// time (`increase` over that window); with --metrics a file holding a scrape saved then
+    /// (of the same proxies, in the same order), subtracted from the current one. A fix to a
+    /// candidate is then not buried under the disagreements before it.
     #[arg(long)]
-    pub(crate) capture_dir: Option<PathBuf>,
+    pub(crate) since: Option<String>,
+    /// A proxy's `serve --capture-dir`, where every disagreement is captured; repeat it for
+    /// each replica.
+    #[arg(long)]
+    pub(crate) capture_dir: Vec<PathBuf>,
     /// `text` (default) or `json`.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub(crate) output: String,
-    /// With an `http://` --metrics: the most the scrape may take, from connecting to its last
-    /// byte; a slower answer is an error.
+    /// With an `http://` --metrics or --prometheus: the most each request may take, from
+    /// connecting to its last byte; a slower answer is an error.
     #[arg(long, default_value_t = 30)]
     pub(crate) scrape_timeout_seconds: u64,
 }

@@ -466,30 +466,106 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<()> {
 /// `candidates`: the candidate report, from a metrics scrape (file or `http://` URL) and the
 /// capture directory.
 pub(crate) fn candidates(args: &CandidatesArgs) -> anyhow::Result<()> {
-    use admission_proxy::candidate_report::{render, report};
-    let metrics = if let Some(rest) = args.metrics.strip_prefix("http://") {
-        // `http://host:port` alone means its `/metrics`.
-        let url = if rest.contains('/') {
-            args.metrics.clone()
-        } else {
-            format!("{}/metrics", args.metrics)
-        };
-        let timeout = Duration::from_secs(args.scrape_timeout_seconds);
-        http_get(&url, timeout).with_context(|| format!("scrape {}", args.metrics))?
-    } else {
-        admission_proxy::files::read_to_string(
-            std::path::Path::new(&args.metrics),
-            admission_proxy::files::MAX_CONFIG_FILE_BYTES * 8,
-        )
-        .with_context(|| format!("read {}", args.metrics))?
+    use admission_proxy::candidate_report::{render, report, vector_as_series, window};
+    let timeout = Duration::from_secs(args.scrape_timeout_seconds);
+    let metrics = match &args.prometheus {
+        Some(server) => prometheus_series(server, args.since.as_deref(), timeout)?,
+        None => {
+            let mut all = String::new();
+            for source in &args.metrics {
+                all.push_str(&scrape(source, timeout)?);
+                all.push('\n');
+            }
+            match &args.since {
+                Some(saved) => window(&all, &scrape(saved, timeout)?),
+                None => all,
+            }
+        }
     };
-    let reports = report(&metrics, args.capture_dir.as_deref())?;
+    let dirs: Vec<&std::path::Path> = args
+        .capture_dir
+        .iter()
+        .map(std::path::PathBuf::as_path)
+        .collect();
+    let reports = report(&metrics, &dirs)?;
     if args.output == "json" {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
         print!("{}", render(&reports));
     }
-    Ok(())
+    return Ok(());
+
+    /// The families the report reads, summed over every replica by a Prometheus server
+    /// (`increase` over the window of `since`).
+    fn prometheus_series(
+        server: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        let window = since.map(window_seconds).transpose()?;
+        let mut text = String::new();
+        for (family, by) in [
+            (
+                "admission_proxy_candidate_comparisons_total",
+                "webhook, candidate, result",
+            ),
+            (
+                "admission_proxy_candidate_error_decisions_total",
+                "webhook, candidate",
+            ),
+        ] {
+            let selected = match window {
+                Some(seconds) => format!("increase({family}[{seconds}s])"),
+                None => family.to_string(),
+            };
+            let query = format!("sum by ({by}) ({selected})");
+            let url = reqwest::Url::parse_with_params(
+                &format!("{}/api/v1/query", server.trim_end_matches('/')),
+                &[("query", query.as_str())],
+            )
+            .with_context(|| format!("--prometheus {server}"))?;
+            let answer = http_get(url.as_str(), timeout)
+                .with_context(|| format!("query {server}: {query}"))?;
+            text.push_str(&vector_as_series(family, &answer)?);
+        }
+        Ok(text)
+    }
+
+    /// `--since` as seconds before now: a duration (`2h`, `30m`, `90s`) or an RFC 3339 time.
+    fn window_seconds(since: &str) -> anyhow::Result<u64> {
+        if let Some(seconds) = ["h", "m", "s"].iter().find_map(|unit| {
+            let n: u64 = since.strip_suffix(unit)?.parse().ok()?;
+            Some(match *unit {
+                "h" => n * 3600,
+                "m" => n * 60,
+                _ => n,
+            })
+        }) {
+            return Ok(seconds.max(1));
+        }
+        let then: k8s_openapi::jiff::Timestamp = since.parse().with_context(|| {
+            format!("--since {since:?}: a duration (2h, 30m, 90s) or an RFC 3339 time")
+        })?;
+        let ago = k8s_openapi::jiff::Timestamp::now().as_second() - then.as_second();
+        Ok(u64::try_from(ago).unwrap_or(0).max(1))
+    }
+
+    /// A scrape: an `http://` URL (`http://host:port` alone means its `/metrics`) or a file.
+    fn scrape(source: &str, timeout: Duration) -> anyhow::Result<String> {
+        if let Some(rest) = source.strip_prefix("http://") {
+            let url = if rest.contains('/') {
+                source.to_string()
+            } else {
+                format!("{source}/metrics")
+            };
+            return http_get(&url, timeout).with_context(|| format!("scrape {source}"));
+        }
+        admission_proxy::files::read_to_string(
+            std::path::Path::new(source),
+            admission_proxy::files::MAX_CONFIG_FILE_BYTES * 8,
+        )
+        .with_context(|| format!("read {source}"))
+    }
 }
 
 /// The most a scrape may be: a `/metrics` render of 5,000 webhooks is 9.3 MB.

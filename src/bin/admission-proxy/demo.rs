@@ -299,7 +299,7 @@ async fn candidate_summary(
     use admission_proxy::candidate_report::{render, report};
     let mut reports = Vec::new();
     for _ in 0..250 {
-        reports = report(&metrics.render(), None).unwrap_or_default();
+        reports = report(&metrics.render(), &[]).unwrap_or_default();
         let done: u64 = reports.iter().flat_map(|r| r.results.values()).sum();
         if done as usize >= compared {
             break;
