@@ -768,18 +768,8 @@ async fn a_policy_that_errs_decides_by_its_failure_policy() {
         ),
     ];
     std::fs::write(ws.conf.join("candidates.yaml"), files.join("---\n")).unwrap();
-    let capture_dir = captures.to_str().unwrap().to_string();
-    let proxy = start(
-        &ws,
-        &["--capture-dir", &capture_dir, "--capture-sample", "0"],
-    );
-    let reply = proxy
-        .post(
-            &ws.pki,
-            &format!("/webhooks/{LEGACY}?timeout=10s"),
-            &fixture("0096-create-core-v1-pods-v1.json"),
-        )
-        .await;
+    let proxy = start_capturing(&ws, &captures);
+    let reply = post_pod(&proxy, &ws).await;
     assert!(reply.allowed(), "{}", reply.message());
     for (name, result) in [
         ("fails", "disagree_allowed"),
@@ -897,18 +887,8 @@ async fn a_legacy_failure_is_legacy_error_not_a_disagreement() {
         pod_policy("denies", "Fail", denying, ""),
     )
     .unwrap();
-    let capture_dir = captures.to_str().unwrap().to_string();
-    let proxy = start(
-        &ws,
-        &["--capture-dir", &capture_dir, "--capture-sample", "0"],
-    );
-    let reply = proxy
-        .post(
-            &ws.pki,
-            &format!("/webhooks/{LEGACY}?timeout=10s"),
-            &fixture("0096-create-core-v1-pods-v1.json"),
-        )
-        .await;
+    let proxy = start_capturing(&ws, &captures);
+    let reply = post_pod(&proxy, &ws).await;
     assert_eq!(reply.decision, "failed-open", "{}", reply.message());
     assert_eq!(
         results_when(&proxy, &ws.pki, "denies", 1.0).await,
@@ -1007,4 +987,24 @@ fn the_report_sums_a_fleet_and_windows_by_since() {
         queries[0].starts_with("/api/v1/query?query=sum+by+%28webhook%2C+candidate%2C+result%29+%28increase%28admission_proxy_candidate_comparisons_total%5B7200s%5D%29%29"),
         "{queries:?}"
     );
+}
+
+/// `serve` on `ws`'s configuration, capturing every comparison into `captures`.
+fn start_capturing(ws: &Workspace, captures: &Path) -> BinaryProxy {
+    let capture_dir = captures.to_str().unwrap().to_string();
+    start(
+        ws,
+        &["--capture-dir", &capture_dir, "--capture-sample", "0"],
+    )
+}
+
+/// The legacy webhook's route answering a recorded pod CREATE.
+async fn post_pod(proxy: &BinaryProxy, ws: &Workspace) -> Reply {
+    proxy
+        .post(
+            &ws.pki,
+            &format!("/webhooks/{LEGACY}?timeout=10s"),
+            &fixture("0096-create-core-v1-pods-v1.json"),
+        )
+        .await
 }

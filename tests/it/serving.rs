@@ -32,6 +32,19 @@ fn unreachable_webhook() -> String {
     )
 }
 
+/// `serve` on `ws` with its certificate and `key`, run to its exit (a refusal at start).
+fn serve_until_exit(ws: &Workspace, key: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&ws.conf)
+        .arg("--tls-cert-file")
+        .arg(&ws.cert)
+        .arg("--tls-private-key-file")
+        .arg(key)
+        .output()
+        .unwrap()
+}
+
 fn sigterm(proxy: &BinaryProxy) {
     let status = Command::new("kill")
         .args(["-TERM", &proxy.child.id().to_string()])
@@ -234,15 +247,7 @@ fn a_serving_key_that_does_not_match_is_refused_at_start_and_on_reload() {
     let other = TestPki::generate(&["127.0.0.1"]).unwrap();
     let wrong_key = ws.dir.join("wrong.key");
     std::fs::write(&wrong_key, &other.key_pem).unwrap();
-    let out = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&ws.conf)
-        .arg("--tls-cert-file")
-        .arg(&ws.cert)
-        .arg("--tls-private-key-file")
-        .arg(&wrong_key)
-        .output()
-        .unwrap();
+    let out = serve_until_exit(&ws, &wrong_key);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let error: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
@@ -704,15 +709,7 @@ fn a_namespace_selector_without_a_namespace_source_is_refused() {
         "namespaceSelector: {matchLabels: {env: prod}}",
     );
     write_config(&ws, &selecting);
-    let out = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&ws.conf)
-        .arg("--tls-cert-file")
-        .arg(&ws.cert)
-        .arg("--tls-private-key-file")
-        .arg(&ws.key)
-        .output()
-        .unwrap();
+    let out = serve_until_exit(&ws, &ws.key);
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
