@@ -347,7 +347,7 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
     "Kubernetes quantity": [
         "quantity" => "quantity('1Gi') == quantity('1024Mi')",
         "isQuantity" => "isQuantity('1.3G') && !isQuantity('1.3Gi1')",
-        "sign" => "quantity('-50k').sign() == -1",
+        "sign" => "sign(quantity('-50k')) == -1",
         "isInteger" => "quantity('50k').isInteger() && !quantity('1.5').isInteger()",
         "asInteger" => "quantity('50M').asInteger() == 50000000",
         "asApproximateFloat" => "quantity('1Mi').asApproximateFloat() == 1048576.0",

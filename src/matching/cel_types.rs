@@ -7,19 +7,29 @@
 //! `common/stdlib`), with the base environment's homogeneous aggregate literals and
 //! cross-type numeric comparisons.
 //!
-//! It errs towards accepting: a function it has no signature for (the Kubernetes libraries')
-//! returns `dyn` and checks nothing, so what passes here may still be refused by
-//! kube-apiserver, but what is refused here kube-apiserver refuses too, in the same words
-//! (`undefined field 'foo1'`, `found no matching overload for '_<_' applied to '(int,
-//! string)'`). The cel crate has no checker; none is maintained for Rust.
+//! The Kubernetes libraries' functions are checked against their overloads ([`LIBRARY`]:
+//! `staging/src/k8s.io/apiserver/pkg/cel/library/*.go`, cel-go's `ext/strings.go` and
+//! `ext/sets.go`), and a policy's `variables` are typed as `composition.go` types them: each
+//! one the type its expression checked to (`CompileAndStoreVariable`, through
+//! `convertCelTypeToDeclType`: scalars, lists and maps kept, anything else `dyn`).
+//!
+//! It errs towards accepting: a function it has no signature for (the optional types, the
+//! authorizer's, which `authz` checks, the 1.33+ libraries) returns `dyn` and checks nothing,
+//! so what passes here may still be refused by kube-apiserver, but what is refused here
+//! kube-apiserver refuses too, in the same words (`undefined field 'foo1'`, `found no
+//! matching overload for '_<_' applied to '(int, string)'`). The cel crate has no checker;
+//! none is maintained for Rust.
 
 use cel::common::ast::{operators, EntryExpr, Expr, IdedExpr, LiteralValue};
 
 /// A CEL type, as far as the checker knows it.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Ty {
-    /// Anything: `dyn`, or a type the checker does not know.
+    /// `dyn`, as cel-go types it (`object`, `params`, what is selected on them).
     Dyn,
+    /// A type the checker cannot tell (a function it has no overloads for, and what follows
+    /// from one): anything goes with it, as with `dyn`, and it is never a wrong result.
+    Unknown,
     /// The type of a node that already failed: checked no further.
     Error,
     Null,
@@ -39,6 +49,9 @@ pub(crate) enum Ty {
     Object(&'static Object),
     /// A Kubernetes library's opaque type (`kubernetes.Quantity`, `net.IP`): equality only.
     Opaque(&'static str),
+    /// A policy's `variables` (`kubernetes.variables`): one field per variable compiled
+    /// before, typed.
+    Variables(std::sync::Arc<[(String, Ty)]>),
 }
 
 /// A declared object type: its name and fields.
@@ -176,7 +189,7 @@ impl std::fmt::Display for Ty {
     /// The type as cel-go's errors name it (`list(string)`, `map(string, int)`, `null`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Ty::Dyn => f.write_str("dyn"),
+            Ty::Dyn | Ty::Unknown => f.write_str("dyn"),
             Ty::Error => f.write_str("*error*"),
             Ty::Null => f.write_str("null"),
             Ty::Bool => f.write_str("bool"),
@@ -192,6 +205,7 @@ impl std::fmt::Display for Ty {
             Ty::Map(k, v) => write!(f, "map({k}, {v})"),
             Ty::Object(o) => f.write_str(o.name),
             Ty::Opaque(name) => f.write_str(name),
+            Ty::Variables(_) => f.write_str("kubernetes.variables"),
         }
     }
 }
@@ -199,11 +213,47 @@ impl std::fmt::Display for Ty {
 impl Ty {
     /// Unknown enough that anything goes with it.
     fn is_dyn(&self) -> bool {
-        matches!(self, Ty::Dyn | Ty::Error)
+        matches!(self, Ty::Dyn | Ty::Error | Ty::Unknown)
     }
 
     fn is_numeric(&self) -> bool {
         matches!(self, Ty::Int | Ty::Uint | Ty::Double)
+    }
+
+    /// The name a wrong result type is reported with (`must evaluate to bool but got
+    /// google.protobuf.Duration`, `but got dyn`: cel-go's type names; `CompileCELExpression`
+    /// wants the result to be exactly one of the return types); `None` for a type the checker
+    /// cannot name exactly (unknown, a type value), which the result check then accepts.
+    pub(crate) fn result_name(&self) -> Option<String> {
+        match self {
+            Ty::Unknown | Ty::Error | Ty::Type => None,
+            Ty::Null => Some("null_type".to_string()),
+            Ty::Duration => Some("google.protobuf.Duration".to_string()),
+            Ty::Timestamp => Some("google.protobuf.Timestamp".to_string()),
+            other => Some(other.to_string()),
+        }
+    }
+
+    /// The type a policy variable of this type is declared with (`convertCelTypeToDeclType`,
+    /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/composition.go`): scalars, and
+    /// lists and maps of what this keeps; anything else (objects, the libraries' types, type
+    /// values) `dyn`.
+    pub(crate) fn declared(&self) -> Ty {
+        match self {
+            Ty::List(e) => Ty::List(Box::new(e.declared())),
+            Ty::Map(k, v) => Ty::Map(Box::new(k.declared()), Box::new(v.declared())),
+            Ty::Null
+            | Ty::Bool
+            | Ty::Int
+            | Ty::Uint
+            | Ty::Double
+            | Ty::String
+            | Ty::Bytes
+            | Ty::Duration
+            | Ty::Timestamp
+            | Ty::Unknown => self.clone(),
+            _ => Ty::Dyn,
+        }
     }
 }
 
@@ -211,6 +261,9 @@ impl Ty {
 /// somewhere in them, or `null` with an object (`request == null`).
 fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
     match (a, b) {
+        // A failed node, or the free element type of `map`'s and `filter`'s `[]`.
+        (Ty::Error, other) | (other, Ty::Error) => Some(other.clone()),
+        (Ty::Unknown, _) | (_, Ty::Unknown) => Some(Ty::Unknown),
         (x, y) if x.is_dyn() || y.is_dyn() => Some(Ty::Dyn),
         (Ty::List(x), Ty::List(y)) => unify(x, y).map(|t| Ty::List(Box::new(t))),
         (Ty::Map(k1, v1), Ty::Map(k2, v2)) => {
@@ -271,7 +324,16 @@ impl Checker<'_> {
             Expr::Ident(name) => self.ident(name),
             Expr::Select(select) => {
                 let operand = self.check(&select.operand);
-                let field = self.select(node.id, &operand, &select.field);
+                let field = match &operand {
+                    // `has()` on the authorizer's types fails as any unknown field does.
+                    Ty::Opaque(name)
+                        if select.test && name.starts_with("kubernetes.authorization.") =>
+                    {
+                        let message = format!("unexpected failed resolution of '{name}'");
+                        self.error(node.id, message)
+                    }
+                    _ => self.select(node.id, &operand, &select.field),
+                };
                 if select.test {
                     Ty::Bool
                 } else {
@@ -307,13 +369,14 @@ impl Checker<'_> {
                         self.check(&f.value);
                     }
                 }
-                Ty::Dyn
+                Ty::Unknown
             }
             Expr::Comprehension(c) => {
                 let range = self.check(&c.iter_range);
                 let element = match &range {
                     Ty::List(e) => (**e).clone(),
                     Ty::Map(k, _) => (**k).clone(),
+                    Ty::Unknown => Ty::Unknown,
                     t if t.is_dyn() => Ty::Dyn,
                     other => {
                         let message = format!(
@@ -323,12 +386,29 @@ impl Checker<'_> {
                         Ty::Dyn
                     }
                 };
-                let accu = self.check(&c.accu_init);
+                // `map` and `filter` start from `[]`, whose element type cel-go leaves free
+                // until the step binds it (`[1].map(x, x)` is a `list(int)`): `Error` stands
+                // for it here, as `unify` lets any type replace it.
+                let free = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
+                let accu = if free {
+                    Ty::List(Box::new(Ty::Error))
+                } else {
+                    self.check(&c.accu_init)
+                };
                 self.scopes.push((c.accu_var.clone(), accu));
                 self.scopes.push((c.iter_var.clone(), element));
                 self.check(&c.loop_cond);
-                self.check(&c.loop_step);
+                let step = self.check(&c.loop_step);
                 self.scopes.pop();
+                if free {
+                    let bound = match step {
+                        Ty::List(e) if *e != Ty::Error => Ty::List(e),
+                        _ => Ty::List(Box::new(Ty::Dyn)),
+                    };
+                    if let Some(accu) = self.scopes.last_mut() {
+                        accu.1 = bound;
+                    }
+                }
                 let result = self.check(&c.result);
                 self.scopes.pop();
                 result
@@ -336,8 +416,9 @@ impl Checker<'_> {
             Expr::Call(call) if call.func_name == "format" => {
                 // `ext.Strings`' `format` takes a list of anything: its literal argument is
                 // exempt from homogeneity (`HomogeneousAggregateLiteralExemptFunctions`).
+                let mut on_string = false;
                 if let Some(t) = &call.target {
-                    self.check(t);
+                    on_string = self.check(t) == Ty::String;
                 }
                 for arg in &call.args {
                     match &arg.expr {
@@ -351,7 +432,11 @@ impl Checker<'_> {
                         }
                     }
                 }
-                Ty::Dyn
+                if on_string {
+                    Ty::String
+                } else {
+                    Ty::Unknown
+                }
             }
             Expr::Call(call) => {
                 // cel-go's literal validators (`cel.ValidateDurationLiterals`,
@@ -369,6 +454,15 @@ impl Checker<'_> {
                             }
                             _ => {}
                         }
+                    }
+                }
+                // A namespaced function (`sets.contains(a, b)`) parses as a call on an
+                // identifier; cel-go resolves it to the function when no variable has that name.
+                if let Some(Expr::Ident(ns)) = call.target.as_ref().map(|t| &t.expr) {
+                    if super::cel_names::is_namespace(ns) && self.is_undeclared(ns) {
+                        let args: Vec<Ty> = call.args.iter().map(|a| self.check(a)).collect();
+                        let function = format!("{ns}.{}", call.func_name);
+                        return self.call(node.id, &function, None, &args);
                     }
                 }
                 let target = call.target.as_ref().map(|t| self.check(t));
@@ -389,6 +483,12 @@ impl Checker<'_> {
                 self.call(node.id, &call.func_name, target.as_ref(), &args)
             }
         }
+    }
+
+    /// Whether `name` is neither a comprehension variable nor a declared one.
+    fn is_undeclared(&self, name: &str) -> bool {
+        !self.scopes.iter().any(|(n, _)| n == name)
+            && !self.declarations.variables.iter().any(|(n, _)| *n == name)
     }
 
     fn ident(&self, name: &str) -> Ty {
@@ -421,10 +521,21 @@ impl Checker<'_> {
 
     fn select(&mut self, id: u64, operand: &Ty, field: &str) -> Ty {
         match operand {
+            Ty::Unknown => Ty::Unknown,
             t if t.is_dyn() => Ty::Dyn,
             Ty::Map(k, v) if k.is_dyn() || **k == Ty::String => (**v).clone(),
             Ty::Object(o) => match o.fields.iter().find(|(name, _)| *name == field) {
                 Some((_, f)) => f.ty(),
+                None => self.error(id, format!("undefined field '{field}'")),
+            },
+            // `authz.go` declares one field, `requestResource`; cel-go's checker fails any
+            // other selection on its types in these words.
+            Ty::Opaque(AUTHZ) if field == "requestResource" => Ty::Opaque(RESOURCE),
+            Ty::Opaque(name) if name.starts_with("kubernetes.authorization.") => {
+                self.error(id, format!("unexpected failed resolution of '{name}'"))
+            }
+            Ty::Variables(fields) => match fields.iter().find(|(name, _)| name == field) {
+                Some((_, t)) => t.clone(),
                 None => self.error(id, format!("undefined field '{field}'")),
             },
             other => {
@@ -440,8 +551,10 @@ impl Checker<'_> {
             return Ty::Error;
         }
         match resolve(function, target, args) {
+            // What cel-go would type from an argument the checker cannot tell, it cannot tell.
+            Resolution::Type(Ty::Dyn) if all.contains(&&Ty::Unknown) => Ty::Unknown,
             Resolution::Type(t) => t,
-            Resolution::Unknown => Ty::Dyn,
+            Resolution::Unknown => Ty::Unknown,
             Resolution::NoOverload => {
                 let list = |ts: &[Ty]| {
                     ts.iter()
@@ -481,11 +594,7 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
     let dyn_any = args.iter().chain(target).any(Ty::is_dyn);
     match (function, target, args) {
         (operators::LOGICAL_NOT, None, [a]) => found(bool_of(a)),
-        (operators::NEGATE, None, [a]) => found(match a {
-            Ty::Int | Ty::Double => Some(a.clone()),
-            t if t.is_dyn() => Some(Ty::Dyn),
-            _ => None,
-        }),
+        (operators::NEGATE, None, [_]) => overloads(ARITHMETIC, function, target, args),
         (operators::NOT_STRICTLY_FALSE, None, [a]) => found(bool_of(a)),
         (operators::CONDITIONAL, None, [c, a, b]) => {
             let then_else = unify(a, b);
@@ -514,44 +623,18 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
                     )))
             .then_some(Ty::Bool),
         ),
-        (operators::ADD, None, [a, b]) => found(match (a, b) {
-            _ if a.is_dyn() && b.is_dyn() => Some(Ty::Dyn),
-            (Ty::List(_), _) | (_, Ty::List(_)) => unify(a, b),
-            (Ty::Timestamp, Ty::Duration) | (Ty::Duration, Ty::Timestamp) => Some(Ty::Timestamp),
-            (x, y) if x.is_dyn() || y.is_dyn() => Some(Ty::Dyn),
-            (x, y)
-                if x == y
-                    && matches!(
-                        x,
-                        Ty::Int | Ty::Uint | Ty::Double | Ty::String | Ty::Bytes | Ty::Duration
-                    ) =>
-            {
-                Some(x.clone())
-            }
-            _ => None,
-        }),
-        (operators::SUBSTRACT, None, [a, b]) => found(match (a, b) {
-            (x, y) if x.is_dyn() || y.is_dyn() => Some(Ty::Dyn),
-            (Ty::Timestamp, Ty::Timestamp) => Some(Ty::Duration),
-            (Ty::Timestamp, Ty::Duration) => Some(Ty::Timestamp),
-            (x, y) if x == y && matches!(x, Ty::Int | Ty::Uint | Ty::Double | Ty::Duration) => {
-                Some(x.clone())
-            }
-            _ => None,
-        }),
-        (operators::MULTIPLY | operators::DIVIDE, None, [a, b]) => found(match (a, b) {
-            (x, y) if x.is_dyn() || y.is_dyn() => Some(Ty::Dyn),
-            (x, y) if x == y && x.is_numeric() => Some(x.clone()),
-            _ => None,
-        }),
-        (operators::MODULO, None, [a, b]) => found(match (a, b) {
-            (x, y) if x.is_dyn() || y.is_dyn() => Some(Ty::Dyn),
-            (x, y) if x == y && matches!(x, Ty::Int | Ty::Uint) => Some(x.clone()),
-            _ => None,
-        }),
+        (
+            operators::ADD
+            | operators::SUBSTRACT
+            | operators::MULTIPLY
+            | operators::DIVIDE
+            | operators::MODULO,
+            None,
+            [_, _],
+        ) => overloads(ARITHMETIC, function, target, args),
         (operators::INDEX, None, [container, index]) => found(match container {
             t if t.is_dyn() => Some(Ty::Dyn),
-            Ty::List(e) => matches!(index, Ty::Int | Ty::Dyn | Ty::Error).then(|| (**e).clone()),
+            Ty::List(e) => (*index == Ty::Int || index.is_dyn()).then(|| (**e).clone()),
             Ty::Map(k, v) => unify(k, index).map(|_| (**v).clone()),
             _ => None,
         }),
@@ -568,25 +651,13 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
         }),
         ("contains" | "startsWith" | "endsWith", Some(s), [a]) => match s {
             // The Kubernetes libraries add no `contains` on strings; lists' is theirs.
-            Ty::String => found(matches!(a, Ty::String | Ty::Dyn | Ty::Error).then_some(Ty::Bool)),
+            Ty::String => found((*a == Ty::String || a.is_dyn()).then_some(Ty::Bool)),
             _ => Unknown,
         },
         ("matches", Some(s), [p]) | ("matches", None, [s, p]) => found(
-            (matches!(s, Ty::String | Ty::Dyn | Ty::Error)
-                && matches!(p, Ty::String | Ty::Dyn | Ty::Error))
-            .then_some(Ty::Bool),
+            ((*s == Ty::String || s.is_dyn()) && (*p == Ty::String || p.is_dyn()))
+                .then_some(Ty::Bool),
         ),
-        // The Kubernetes libraries' constructors (`staging/src/k8s.io/apiserver/pkg/cel`'s
-        // `QuantityType`, `URLType`, `IPType`, `CIDRType`): their values compare with `==`
-        // only (`quantity(a) > quantity(b)` has no overload; `isGreaterThan` is the way).
-        ("quantity" | "url" | "ip" | "cidr", None, [a]) if a.is_dyn() || *a == Ty::String => {
-            Type(Ty::Opaque(match function {
-                "quantity" => "kubernetes.Quantity",
-                "url" => "kubernetes.URL",
-                "ip" => "net.IP",
-                _ => "net.CIDR",
-            }))
-        }
         // cel-go's strings library at version 2 has no `reverse`: only lists' (1.34).
         ("reverse", Some(Ty::String), []) => NoOverload,
         ("dyn", None, [_]) => Type(Ty::Dyn),
@@ -609,6 +680,10 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
         ("string", None, [a]) => found(conversion(
             a,
             &[
+                // `ip.go` and `cidr.go` add `string(ip)`, `string(cidr)`; quantity and URL
+                // have none.
+                Ty::Opaque(IP),
+                Ty::Opaque(CIDR),
                 Ty::Int,
                 Ty::Uint,
                 Ty::Double,
@@ -628,7 +703,333 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
             &[Ty::Timestamp, Ty::String, Ty::Int],
             Ty::Timestamp,
         )),
-        _ => Unknown,
+        _ => overloads(LIBRARY, function, target, args),
+    }
+}
+
+const QUANTITY: &str = "kubernetes.Quantity";
+const URL: &str = "kubernetes.URL";
+const IP: &str = "net.IP";
+const CIDR: &str = "net.CIDR";
+const NAMED_FORMAT: &str = "kubernetes.NamedFormat";
+use super::authz::{
+    AUTHORIZER_TYPE as AUTHZ, DECISION_TYPE as DECISION, GROUP_CHECK_TYPE as GROUP,
+    PATH_CHECK_TYPE as PATH, RESOURCE_CHECK_TYPE as RESOURCE,
+};
+
+/// A parameter or result type in a library overload.
+#[derive(Debug)]
+enum P {
+    S,
+    I,
+    U,
+    D,
+    B,
+    By,
+    Dur,
+    Ts,
+    Dyn,
+    /// The overload's type parameter (`A` in `list(A)`).
+    A,
+    L(&'static P),
+    M(&'static P, &'static P),
+    Op(&'static str),
+}
+
+/// One overload: the function, whether it is called on a receiver (the first parameter), its
+/// parameters and result.
+#[derive(Debug)]
+pub(crate) struct Overload {
+    function: &'static str,
+    member: bool,
+    params: &'static [P],
+    result: P,
+}
+
+macro_rules! overloads {
+    ($($member:ident $function:literal ($($param:expr),*) -> $result:expr;)*) => {
+        &[$(Overload {
+            function: $function,
+            member: overloads!(@$member),
+            params: &[$($param),*],
+            result: $result,
+        },)*]
+    };
+    (@m) => { true };
+    (@g) => { false };
+}
+
+/// cel-go's arithmetic overloads (`common/stdlib/standard.go`): with a `dyn` operand the
+/// others still choose (`'a' + object.x` is a string, `object.x + 1` an int).
+static ARITHMETIC: &[Overload] = {
+    use P::{By, Dur, Ts, A, D, I, L, S, U};
+    overloads! {
+        g "_+_"(I, I) -> I;
+        g "_+_"(U, U) -> U;
+        g "_+_"(D, D) -> D;
+        g "_+_"(S, S) -> S;
+        g "_+_"(By, By) -> By;
+        g "_+_"(L(&A), L(&A)) -> L(&A);
+        g "_+_"(Ts, Dur) -> Ts;
+        g "_+_"(Dur, Ts) -> Ts;
+        g "_+_"(Dur, Dur) -> Dur;
+        g "_-_"(I, I) -> I;
+        g "_-_"(U, U) -> U;
+        g "_-_"(D, D) -> D;
+        g "_-_"(Ts, Ts) -> Dur;
+        g "_-_"(Ts, Dur) -> Ts;
+        g "_-_"(Dur, Dur) -> Dur;
+        g "_*_"(I, I) -> I;
+        g "_*_"(U, U) -> U;
+        g "_*_"(D, D) -> D;
+        g "_/_"(I, I) -> I;
+        g "_/_"(U, U) -> U;
+        g "_/_"(D, D) -> D;
+        g "_%_"(I, I) -> I;
+        g "_%_"(U, U) -> U;
+        g "-_"(I) -> I;
+        g "-_"(D) -> D;
+    }
+};
+
+/// The Kubernetes libraries' and cel-go extensions' overloads, as kube-apiserver 1.32's
+/// environment declares them (`m` a member, `g` a global function). A function named here is
+/// checked against these alone; one not named is unchecked.
+///
+/// Sources: `staging/src/k8s.io/apiserver/pkg/cel/library/` `lists.go` (`isSorted`, `min`,
+/// `max` over the comparable types, `sum` over the summable ones, `indexOf`), `regex.go`,
+/// `urls.go`, `quantity.go` (`sign` is global there: `quantity('1').sign()` has no overload),
+/// `ip.go`, `cidr.go`, `format.go`, `authz.go` (`authorizer` is a
+/// `kubernetes.authorization.Authorizer`; `authorizer.requestResource` a `ResourceCheck`); cel-go `ext/strings.go` (version 2), `ext/sets.go`;
+/// cel-go's standard timestamp and duration accessors (`common/stdlib/standard.go`).
+pub(crate) static LIBRARY: &[Overload] = {
+    use P::{By, Dur, Op, Ts, A, B, D, I, L, M, S, U};
+    overloads! {
+        m "charAt"(S, I) -> S;
+        m "indexOf"(S, S) -> I;
+        m "indexOf"(S, S, I) -> I;
+        m "indexOf"(L(&A), A) -> I;
+        m "lastIndexOf"(S, S) -> I;
+        m "lastIndexOf"(S, S, I) -> I;
+        m "lastIndexOf"(L(&A), A) -> I;
+        m "lowerAscii"(S) -> S;
+        m "upperAscii"(S) -> S;
+        m "trim"(S) -> S;
+        m "replace"(S, S, S) -> S;
+        m "replace"(S, S, S, I) -> S;
+        m "split"(S, S) -> L(&S);
+        m "split"(S, S, I) -> L(&S);
+        m "substring"(S, I) -> S;
+        m "substring"(S, I, I) -> S;
+        m "join"(L(&S)) -> S;
+        m "join"(L(&S), S) -> S;
+        g "strings.quote"(S) -> S;
+        m "find"(S, S) -> S;
+        m "findAll"(S, S) -> L(&S);
+        m "findAll"(S, S, I) -> L(&S);
+        m "isSorted"(L(&I)) -> B;
+        m "isSorted"(L(&U)) -> B;
+        m "isSorted"(L(&D)) -> B;
+        m "isSorted"(L(&B)) -> B;
+        m "isSorted"(L(&S)) -> B;
+        m "isSorted"(L(&By)) -> B;
+        m "isSorted"(L(&Dur)) -> B;
+        m "isSorted"(L(&Ts)) -> B;
+        m "min"(L(&I)) -> I;
+        m "min"(L(&U)) -> U;
+        m "min"(L(&D)) -> D;
+        m "min"(L(&B)) -> B;
+        m "min"(L(&S)) -> S;
+        m "min"(L(&By)) -> By;
+        m "min"(L(&Dur)) -> Dur;
+        m "min"(L(&Ts)) -> Ts;
+        m "max"(L(&I)) -> I;
+        m "max"(L(&U)) -> U;
+        m "max"(L(&D)) -> D;
+        m "max"(L(&B)) -> B;
+        m "max"(L(&S)) -> S;
+        m "max"(L(&By)) -> By;
+        m "max"(L(&Dur)) -> Dur;
+        m "max"(L(&Ts)) -> Ts;
+        m "sum"(L(&I)) -> I;
+        m "sum"(L(&U)) -> U;
+        m "sum"(L(&D)) -> D;
+        m "sum"(L(&Dur)) -> Dur;
+        // The constructors (`staging/src/k8s.io/apiserver/pkg/cel`'s `QuantityType`,
+        // `URLType`, `IPType`, `CIDRType`): their values compare with `==` only
+        // (`quantity(a) > quantity(b)` has no overload; `isGreaterThan` is the way).
+        g "quantity"(S) -> Op(QUANTITY);
+        g "ip"(S) -> Op(IP);
+        g "cidr"(S) -> Op(CIDR);
+        g "url"(S) -> Op(URL);
+        g "isURL"(S) -> B;
+        m "getScheme"(Op(URL)) -> S;
+        m "getHost"(Op(URL)) -> S;
+        m "getHostname"(Op(URL)) -> S;
+        m "getPort"(Op(URL)) -> S;
+        m "getEscapedPath"(Op(URL)) -> S;
+        m "getQuery"(Op(URL)) -> M(&S, &L(&S));
+        g "isQuantity"(S) -> B;
+        g "sign"(Op(QUANTITY)) -> I;
+        m "isInteger"(Op(QUANTITY)) -> B;
+        m "asInteger"(Op(QUANTITY)) -> I;
+        m "asApproximateFloat"(Op(QUANTITY)) -> D;
+        m "add"(Op(QUANTITY), Op(QUANTITY)) -> Op(QUANTITY);
+        m "add"(Op(QUANTITY), I) -> Op(QUANTITY);
+        m "sub"(Op(QUANTITY), Op(QUANTITY)) -> Op(QUANTITY);
+        m "sub"(Op(QUANTITY), I) -> Op(QUANTITY);
+        m "isGreaterThan"(Op(QUANTITY), Op(QUANTITY)) -> B;
+        m "isLessThan"(Op(QUANTITY), Op(QUANTITY)) -> B;
+        m "compareTo"(Op(QUANTITY), Op(QUANTITY)) -> I;
+        m "ip"(Op(CIDR)) -> Op(IP);
+        g "isIP"(S) -> B;
+        g "ip.isCanonical"(S) -> B;
+        m "family"(Op(IP)) -> I;
+        m "isUnspecified"(Op(IP)) -> B;
+        m "isLoopback"(Op(IP)) -> B;
+        m "isLinkLocalMulticast"(Op(IP)) -> B;
+        m "isLinkLocalUnicast"(Op(IP)) -> B;
+        m "isGlobalUnicast"(Op(IP)) -> B;
+        g "isCIDR"(S) -> B;
+        m "containsIP"(Op(CIDR), S) -> B;
+        m "containsIP"(Op(CIDR), Op(IP)) -> B;
+        m "containsCIDR"(Op(CIDR), S) -> B;
+        m "containsCIDR"(Op(CIDR), Op(CIDR)) -> B;
+        m "masked"(Op(CIDR)) -> Op(CIDR);
+        m "prefixLength"(Op(CIDR)) -> I;
+        g "sets.contains"(L(&A), L(&A)) -> B;
+        g "sets.equivalent"(L(&A), L(&A)) -> B;
+        g "sets.intersects"(L(&A), L(&A)) -> B;
+        m "validate"(Op(NAMED_FORMAT), S) -> P::Dyn;
+        g "format.named"(S) -> P::Dyn;
+        g "format.dns1123Label"() -> Op(NAMED_FORMAT);
+        g "format.dns1123Subdomain"() -> Op(NAMED_FORMAT);
+        g "format.dns1035Label"() -> Op(NAMED_FORMAT);
+        g "format.dns1123LabelPrefix"() -> Op(NAMED_FORMAT);
+        g "format.dns1123SubdomainPrefix"() -> Op(NAMED_FORMAT);
+        g "format.dns1035LabelPrefix"() -> Op(NAMED_FORMAT);
+        g "format.qualifiedName"() -> Op(NAMED_FORMAT);
+        g "format.labelValue"() -> Op(NAMED_FORMAT);
+        g "format.uri"() -> Op(NAMED_FORMAT);
+        g "format.uuid"() -> Op(NAMED_FORMAT);
+        g "format.byte"() -> Op(NAMED_FORMAT);
+        g "format.date"() -> Op(NAMED_FORMAT);
+        g "format.datetime"() -> Op(NAMED_FORMAT);
+        m "path"(Op(AUTHZ), S) -> Op(PATH);
+        m "group"(Op(AUTHZ), S) -> Op(GROUP);
+        m "serviceAccount"(Op(AUTHZ), S, S) -> Op(AUTHZ);
+        m "resource"(Op(GROUP), S) -> Op(RESOURCE);
+        m "subresource"(Op(RESOURCE), S) -> Op(RESOURCE);
+        m "namespace"(Op(RESOURCE), S) -> Op(RESOURCE);
+        m "name"(Op(RESOURCE), S) -> Op(RESOURCE);
+        m "fieldSelector"(Op(RESOURCE), S) -> Op(RESOURCE);
+        m "labelSelector"(Op(RESOURCE), S) -> Op(RESOURCE);
+        m "check"(Op(PATH), S) -> Op(DECISION);
+        m "check"(Op(RESOURCE), S) -> Op(DECISION);
+        m "allowed"(Op(DECISION)) -> B;
+        m "errored"(Op(DECISION)) -> B;
+        m "reason"(Op(DECISION)) -> S;
+        m "error"(Op(DECISION)) -> S;
+        m "getFullYear"(Ts) -> I;
+        m "getFullYear"(Ts, S) -> I;
+        m "getMonth"(Ts) -> I;
+        m "getMonth"(Ts, S) -> I;
+        m "getDate"(Ts) -> I;
+        m "getDate"(Ts, S) -> I;
+        m "getDayOfMonth"(Ts) -> I;
+        m "getDayOfMonth"(Ts, S) -> I;
+        m "getDayOfWeek"(Ts) -> I;
+        m "getDayOfWeek"(Ts, S) -> I;
+        m "getDayOfYear"(Ts) -> I;
+        m "getDayOfYear"(Ts, S) -> I;
+        m "getHours"(Ts) -> I;
+        m "getHours"(Ts, S) -> I;
+        m "getHours"(Dur) -> I;
+        m "getMinutes"(Ts) -> I;
+        m "getMinutes"(Ts, S) -> I;
+        m "getMinutes"(Dur) -> I;
+        m "getSeconds"(Ts) -> I;
+        m "getSeconds"(Ts, S) -> I;
+        m "getSeconds"(Dur) -> I;
+        m "getMilliseconds"(Ts) -> I;
+        m "getMilliseconds"(Ts, S) -> I;
+        m "getMilliseconds"(Dur) -> I;
+    }
+};
+
+/// Resolves a call against `table`: [`Resolution::Unknown`] for a function not there;
+/// else the result of the overloads these arguments fit (`dyn` fits any parameter; the
+/// results, when several fit, are one type or `dyn`), or no overload.
+fn overloads(
+    table: &'static [Overload],
+    function: &str,
+    target: Option<&Ty>,
+    args: &[Ty],
+) -> Resolution {
+    let mut named = table.iter().filter(|o| o.function == function).peekable();
+    if named.peek().is_none() {
+        return Resolution::Unknown;
+    }
+    let given: Vec<&Ty> = target.into_iter().chain(args).collect();
+    let mut result: Option<Ty> = None;
+    for o in named.filter(|o| o.member == target.is_some() && o.params.len() == given.len()) {
+        let mut a = None;
+        if o.params.iter().zip(&given).all(|(p, t)| fits(p, t, &mut a)) {
+            let r = instantiate(&o.result, a.as_ref());
+            result = Some(match result {
+                None => r,
+                Some(before) if before == r => before,
+                Some(_) => Ty::Dyn,
+            });
+        }
+    }
+    result.map_or(Resolution::NoOverload, Resolution::Type)
+}
+
+/// Whether `t` may be passed for `p`, binding the type parameter in `a`.
+fn fits(p: &P, t: &Ty, a: &mut Option<Ty>) -> bool {
+    if t.is_dyn() {
+        return true;
+    }
+    match (p, t) {
+        (P::Dyn, _) => true,
+        (P::A, _) => match a.as_ref().map(|bound| unify(bound, t)) {
+            None => {
+                *a = Some(t.clone());
+                true
+            }
+            Some(Some(joined)) => {
+                // A `dyn` bound learns the more precise type.
+                if a.as_ref().is_some_and(Ty::is_dyn) {
+                    *a = Some(joined);
+                }
+                true
+            }
+            Some(None) => false,
+        },
+        (P::L(e), Ty::List(te)) => fits(e, te, a),
+        (P::M(k, v), Ty::Map(tk, tv)) => fits(k, tk, a) && fits(v, tv, a),
+        (P::Op(name), Ty::Opaque(o)) => name == o,
+        _ => instantiate(p, None) == *t,
+    }
+}
+
+/// The type `p` stands for, with the type parameter bound to `a` (`dyn` when unbound).
+fn instantiate(p: &P, a: Option<&Ty>) -> Ty {
+    match p {
+        P::S => Ty::String,
+        P::I => Ty::Int,
+        P::U => Ty::Uint,
+        P::D => Ty::Double,
+        P::B => Ty::Bool,
+        P::By => Ty::Bytes,
+        P::Dur => Ty::Duration,
+        P::Ts => Ty::Timestamp,
+        P::Dyn => Ty::Dyn,
+        P::A => a.cloned().unwrap_or(Ty::Dyn),
+        P::L(e) => Ty::List(Box::new(instantiate(e, a))),
+        P::M(k, v) => Ty::Map(Box::new(instantiate(k, a)), Box::new(instantiate(v, a))),
+        P::Op(name) => Ty::Opaque(name),
     }
 }
 

@@ -14,6 +14,7 @@ use super::cel_env::Program;
 
 use super::authz::{self, CheckKey, Decisions};
 use super::cel_env;
+use super::cel_types::{self, Ty};
 use super::cost::{self, Cancelled};
 
 use crate::deep_json;
@@ -209,8 +210,9 @@ struct Uses {
 /// What cel-go's checker refuses `expression` for, as it reports it: the variables and
 /// functions `names` uses that are not declared (`variables`; the Kubernetes CEL functions),
 /// each use at its node (a call at its `(`), and the type errors [`cel_types::check`] finds
-/// (`request` and `namespaceObject` typed, the rest `dyn`); all sorted by position
-/// (`Errors.ToDisplayString`, `common/errors.go`).
+/// (`request` and `namespaceObject` typed, `variables` with the fields `composition` types,
+/// the rest `dyn`); all sorted by position (`Errors.ToDisplayString`, `common/errors.go`).
+/// Without errors, the expression's type.
 ///
 /// # Errors
 /// [`CompileError::Undeclared`] when there is one.
@@ -219,8 +221,8 @@ fn checker_errors(
     program: &Program,
     names: &Names,
     variables: &[&str],
-) -> Result<(), CompileError> {
-    use super::cel_types::{self, Ty};
+    composition: &[(String, Ty)],
+) -> Result<Ty, CompileError> {
     let variable_uses = names
         .variable_uses
         .iter()
@@ -242,11 +244,13 @@ fn checker_errors(
         .map(|v| match *v {
             "request" => (*v, Ty::Object(&cel_types::REQUEST)),
             "namespaceObject" => (*v, Ty::Object(&cel_types::NAMESPACE)),
+            "variables" => (*v, Ty::Variables(composition.into())),
+            "authorizer" => (*v, Ty::Opaque(authz::AUTHORIZER_TYPE)),
             other => (other, Ty::Dyn),
         })
         .collect();
     let declarations = cel_types::Declarations { variables: &typed };
-    let (_, type_errors) = cel_types::check(program.expression(), &declarations);
+    let (ty, type_errors) = cel_types::check(program.expression(), &declarations);
     let undeclared = variable_uses
         .map(|(name, id)| (name.as_str(), *id))
         .chain(calls)
@@ -269,7 +273,7 @@ fn checker_errors(
         })
         .collect();
     if found.is_empty() {
-        return Ok(());
+        return Ok(ty);
     }
     found.sort_by_key(|(at, _)| *at);
     let errors: Vec<String> = found
@@ -391,9 +395,10 @@ pub enum CompileError {
         #[source]
         source: super::re2::Re2Error,
     },
-    /// The result is statically not a bool: what it is (`int`, `a number`, ...).
+    /// The result is statically not a bool: its type as cel-go names it (`int`,
+    /// `list(string)`, `google.protobuf.Duration`).
     #[error("must evaluate to bool but got {0}")]
-    NotBool(&'static str),
+    NotBool(String),
 }
 
 /// Runs `f`, an evaluation that may spend up to the webhook's cost budget (milliseconds to
@@ -563,8 +568,8 @@ impl MatchCondition {
     /// `CompileError`: a syntax error, an undeclared variable, a Kubernetes CEL function
     /// this build cannot evaluate, or an expression whose result is statically not a bool.
     pub fn compile(name: &str, expression: &str) -> Result<Self, CompileError> {
-        let (program, variables) = compile_program(expression, &VARIABLES)?;
-        check_bool(&program)?;
+        let (program, variables, ty) = compile_program(expression, &VARIABLES, &[])?;
+        check_bool(&program, &ty)?;
         Ok(MatchCondition {
             name: name.to_string(),
             expression: expression.to_string(),
@@ -576,8 +581,9 @@ impl MatchCondition {
 
 /// Parses `expression` and checks what it uses: its functions exist in this build, its
 /// variables are among `variables`, its literal patterns compile, its `authorizer` calls are
-/// well typed. Returns the program and its free variables. The result type is the caller's to
-/// check ([`check_bool`] for conditions).
+/// well typed, its types check (`variables`' fields typed by `composition`). Returns the
+/// program, its free variables and its type. The result type is the caller's to check
+/// ([`check_bool`] for conditions).
 /// Shared with the ValidatingAdmissionPolicy evaluator (`crate::policy`), whose environments
 /// declare more variables (`params`, `variables`).
 ///
@@ -586,13 +592,14 @@ impl MatchCondition {
 pub(crate) fn compile_program(
     expression: &str,
     variables: &[&str],
-) -> Result<(Program, Vec<String>), CompileError> {
+    composition: &[(String, Ty)],
+) -> Result<(Program, Vec<String>, Ty), CompileError> {
     let program = cel_env::compile(expression)?;
     let mut names = Names::default();
     free_variables(program.expression(), &mut Vec::new(), &mut names)?;
     // Functions first: an unsupported macro's loop variables would read as undeclared.
     cel_env::check_supported(names.functions.iter().map(String::as_str))?;
-    checker_errors(expression, &program, &names, variables)?;
+    let ty = checker_errors(expression, &program, &names, variables, composition)?;
     for pattern in &names.patterns {
         let Err(source) = cel_env::precompile_regex(&pattern.text) else {
             continue;
@@ -621,7 +628,7 @@ pub(crate) fn compile_program(
         });
     }
     authz::static_type(&program.expression().expr, &mut Vec::new())?;
-    Ok((program, names.variables))
+    Ok((program, names.variables, ty))
 }
 
 /// The functions `expression` calls (namespaced ones qualified), inner calls first (a call's
@@ -641,49 +648,20 @@ pub(crate) fn functions_called(expression: &str) -> Vec<String> {
     }
 }
 
-/// Refuses a program whose result is statically not a bool (what kube-apiserver's type checker
+/// Refuses a program whose type `ty` (the checker's) is not bool nor `dyn` (what kube-apiserver's type checker
 /// refuses for conditions).
 ///
 /// # Errors
 /// [`CompileError::NotBool`] with what it evaluates to.
-pub(crate) fn check_bool(program: &Program) -> Result<(), CompileError> {
-    if let Some(kind) = static_non_bool(&program.expression().expr) {
-        return Err(CompileError::NotBool(kind));
+pub(crate) fn check_bool(program: &Program, ty: &Ty) -> Result<(), CompileError> {
+    if let Some(name) = ty.result_name().filter(|n| n != "bool") {
+        return Err(CompileError::NotBool(name));
     }
     match authz::static_type(&program.expression().expr, &mut Vec::new())? {
         authz::StaticType::Other(kind) | authz::StaticType::Authz(kind) if kind != "bool" => {
-            Err(CompileError::NotBool(kind))
+            Err(CompileError::NotBool(kind.to_string()))
         }
         _ => Ok(()),
-    }
-}
-
-/// The static type of an expression when it is certainly not bool. Without a type checker in
-/// the `cel` crate, only literals and arithmetic are known; everything else is `dyn`, which
-/// kube-apiserver's checker accepts as well.
-pub(crate) fn static_non_bool(expr: &cel::common::ast::Expr) -> Option<&'static str> {
-    use cel::common::ast::{operators, Expr, LiteralValue};
-    match expr {
-        Expr::Literal(LiteralValue::Boolean(_)) => None,
-        Expr::Literal(LiteralValue::Int(_)) => Some("int"),
-        Expr::Literal(LiteralValue::UInt(_)) => Some("uint"),
-        Expr::Literal(LiteralValue::Double(_)) => Some("double"),
-        Expr::Literal(LiteralValue::String(_)) => Some("string"),
-        Expr::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
-        Expr::Literal(LiteralValue::Null) => Some("null"),
-        Expr::List(_) => Some("list"),
-        Expr::Map(_) => Some("map"),
-        Expr::Call(call) => match call.func_name.as_str() {
-            operators::ADD
-            | operators::SUBSTRACT
-            | operators::MULTIPLY
-            | operators::DIVIDE
-            | operators::MODULO
-            | operators::NEGATE => Some("a number"),
-            "size" | "int" | "uint" | "double" | "string" => Some("a non-bool value"),
-            _ => None,
-        },
-        _ => None,
     }
 }
 
@@ -1701,9 +1679,14 @@ mod tests {
                 "object.metadata.name == 1 && has(q.y) && object.foo(1)",
                 "compilation failed: ERROR: <input>:1:34: undeclared reference to 'q' (in container '')\n | object.metadata.name == 1 && has(q.y) && object.foo(1)\n | .................................^\nERROR: <input>:1:52: undeclared reference to 'foo' (in container '')\n | object.metadata.name == 1 && has(q.y) && object.foo(1)\n | ...................................................^",
             ),
-            ("1 + 2", "must evaluate to bool"),
+            ("1 + 2", "must evaluate to bool but got int"),
             ("[1].all(i, v, v > 0)", "compilation failed"),
-            ("'string'", "must evaluate to bool"),
+            ("'string'", "must evaluate to bool but got string"),
+            // A `dyn` result is refused too: kube-apiserver 1.32.0 answered `kubectl apply` of
+            // a webhook with this matchCondition `webhooks[0].matchConditions[0].expression:
+            // Invalid value: "object.metadata.labels.x": must evaluate to bool but got dyn`.
+            ("object.metadata.labels.x", "must evaluate to bool but got dyn"),
+            ("duration('1s')", "must evaluate to bool but got google.protobuf.Duration"),
         ] {
             let err = MatchCondition::compile("c", expr).unwrap_err().to_string();
             assert!(err.contains(want), "{expr}: {err}");

@@ -25,6 +25,7 @@ use crate::matching::cel_env::Program;
 
 use crate::matching::authz::{self, User};
 use crate::matching::cel_env;
+use crate::matching::cel_types::Ty;
 use crate::matching::conditions::{self, CompileError, EvaluationError};
 use crate::matching::cost::{self, Cancelled};
 use crate::review::ParsedReview;
@@ -47,9 +48,9 @@ pub(crate) enum ExpressionError {
     #[error("compilation failed: undefined field '{0}'")]
     UndefinedVariable(String),
     /// The result is statically of a type the field does not allow: what it must be, what it
-    /// is.
+    /// is (as cel-go names types).
     #[error("must evaluate to {0} but got {1}")]
-    ReturnType(&'static str, &'static str),
+    ReturnType(&'static str, String),
 }
 
 /// The result type a kind of expression must have (`ReturnTypes` of its accessor).
@@ -87,6 +88,8 @@ pub(crate) struct Expression {
     needs: Vec<usize>,
     /// The request's variables it reads.
     pub(crate) reads: Reads,
+    /// Its type, as a variable of it is declared ([`Ty::declared`]).
+    ty: Ty,
 }
 
 /// Which of the request's variables a policy's expressions read, so that only those are
@@ -143,7 +146,9 @@ impl Reads {
     }
 }
 
-/// Compiles `text`; `variables` are the policy variables compiled so far, in order.
+/// Compiles `text`; `variables` are the policy variables compiled so far, in order, and
+/// `failed` those before it that did not compile (declared `dyn`, as `CompileAndStoreVariable`
+/// declares a variable whatever its result, so that their errors are reported once).
 ///
 /// # Errors
 /// [`ExpressionError`], displayed as kube-apiserver words a compile error.
@@ -152,6 +157,7 @@ pub(crate) fn compile(
     declarations: Declarations,
     returns: Returns,
     variables: &[(String, Expression)],
+    failed: &[String],
 ) -> Result<Expression, ExpressionError> {
     let mut declared = vec!["object", "oldObject", "request", "namespaceObject"];
     if declarations.params {
@@ -163,10 +169,15 @@ pub(crate) fn compile(
     if declarations.variables {
         declared.push("variables");
     }
-    let (program, free) = conditions::compile_program(text, &declared)?;
-    check_returns(&program.expression().expr, returns)?;
+    let composition: Vec<(String, Ty)> = variables
+        .iter()
+        .map(|(name, e)| (name.clone(), e.ty.clone()))
+        .chain(failed.iter().map(|name| (name.clone(), Ty::Dyn)))
+        .collect();
+    let (program, free, ty) = conditions::compile_program(text, &declared, &composition)?;
+    check_returns(&ty, returns)?;
     if matches!(returns, Returns::Bool) {
-        conditions::check_bool(&program)?;
+        conditions::check_bool(&program, &ty)?;
     }
     let mut referenced = Vec::new();
     let names = if references(&program.expression().expr, &mut referenced) {
@@ -176,7 +187,7 @@ pub(crate) fn compile(
         variables.iter().map(|(n, _)| n.clone()).collect()
     };
     let mut needs = Vec::new();
-    for name in names {
+    for name in names.into_iter().filter(|n| !failed.contains(n)) {
         let index = variables
             .iter()
             .position(|(n, _)| *n == name)
@@ -191,78 +202,28 @@ pub(crate) fn compile(
         needs,
         reads: Reads::of(&program.expression().expr, &free),
         program,
+        ty: ty.declared(),
     })
 }
 
-/// Refuses a result statically of the wrong type (literals, comparisons and logic; anything
-/// else is `dyn`, which kube-apiserver's checker accepts too).
-fn check_returns(expr: &Ast, returns: Returns) -> Result<(), ExpressionError> {
+/// Refuses a result whose type (the checker's) the field does not allow; `dyn` is accepted,
+/// as kube-apiserver's checker accepts it.
+fn check_returns(ty: &Ty, returns: Returns) -> Result<(), ExpressionError> {
     let allowed: &[&str] = match returns {
         Returns::String => &["string"],
         Returns::StringOrNull => &["string", "null_type"],
         Returns::Bool | Returns::Any => return Ok(()),
     };
-    match static_kind(expr) {
-        Some(kind) if !allowed.contains(&kind) => {
+    match ty.result_name() {
+        Some(name) if !allowed.contains(&name.as_str()) => {
             let want = if allowed.len() == 1 {
                 "string"
             } else {
                 "one of [string null_type]"
             };
-            Err(ExpressionError::ReturnType(want, kind))
+            Err(ExpressionError::ReturnType(want, name))
         }
         _ => Ok(()),
-    }
-}
-
-/// The type of `expr` where it is evident without a type checker.
-fn static_kind(expr: &Ast) -> Option<&'static str> {
-    use cel::common::ast::{operators, LiteralValue};
-    match expr {
-        Ast::Literal(LiteralValue::Boolean(_)) => Some("bool"),
-        Ast::Literal(LiteralValue::String(_)) => Some("string"),
-        Ast::Literal(LiteralValue::Null) => Some("null_type"),
-        Ast::Literal(LiteralValue::Int(_)) => Some("int"),
-        Ast::Literal(LiteralValue::UInt(_)) => Some("uint"),
-        Ast::Literal(LiteralValue::Double(_)) => Some("double"),
-        Ast::Literal(LiteralValue::Bytes(_)) => Some("bytes"),
-        Ast::List(_) => Some("list"),
-        Ast::Map(_) => Some("map"),
-        Ast::Call(call) => match call.func_name.as_str() {
-            operators::EQUALS
-            | operators::NOT_EQUALS
-            | operators::LESS
-            | operators::LESS_EQUALS
-            | operators::GREATER
-            | operators::GREATER_EQUALS
-            | operators::LOGICAL_AND
-            | operators::LOGICAL_OR
-            | operators::LOGICAL_NOT
-            | operators::IN => Some("bool"),
-            // `+` is a string when an operand is one, else a number or a list.
-            operators::ADD => {
-                let kinds: Vec<_> = call.args.iter().map(|a| static_kind(&a.expr)).collect();
-                if kinds.contains(&Some("string")) {
-                    Some("string")
-                } else if kinds.windows(2).all(|w| w[0] == w[1]) {
-                    kinds.first().copied().flatten()
-                } else {
-                    None
-                }
-            }
-            operators::SUBSTRACT
-            | operators::MULTIPLY
-            | operators::DIVIDE
-            | operators::MODULO
-            | operators::NEGATE
-            | "size"
-            | "int"
-            | "uint"
-            | "double" => Some("a number"),
-            "string" => Some("string"),
-            _ => None,
-        },
-        _ => None,
     }
 }
 

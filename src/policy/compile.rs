@@ -25,6 +25,7 @@ pub(super) fn expressions(spec: &PolicySpec, bad: &mut impl FnMut(FieldError)) -
         failed: false,
         reads: Reads::default(),
         variables: Vec::new(),
+        failed_variables: Vec::new(),
         full: Declarations {
             params: spec.param_kind.is_some(),
             authorizer: true,
@@ -56,6 +57,8 @@ struct Compiler<'b, B> {
     reads: Reads,
     /// The variables compiled so far.
     variables: Vec<(String, Expression)>,
+    /// The variables that did not compile, by name.
+    failed_variables: Vec<String>,
     /// Every optional variable but what the kind of expression lacks.
     full: Declarations,
 }
@@ -69,7 +72,13 @@ impl<B: FnMut(FieldError)> Compiler<'_, B> {
         declarations: Declarations,
         returns: Returns,
     ) -> Option<Expression> {
-        match cel::compile(text, declarations, returns, &self.variables) {
+        match cel::compile(
+            text,
+            declarations,
+            returns,
+            &self.variables,
+            &self.failed_variables,
+        ) {
             Ok(e) => {
                 self.reads.add(&e.reads);
                 Some(e)
@@ -119,6 +128,8 @@ impl<B: FnMut(FieldError)> Compiler<'_, B> {
                 Returns::Any,
             ) {
                 self.variables.push((v.name.clone(), e));
+            } else {
+                self.failed_variables.push(v.name.clone());
             }
         }
     }

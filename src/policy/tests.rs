@@ -688,7 +688,7 @@ fn message_expression_fallbacks_and_reasons() {
     );
     assert_eq!(
         cause(run(
-            json!({"expression": "false", "message": "fallback", "messageExpression": "object.nope"})
+            json!({"expression": "false", "message": "fallback", "messageExpression": "string(object.nope)"})
         )),
         "fallback"
     );
@@ -732,13 +732,21 @@ fn audit_annotations() {
         v.audit_annotations,
         BTreeMap::from([("replicas/max".to_string(), "max 3, max 4".to_string())])
     );
-    p["spec"]["auditAnnotations"] =
-        json!([{"key": "n", "valueExpression": "object.spec.replicas"}]);
+    // kube-apiserver refuses a `dyn` value at create (`object.spec.replicas`, as `check`
+    // does); the run-time check stays for what this checker cannot type (an optional's value).
+    let refused = json!([{"key": "n", "valueExpression": "object.spec.replicas"}]);
+    p["spec"]["auditAnnotations"] = refused;
+    assert_eq!(
+        compile_errors(&p, &[]),
+        ["spec.auditAnnotations[0].valueExpression: Invalid value: \"object.spec.replicas\": must evaluate to one of [string null_type] but got dyn"]
+    );
+    let untyped = "optional.of(object.spec.replicas).value()";
+    p["spec"]["auditAnnotations"] = json!([{"key": "n", "valueExpression": untyped}]);
     let policy = compile(&p, &[b], &params);
     let v = verdict(&policy, &deployment("a", 1, json!({})), None);
-    assert!(denial(&v)
-        .cause
-        .contains("valueExpression 'object.spec.replicas' resulted in unsupported return type: "));
+    assert!(denial(&v).cause.contains(&format!(
+        "valueExpression '{untyped}' resulted in unsupported return type: "
+    )));
 }
 
 /// `authorizer` checks are resolved in rounds; the per-call limit (three checks cost more
@@ -858,7 +866,9 @@ fn compile_errors_cel() {
         &[],
     );
     assert!(
-        errors[0].ends_with("compilation failed: undefined field 'b'"),
+        errors[0].ends_with(
+            "compilation failed: ERROR: <input>:1:10: undefined field 'b'\n | variables.b\n | .........^"
+        ),
         "{errors:?}"
     );
     let errors = compile_errors(
@@ -982,4 +992,75 @@ fn namespace_requests_use_their_own_labels() {
         None,
     );
     assert_eq!(v.decision, PolicyDecision::NotApplicable);
+}
+
+/// The type checker against kube-apiserver 1.32.0's: the Kubernetes libraries' overloads,
+/// variables typed by their expressions, `map` and `filter` results, the authorizer's types.
+/// Each line of `tests/fixtures/cel-checker/kube-apiserver-1.32.0.jsonl` is compiled as a
+/// validation after its variables; the text must be kube-apiserver's, but for the expressions
+/// listed here, where this build's environment is deliberately newer or the checker knows less.
+#[test]
+fn type_checks_as_kube_apiserver_1_32() {
+    use super::cel::{compile, Declarations, Expression, Returns};
+    // The lists library at version 3 (`slice`, `flatten`, `sort`, `distinct`, `reverse`,
+    // `lists.range`: kube-apiserver 1.34), which this environment has and `check` warns about
+    // for an older --kube-version; the optional types' result types; `format`'s count of
+    // arguments (a cel-go validator of the literal format string).
+    let newer_or_unchecked = [
+        "[1].slice(0, 1) == [1]",
+        "[[1]].flatten() == [1]",
+        "lists.range(3) == [0,1,2]",
+        "[1,2].distinct() == [1]",
+        "[2,1].sort() == [1,2]",
+        "[1].reverse() == [1]",
+        "'abc'.reverse() == 'cba'",
+        "optional.of(1).value() == 'a'",
+        "'%s'.format([1, 'a']) == '1'",
+    ];
+    let fixture = include_str!("../../tests/fixtures/cel-checker/kube-apiserver-1.32.0.jsonl");
+    let mut differences = Vec::new();
+    let mut compared = 0;
+    for line in fixture.lines() {
+        let case: Json = serde_json::from_str(line).unwrap();
+        let expression = case["expression"].as_str().unwrap();
+        let declarations = Declarations {
+            params: case["params"].as_bool().unwrap_or(false),
+            authorizer: true,
+            variables: true,
+        };
+        let mut variables: Vec<(String, Expression)> = Vec::new();
+        let mut failed = Vec::new();
+        let mut first_error = None;
+        for v in case["variables"].as_array().into_iter().flatten() {
+            let name = v["name"].as_str().unwrap().to_string();
+            let text = v["expression"].as_str().unwrap();
+            match compile(text, declarations, Returns::Any, &variables, &failed) {
+                Ok(e) => variables.push((name, e)),
+                Err(e) => {
+                    first_error.get_or_insert(format!("{name}: {e}"));
+                    failed.push(name);
+                }
+            }
+        }
+        let ours = first_error.unwrap_or_else(|| {
+            match compile(expression, declarations, Returns::Bool, &variables, &failed) {
+                Ok(_) => "OK".to_string(),
+                Err(e) => e.to_string(),
+            }
+        });
+        let kube = case["kube"].as_str().unwrap();
+        let differs = ours != kube;
+        if newer_or_unchecked.contains(&expression) {
+            assert!(differs, "{expression} now agrees: take it off the list");
+            continue;
+        }
+        compared += 1;
+        if differs {
+            differences.push(format!(
+                "{expression}\n  kube-apiserver: {kube}\n  here:           {ours}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert_eq!(compared, 147);
 }

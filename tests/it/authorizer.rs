@@ -525,7 +525,7 @@ fn refused_without_the_flag_and_in_the_draft_form() {
     ]);
     assert_ne!(code, Some(0));
     assert!(
-        stderr.contains("compilation failed: found no matching overload for 'resource' applied to 'kubernetes.authorization.Authorizer.(string, string, string)'"),
+        stderr.contains("compilation failed: ERROR: <input>:1:20: found no matching overload for 'resource' applied to 'kubernetes.authorization.Authorizer.(string, string, string)'"),
         "{stderr}"
     );
     assert_eq!(api.calls(), 0);

@@ -755,7 +755,7 @@ async fn a_policy_that_errs_decides_by_its_failure_policy() {
     let captures = ws.dir.join("captures");
     legacy_allowing(&ws, &backend);
     let erring = "  validations:\n  - expression: \"object.spec.nope == 'x'\"\n  \
-                  auditAnnotations:\n  - {key: image, valueExpression: \"object.spec.containers[0].image\"}\n";
+                  auditAnnotations:\n  - {key: image, valueExpression: \"string(object.spec.containers[0].image)\"}\n";
     let params = "  paramKind: {apiVersion: v1, kind: ConfigMap}\n  validations:\n  - expression: \"params.data.max == '1'\"\n";
     let files = [
         pod_policy("fails", "Fail", erring, ""),
