@@ -221,7 +221,7 @@ def main() -> int:
     checks = Checks()
     promtool = shutil.which("promtool")
     if not promtool:
-        print("FAIL promtool not found: `bash .ci/setup` installs it (Debian's prometheus)")
+        print("FAIL promtool not found: `bash .ci/setup deploy` installs it (Debian's prometheus)")
         return 1
 
     # The rules, by promtool.

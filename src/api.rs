@@ -326,8 +326,8 @@ impl WebhookType {
         }
     }
 
-    /// The kind of configuration that holds this type of webhook.
-    pub(crate) fn configuration_kind(self) -> &'static str {
+    /// The kind of configuration that holds this type of webhook (`ValidatingWebhookConfiguration`).
+    pub fn configuration_kind(self) -> &'static str {
         match self {
             WebhookType::Validating => "ValidatingWebhookConfiguration",
             WebhookType::Mutating => "MutatingWebhookConfiguration",

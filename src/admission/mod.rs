@@ -539,7 +539,7 @@ impl Admissions {
     }
 
     /// `mode: Shadow`: the webhook is called after the answer, on the background lane, as in
-    /// Enforce mode, and what it decided is logged and counted. Never delays the answer: with
+    /// Enforce mode, and what it decided is logged, counted and compared with its candidates. Never delays the answer: with
     /// the lane full the call is shed and counted (`admission_proxy_shadow_calls_dropped_total`).
     fn shadow(
         self: &Arc<Self>,
@@ -554,8 +554,11 @@ impl Admissions {
         };
         let admissions = self.clone();
         slot.run(&self.background, async move {
-            let Shadow { webhook, review } = shadow;
-            let review = review.get();
+            let Shadow {
+                webhook,
+                review: shared,
+            } = shadow;
+            let review = shared.get();
             let time_left = admissions.dispatcher.time_left(caller_timeout, received);
             let webhooks = std::slice::from_ref(&webhook);
             let namespaces = namespaces_for(&admissions, webhooks, review, time_left).await;
@@ -583,6 +586,11 @@ impl Admissions {
                 latency_ms = crate::clock::since(received).as_secs_f64() * 1000.0,
                 "shadow admission: what the webhook would have decided (the answer given was allowed)"
             );
+            // Its candidates are compared with what it would have decided: in the cut-over the
+            // legacy webhook is Shadow while its replacement enforces, and is still checked.
+            if !webhook.candidates.is_empty() {
+                admissions.candidates(&webhook, &shared, &answer);
+            }
         });
     }
 }

@@ -61,6 +61,9 @@ pub struct Webhook {
     /// How its answers are applied (`mode` option); `None` when not set: `serve
     /// --default-mode` decides (`Enforce` unless given).
     pub(crate) mode: Option<options::Mode>,
+    /// `registered` option: `false` when `registration` leaves the webhook out (it is being
+    /// retired; the proxy still answers its route).
+    pub registered: bool,
     /// `maxConcurrentCalls` option: the backend call slots, `None` when unbounded.
     pub(crate) call_slots: Option<CallSlots>,
     /// The negotiated version; `None` when no entry is known (each call is then a call failure).
@@ -1362,6 +1365,7 @@ fn apply_webhook_options(
         std::sync::Arc::make_mut(&mut webhook.backend).set_server_name(o.tls_server_name);
     }
     webhook.mode = o.mode;
+    webhook.registered = o.registered.unwrap_or(true);
     webhook.call_slots = o.max_concurrent_calls.map(|max| CallSlots {
         max,
         slots: tokio::sync::Semaphore::new(max),
@@ -1771,6 +1775,7 @@ fn build_webhook(
         reinvocation_policy,
         timeout,
         mode: None,
+        registered: true,
         call_slots: None,
         review_version,
         backend,

@@ -44,6 +44,11 @@ pub(crate) struct WebhookOptions {
     /// queue time (`--call-queue-timeout-ms`) is answered by failurePolicy (class
     /// `overloaded`) instead of piling onto a slow backend.
     pub(crate) max_concurrent_calls: Option<usize>,
+    /// `false`: `registration` no longer registers the webhook with kube-apiserver (it lists
+    /// it among what to prune) while the proxy still answers its route, in its mode, for the
+    /// requests kube-apiserver sends before it sees the change: the cut-over's third step,
+    /// so that no request meets a route that is gone.
+    pub(crate) registered: Option<bool>,
 }
 
 /// How a webhook's answers are applied. Everything but `Enforce` is the proxy's own, opt-in

@@ -115,6 +115,11 @@ pub fn chain_objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value
     let mut problems = Vec::new();
     for webhook_type in webhook_types(options) {
         for (configuration, webhooks) in snapshot.configurations(webhook_type) {
+            // Retired whole (every webhook `registered: false`): left out, to be pruned. A
+            // chain of which only some are retired still runs them all.
+            if webhooks.iter().all(|w| !w.registered) {
+                continue;
+            }
             let refused = super::invalid_name(configuration, webhooks, options)
                 .or_else(|| invalid_name(configuration, webhooks));
             if let Some(problem) = refused {

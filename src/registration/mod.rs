@@ -52,6 +52,55 @@ pub(crate) mod coverage;
 
 pub use chain::{chain_objects, render_chains};
 
+/// The label on every registration object naming the proxy it registers
+/// ([`registration_id`]): what `registration --prune` lists the cluster's objects by, so
+/// that another proxy's registrations are never pruned.
+pub const REGISTRATION_LABEL: &str = "admission-proxy.io/registration";
+
+/// The value of [`REGISTRATION_LABEL`]: the proxy's Service as `NAMESPACE.NAME`, or its URL's
+/// host, made a valid label value (at most 63 characters of `[A-Za-z0-9._-]`, alphanumeric at
+/// both ends; `ValidateLabels` in `staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/validation`).
+pub fn registration_id(options: &Options) -> String {
+    let raw = match &options.endpoint {
+        Endpoint::Service { name, .. } => format!("{}.{name}", options.namespace),
+        Endpoint::Url(base) => base
+            .trim_start_matches("https://")
+            .replace([':', '[', ']'], "-"),
+    };
+    let cleaned: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    cleaned
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
+}
+
+/// The registration objects `objects` (what is printed now) no longer includes among those the
+/// cluster holds for this proxy (`listed`: the names of the Validating- and
+/// MutatingWebhookConfigurations labelled [`REGISTRATION_LABEL`] with [`registration_id`]),
+/// as `kubectl delete` takes them: `validatingwebhookconfiguration/NAME`, sorted.
+pub fn prune_list(objects: &[Value], listed: &[(WebhookType, String)]) -> Vec<String> {
+    let printed: std::collections::HashSet<(&str, &str)> = objects
+        .iter()
+        .filter_map(|o| Some((o["kind"].as_str()?, o["metadata"]["name"].as_str()?)))
+        .collect();
+    let mut out: Vec<String> = listed
+        .iter()
+        .filter(|(t, name)| !printed.contains(&(t.configuration_kind(), name.as_str())))
+        .map(|(t, name)| format!("{}/{name}", t.configuration_kind().to_ascii_lowercase()))
+        .collect();
+    out.sort();
+    out
+}
+
 /// Where kube-apiserver reaches the proxy, and how it trusts it.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -194,6 +243,17 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value>, Vec
     let mut problems = Vec::new();
     for webhook_type in webhook_types(options) {
         for (configuration, webhooks) in snapshot.configurations(webhook_type) {
+            // A webhook with `registered: false` is being retired: kube-apiserver is to stop
+            // calling the proxy for it (a configuration left with none is not printed, and
+            // `registration --prune` names it).
+            let registered: Vec<Value> = webhooks
+                .iter()
+                .filter(|w| w.registered)
+                .map(|w| webhook(w, snapshot, options))
+                .collect();
+            if registered.is_empty() {
+                continue;
+            }
             if let Some(problem) = invalid_name(configuration, webhooks, options) {
                 problems.push(problem);
                 continue;
@@ -201,10 +261,7 @@ pub fn objects(snapshot: &Snapshot, options: &Options) -> Result<Vec<Value>, Vec
             out.push(configuration_object(
                 webhook_type,
                 configuration,
-                webhooks
-                    .iter()
-                    .map(|w| webhook(w, snapshot, options))
-                    .collect(),
+                registered,
                 options,
             ));
         }
@@ -279,7 +336,10 @@ fn configuration_object(
 ) -> Value {
     let mut metadata = json!({
         "name": configuration_name(configuration, options),
-        "labels": {"app.kubernetes.io/managed-by": "admission-proxy"},
+        "labels": {
+            "app.kubernetes.io/managed-by": "admission-proxy",
+            REGISTRATION_LABEL: registration_id(options),
+        },
         "annotations": {"admission-proxy.io/registered-for": configuration},
     });
     if let Some(from) = &options.inject_ca_from {

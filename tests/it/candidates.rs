@@ -515,6 +515,38 @@ fn candidate_policy(name: &str, policy: &str) -> String {
 /// The example backend's `/require-labels` as CEL: the object or the old object is labelled.
 const LABELLED: &str = "  - expression: \"[object, oldObject].exists(o, o != null && has(o.metadata) && has(o.metadata.labels) && size(o.metadata.labels) > 0)\"\n    message: objects must carry labels (require-labels policy)\n    reason: Forbidden\n";
 
+/// The cut-over's second step: the legacy webhook in mode Shadow (the proxy answers allowed at
+/// once; its replacement policy enforces in kube-apiserver) is still compared with its
+/// candidate, on what it would have decided: a labelled pod agrees allowed, an unlabelled one
+/// agrees denied, while both answers are allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_legacy_webhook_is_still_compared_with_its_candidate() {
+    let backend = TestBackend::start();
+    let ws = Workspace::new("candidates-shadow");
+    let legacy = validating(
+        LEGACY,
+        &backend.client_config("/require-labels/quiet"),
+        ALL,
+        "",
+    );
+    std::fs::write(ws.conf.join("webhooks.yaml"), legacy).unwrap();
+    let files = [policy("same", LABELLED), candidate_policy("exact", "same")];
+    std::fs::write(ws.conf.join("candidates.yaml"), files.join("---\n")).unwrap();
+    let proxy = start(&ws, &["--default-mode", "Shadow"]);
+    let path = format!("/webhooks/{LEGACY}?timeout=10s");
+    let client = HttpClient::new();
+    let target = proxy.target(&ws.pki);
+    for labels in [serde_json::json!({"app": "web"}), serde_json::json!({})] {
+        let body = pod_create("default", labels);
+        let reply = Reply::from(client.post(&target, &path, &body, &[]).await.unwrap());
+        assert_eq!(reply.decision, "shadowed");
+        assert_eq!(reply.json["response"]["allowed"], true);
+    }
+    let results = results_when(&proxy, &ws.pki, "exact", 2.0).await;
+    assert_eq!(results, [("agree".to_string(), 2.0)].into());
+    wait_for_calls(&backend, 2).await;
+}
+
 /// Two policies beside a legacy webhook that requires labels, on every validating fixture:
 /// one that says what the webhook says agrees on every request; one that also refuses
 /// DELETE disagrees on exactly the DELETEs the webhook allows, each captured with the policy's

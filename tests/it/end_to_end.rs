@@ -199,10 +199,8 @@ async fn v1beta1_backend_patch_reaches_v1_caller() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_failures_follow_failure_policy() {
     let backend = TestBackend::start();
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let refusing = refusing_port();
+    let dead = refusing.addr;
     let other_pki = crate::tools::pki::TestPki::generate(&["127.0.0.1"]).unwrap();
     let cases: Vec<(&str, String, &str)> = vec![
         (

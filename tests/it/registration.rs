@@ -232,9 +232,8 @@ fn the_registration_is_a_valid_webhook_configuration() {
 /// A stand-in API server on 127.0.0.1 answering discovery as a current cluster does (no
 /// extensions/v1beta1, no policy/v1beta1): `GET /api`, `/api/v1`, `/apis` and each
 /// `/apis/{group}/{version}` (`APIVersions`, `APIGroupList`, `APIResourceList`), anything
-/// else 404. Serves until the test process ends; each connection is answered in a thread.
-fn discovery_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{BufRead, BufReader, Write};
+/// else 404 ([`stand_in_api`]).
+fn discovery_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let groups: &[(&str, &str, &[&str])] = &[
         (
             "apps",
@@ -288,14 +287,26 @@ fn discovery_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>
         "/apis".into(),
         serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": list}),
     );
+    let (url, requests) = stand_in_api(routes);
+    (url, requests)
+}
+
+/// A stand-in API server on 127.0.0.1: `routes` by path (the query aside), each answered 200
+/// with its JSON, paths under `/apis/metrics.k8s.io/` 503 (an aggregated API that is down),
+/// anything else 404. Counts the requests and keeps each request line's target (path and
+/// query). Serves until the test process ends; each connection is answered in a thread.
+fn stand_in_api(
+    routes: BTreeMap<String, Value>,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = requests.clone();
+    let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = requests.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let routes = routes.clone();
-            let count = count.clone();
+            let log = log.clone();
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut out = stream;
@@ -311,15 +322,10 @@ fn discovery_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>
                             break;
                         }
                     }
-                    count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let path = line
-                        .split(' ')
-                        .nth(1)
-                        .unwrap_or("")
-                        .split('?')
-                        .next()
-                        .unwrap_or("");
-                    let (status, body) = match routes.get(path) {
+                    let target = line.split(' ').nth(1).unwrap_or("").to_string();
+                    let path = target.split('?').next().unwrap_or("").to_string();
+                    log.lock().unwrap().push(target);
+                    let (status, body) = match routes.get(&path) {
                         Some(body) => ("200 OK", body.to_string()),
                         None if path.starts_with("/apis/metrics.k8s.io/") => ("503 Service Unavailable", serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "ServiceUnavailable", "message": "the server is currently unable to handle the request", "code": 503}).to_string()),
                         None => ("404 Not Found", serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}).to_string()),
@@ -429,7 +435,7 @@ fn discovery_registers_only_served_versions_and_reports_unreachable_rules() {
     assert!(out.status.success(), "{stderr}");
     // /api, /api/v1, /apis and the five group/versions, each once: the unavailable one's 503
     // is not retried (kube-rs would, 15 times with backoff, for minutes).
-    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 8);
+    assert_eq!(requests.lock().unwrap().len(), 8);
     let objects = documents(&String::from_utf8(out.stdout).unwrap());
     let webhook = |name: &str| {
         objects
@@ -622,6 +628,7 @@ metadata:
     admission-proxy.io/registered-for: example-policies
     cert-manager.io/inject-ca-from: webhooks/admission-proxy
   labels:
+    admission-proxy.io/registration: webhooks.admission-proxy
     app.kubernetes.io/managed-by: admission-proxy
   name: example-policies-admission-proxy
 webhooks:
@@ -665,6 +672,7 @@ metadata:
     admission-proxy.io/registered-for: legacy-audit
     cert-manager.io/inject-ca-from: webhooks/admission-proxy
   labels:
+    admission-proxy.io/registration: webhooks.admission-proxy
     app.kubernetes.io/managed-by: admission-proxy
   name: legacy-audit-admission-proxy
 webhooks:
@@ -708,6 +716,7 @@ metadata:
     admission-proxy.io/registered-for: legacy-labeler
     cert-manager.io/inject-ca-from: webhooks/admission-proxy
   labels:
+    admission-proxy.io/registration: webhooks.admission-proxy
     app.kubernetes.io/managed-by: admission-proxy
   name: legacy-labeler-admission-proxy
 webhooks:
@@ -753,6 +762,7 @@ metadata:
     admission-proxy.io/registered-for: legacy-rollout
     cert-manager.io/inject-ca-from: webhooks/admission-proxy
   labels:
+    admission-proxy.io/registration: webhooks.admission-proxy
     app.kubernetes.io/managed-by: admission-proxy
   name: legacy-rollout-admission-proxy
 webhooks:
@@ -1447,5 +1457,140 @@ fn registration_findings_judge_what_is_printed() {
     assert!(
         !stderr.contains("own namespace \"webhooks\""),
         "the printed registration leaves webhooks out: {stderr}"
+    );
+}
+
+/// The cut-over's registration step: a webhook with `registered: false` (kept in the proxy's
+/// directory, its route still answered) is left out of the registration, a configuration left
+/// with none is not printed, and `--prune` names what the cluster holds for this proxy
+/// (listed by its `admission-proxy.io/registration` label, from a stand-in API server) that
+/// the registration no longer includes, for `xargs -r kubectl delete`.
+#[test]
+fn a_retired_webhook_is_left_out_and_pruned() {
+    let dir = scratch("registration-prune");
+    let config = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: legacy
+  annotations:
+    admission-proxy.io/webhook-options: '{"b.legacy.example.com": {"registered": false}}'
+webhooks:
+- name: a.legacy.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: 'https://127.0.0.1:9443/a'}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [configmaps]}]
+- name: b.legacy.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: 'https://127.0.0.1:9443/b'}
+  rules: [{operations: [CREATE], apiGroups: [''], apiVersions: [v1], resources: [secrets]}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: other
+  annotations:
+    admission-proxy.io/webhook-options: '{"c.other.example.com": {"registered": false, "mode": "Shadow"}}'
+webhooks:
+- name: c.other.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {url: 'https://127.0.0.1:9443/c'}
+  rules: [{operations: [CREATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}]
+"#;
+    std::fs::write(dir.join("config.yaml"), config).unwrap();
+    let (code, stdout, stderr) = run_registration(&[
+        "--service".as_ref(),
+        "webhooks/admission-proxy".as_ref(),
+        "--config".as_ref(),
+        dir.join("config.yaml").as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let printed = documents(&stdout);
+    let names: Vec<(&str, Vec<&str>)> = printed
+        .iter()
+        .map(|o| {
+            let hooks = o["webhooks"].as_array().unwrap();
+            (
+                o["metadata"]["name"].as_str().unwrap(),
+                hooks.iter().map(|w| w["name"].as_str().unwrap()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [("legacy-admission-proxy", vec!["a.legacy.example.com"])]
+    );
+    assert_eq!(
+        printed[0]["metadata"]["labels"]["admission-proxy.io/registration"],
+        "webhooks.admission-proxy"
+    );
+    // The cluster holds both registrations of this proxy and a mutating one of a configuration
+    // since removed from the directory.
+    let list = |kind: &str, names: &[&str]| {
+        let items: Vec<Value> = names
+            .iter()
+            .map(|n| serde_json::json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": n}}))
+            .collect();
+        serde_json::json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": format!("{kind}List"), "metadata": {"resourceVersion": "7"}, "items": items})
+    };
+    let mut routes = BTreeMap::new();
+    routes.insert(
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations".to_string(),
+        list(
+            "ValidatingWebhookConfiguration",
+            &["legacy-admission-proxy", "other-admission-proxy"],
+        ),
+    );
+    routes.insert(
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations".to_string(),
+        list("MutatingWebhookConfiguration", &["gone-admission-proxy"]),
+    );
+    let (url, requests) = stand_in_api(routes);
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: stand-in\n  cluster: {{server: \"{url}\"}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: stand-in\n  context: {{cluster: stand-in, user: u}}\ncurrent-context: stand-in\n"),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_registration(&[
+        "--service".as_ref(),
+        "webhooks/admission-proxy".as_ref(),
+        "--config".as_ref(),
+        dir.join("config.yaml").as_os_str(),
+        "--prune".as_ref(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "mutatingwebhookconfiguration/gone-admission-proxy\nvalidatingwebhookconfiguration/other-admission-proxy\n"
+    );
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for r in &requests {
+        assert!(
+            r.contains(
+                "labelSelector=admission-proxy.io%2Fregistration%3Dwebhooks.admission-proxy"
+            ),
+            "{r}"
+        );
+    }
+    // --kubeconfig alone is refused rather than ignored.
+    let (code, _, stderr) = run_registration(&[
+        "--service".as_ref(),
+        "webhooks/admission-proxy".as_ref(),
+        "--config".as_ref(),
+        dir.join("config.yaml").as_os_str(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(
+        stderr.contains("--kubeconfig is read with --discover or --prune only"),
+        "{stderr}"
     );
 }

@@ -172,6 +172,13 @@ pub(crate) struct RegistrationArgs {
     /// (the loader takes no `service`, and no CA injector writes into its files).
     #[arg(long, requires_all = ["url", "ca_bundle"], conflicts_with = "inject_ca_from")]
     pub(crate) static_manifests: Option<admission_proxy::config::static_manifests::StaticPlugin>,
+    /// Print, instead of the registration, what to delete: the cluster's Validating- and
+    /// MutatingWebhookConfigurations labelled as this proxy's registration
+    /// (`admission-proxy.io/registration`) that the registration no longer includes (a retired
+    /// webhook's, `registered: false`), one `kind/name` per line for `xargs -r kubectl delete`.
+    /// Reads the cluster named by --kubeconfig.
+    #[arg(long, conflicts_with = "static_manifests")]
+    pub(crate) prune: bool,
     #[command(flatten)]
     pub(crate) discovery: DiscoveryArgs,
 }
@@ -183,9 +190,9 @@ pub(crate) struct DiscoveryArgs {
     /// versions and to report every rule no served resource reaches.
     #[arg(long)]
     pub(crate) discover: bool,
-    /// Kubeconfig for --discover (default: KUBECONFIG, ~/.kube/config, then the pod's service
-    /// account).
-    #[arg(long, requires = "discover")]
+    /// Kubeconfig for --discover and `registration --prune` (default: KUBECONFIG,
+    /// ~/.kube/config, then the pod's service account).
+    #[arg(long)]
     pub(crate) kubeconfig: Option<PathBuf>,
 }
 

@@ -41,6 +41,47 @@ impl DiscoveryArgs {
     }
 }
 
+/// The names of the cluster's Validating- and MutatingWebhookConfigurations labelled as the
+/// registration of the proxy `options` describe (`registration --prune`).
+fn listed_registrations(
+    kubeconfig: Option<&std::path::Path>,
+    options: &admission_proxy::registration::Options,
+) -> anyhow::Result<Vec<(admission_proxy::api::WebhookType, String)>> {
+    use admission_proxy::api::WebhookType;
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start the tokio runtime")?;
+    runtime.block_on(async {
+        let config = namespace_watch::config(kubeconfig).await?;
+        let client = kube::Client::try_from(config)?;
+        let selector = format!(
+            "{}={}",
+            admission_proxy::registration::REGISTRATION_LABEL,
+            admission_proxy::registration::registration_id(options)
+        );
+        let mut listed = Vec::new();
+        for webhook_type in [WebhookType::Validating, WebhookType::Mutating] {
+            let kind = webhook_type.configuration_kind();
+            let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+            let plural = format!("{}s", kind.to_ascii_lowercase());
+            let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let list = api
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .with_context(|| format!("list {plural} labelled {selector}"))?;
+            for object in list.items {
+                if let Some(name) = object.metadata.name {
+                    listed.push((webhook_type, name));
+                }
+            }
+        }
+        Ok(listed)
+    })
+}
+
 /// `--kube-version`, else the version of the cluster `kubeconfig` names when the command is to
 /// read the cluster (`Some`: `check --discover`, `explain --kubeconfig`), else none. A cluster
 /// that cannot tell is `Err` with why: the caller warns and checks nothing by version, as
@@ -85,6 +126,10 @@ impl Tally {
 /// `check`: loads as `serve` would and prints the result on stdout; returns whether it is valid.
 pub(crate) fn check(args: &CheckArgs) -> bool {
     let mut tally = Tally::default();
+    if args.discovery.kubeconfig.is_some() && !args.discovery.discover {
+        tally.error(format_args!("--kubeconfig is read with --discover only"));
+        return false;
+    }
     let cluster = args
         .discovery
         .discover
@@ -227,6 +272,9 @@ fn discovery_warnings(
 pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
     use admission_proxy::registration::Endpoint;
     use base64::Engine;
+    if args.discovery.kubeconfig.is_some() && !args.discovery.discover && !args.prune {
+        bail!("--kubeconfig is read with --discover or --prune only");
+    }
     let snapshot = config::load(&args.config)
         .with_context(|| format!("load webhook configuration from {}", args.config.display()))?;
     if snapshot.is_empty() {
@@ -265,6 +313,24 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
             eprintln!("warning: {w}");
         }
     }
+    if args.prune {
+        let objects = if args.chain {
+            admission_proxy::registration::chain_objects(&snapshot, &options)
+        } else {
+            admission_proxy::registration::objects(&snapshot, &options)
+        }
+        .map_err(|problems| {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            anyhow::anyhow!("{} configuration(s) cannot be registered", problems.len())
+        })?;
+        let listed = listed_registrations(args.discovery.kubeconfig.as_deref(), &options)?;
+        for line in admission_proxy::registration::prune_list(&objects, &listed) {
+            println!("{line}");
+        }
+        return Ok(());
+    }
     let rendered = if args.chain {
         admission_proxy::registration::render_chains(&snapshot, &options)
     } else {
@@ -285,6 +351,11 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
     // no matchConditions (the proxy evaluates them), the proxy as the backend.
     let printed = std::path::PathBuf::from("registration.yaml");
     match config::load_contents(&[(printed, rendered.clone())]) {
+        // Nothing registered (every webhook retired, `registered: false`): nothing to judge;
+        // `--prune` names what to delete.
+        _ if rendered.is_empty() => {
+            eprintln!("registration: every webhook is retired (registered: false); nothing printed: `registration --prune` lists what to delete");
+        }
         Ok(registration) => {
             for f in
                 admission_proxy::findings::findings(&registration, Some(&options.namespace), None)

@@ -728,6 +728,25 @@ pub(crate) fn metric_value(metrics: &str, family: &str, labels: &[(&str, &str)])
         .and_then(|v| v.parse().ok())
 }
 
+/// A loopback port that refuses connections for as long as this lives: bound and never
+/// listening, so that no other process can take it meanwhile (a port bound and released can
+/// be, and then answers with its own certificate).
+pub(crate) struct RefusingPort {
+    pub(crate) addr: std::net::SocketAddr,
+    _socket: socket2::Socket,
+}
+
+pub(crate) fn refusing_port() -> RefusingPort {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    socket.bind(&any.into()).unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    RefusingPort {
+        addr,
+        _socket: socket,
+    }
+}
+
 /// A loopback port nothing listens on (bound, then released): a backend that is down, or one
 /// that starts there later.
 pub(crate) fn closed_port() -> u16 {
