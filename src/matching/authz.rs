@@ -784,7 +784,9 @@ pub(crate) fn static_type(
         Expr::Comprehension(c) => {
             static_type(&c.iter_range.expr, bound)?;
             static_type(&c.accu_init.expr, bound)?;
+            let before = bound.len();
             bound.push(c.iter_var.clone());
+            bound.extend(c.iter_var2.clone());
             bound.push(c.accu_var.clone());
             let mut result = Ok(StaticType::Dyn);
             for e in [&c.loop_cond, &c.loop_step, &c.result] {
@@ -793,7 +795,7 @@ pub(crate) fn static_type(
                     break;
                 }
             }
-            bound.truncate(bound.len() - 2);
+            bound.truncate(before);
             result?;
             StaticType::Dyn
         }

@@ -24,7 +24,15 @@ use crate::kube_version::KubeVersion;
 /// functions are resolved at run time through [`with_root_context`].
 pub(crate) fn env() -> Arc<Env> {
     static ENV: OnceLock<Arc<Env>> = OnceLock::new();
-    ENV.get_or_init(|| Arc::new(Env::stdlib())).clone()
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        for m in super::cel_two_var::macros() {
+            // Each is for a name and argument count no standard macro has.
+            let _ = env.add_macro(m);
+        }
+        Arc::new(env)
+    })
+    .clone()
 }
 
 /// A compiled expression: its tree and where each node was written. The `cel` crate's
@@ -110,6 +118,10 @@ fn root_context() -> Context<'static, 'static> {
     let _ = context.add_function("find", find);
     let _ = context.add_function("findAll", find_all);
     let _ = context.add_function("includes", includes);
+    let _ = context.add_function(
+        super::cel_two_var::MAP_INSERT,
+        super::cel_two_var::map_insert,
+    );
     // The authz library (`authorizer`): member functions of its opaque values.
     for (name, function) in super::authz::FUNCTIONS {
         let _ = context.add_function(name, function);
@@ -285,6 +297,12 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
         "map" => "[1, 2].map(x, x * 2) == [2, 4] && [1, 2].map(x, x > 1, x) == [2]",
         "filter" => "[1, 2, 3].filter(x, x > 1) == [2, 3]",
     ],
+    "two-variable comprehensions (cel-go ext.TwoVarComprehensions)": [
+        "two-variable comprehension" => "[1, 2].all(i, v, v > i) && {'a': 1}.exists(k, v, k == 'a' && v == 1) && [1, 2].existsOne(i, v, v == 2)",
+        "transformList" => "[1, 2, 3].transformList(i, v, i * v + v) == [1, 4, 9] && [1, 2, 3].transformList(i, v, i % 2 == 0, v) == [1, 3]",
+        "transformMap" => "[1, 2].transformMap(i, v, v * 2) == {0: 2, 1: 4} && {'a': 1}.transformMap(k, v, v > 0, k) == {'a': 'a'}",
+        "transformMapEntry" => "{'a': 1}.transformMapEntry(k, v, {v: k}) == {1: 'a'}",
+    ],
     "optional types": [
         "optional.of" => "optional.of(1).hasValue()",
         "optional.none" => "!optional.none().hasValue()",
@@ -421,40 +439,13 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
     ],
 };
 
+/// The name a two-variable comprehension (`all(i, v, …)`, `transformList`, …) is counted under
+/// among an expression's functions: the macros expand to a comprehension, not a call.
+pub(crate) const TWO_VARIABLE_COMPREHENSION: &str = "two-variable comprehension";
+
 /// Functions of the Kubernetes base environment this build cannot evaluate, with the reason given
-/// when an expression uses one. Two-variable comprehensions (`all(k, v, ...)`) are refused by
-/// the expression walker in `conditions`.
+/// when an expression uses one.
 pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
-    // The one-variable macros are expanded by the parser; a call left with these names has
-    // the two-variable form `all(k, v, ...)`.
-    (
-        "all",
-        "two-variable comprehensions (Kubernetes 1.32) are not supported",
-    ),
-    (
-        "exists",
-        "two-variable comprehensions (Kubernetes 1.32) are not supported",
-    ),
-    (
-        "exists_one",
-        "two-variable comprehensions (Kubernetes 1.32) are not supported",
-    ),
-    (
-        "transformList",
-        "two-variable comprehensions (Kubernetes 1.32) are not supported",
-    ),
-    (
-        "transformMap",
-        "two-variable comprehensions (Kubernetes 1.32) are not supported",
-    ),
-    (
-        "transformMapEntry",
-        "two-variable comprehensions (Kubernetes 1.32) are not supported",
-    ),
-    (
-        "existsOne",
-        "two-variable comprehensions (Kubernetes 1.32) are not supported",
-    ),
     (
         "image",
         "the image library (Kubernetes 1.33) is not supported",
@@ -471,12 +462,13 @@ pub(crate) const UNSUPPORTED: &[(&str, &str)] = &[
 /// (`staging/src/k8s.io/apiserver/pkg/cel/environment/base.go`): authz 1.27; optional types
 /// and quantity 1.28; sets and cel-go's strings library at version 2 (whose `format` and
 /// `strings.quote` came at its version 1, `ext/strings.go` `CompileOptions`) 1.29; IP and CIDR
-/// 1.30; format and the authz selectors 1.31; semver 1.33. A name in two libraries
+/// 1.30; format and the authz selectors 1.31; two-variable comprehensions 1.32; semver 1.33. A name in two libraries
 /// (`compareTo` of quantity and of semver) counts from the earlier.
 pub(crate) fn introduced(function: &str) -> Option<(KubeVersion, &'static str)> {
     let since = |library: &str, name: &str| -> Option<u32> {
         match library {
             "optional types" | "Kubernetes quantity" => Some(28),
+            "two-variable comprehensions (cel-go ext.TwoVarComprehensions)" => Some(32),
             "sets (cel-go ext.Sets)" => Some(29),
             "strings (cel-go ext.Strings v2)" => {
                 matches!(name, "format" | "strings.quote").then_some(29)
@@ -581,6 +573,57 @@ mod tests {
             }
         }
         panic!("{expression}: still pending after every round")
+    }
+
+    /// Two-variable comprehensions as kube-apiserver 1.32.0's stored-expression environment
+    /// (`ext.TwoVarComprehensions`) compiles and evaluates them: each expected text is what its
+    /// CEL compiler printed for the expression (the environment for new expressions, of the
+    /// compatibility version 1.31, has none of them).
+    #[test]
+    fn two_variable_comprehensions_as_cel_go_expands_and_evaluates_them() {
+        let matched = |e: &str| matches!(eval(e), Ok(ConditionsResult::Match));
+        for e in [
+            "[1, 2].all(i, v, v > i)",
+            "{'a': 1}.all(k, v, k == 'a' && v == 1)",
+            "[1, 2].exists(i, v, i == 1 && v == 2)",
+            "!([1, 2, 2].existsOne(i, v, v == 2))",
+            "[1, 2].exists_one(i, v, v == 2)",
+            "[1, 2, 3].transformList(i, v, i * v + v) == [1, 4, 9]",
+            "[1, 2, 3].transformList(i, v, i % 2 == 0, v) == [1, 3]",
+            "[1, 2].transformMap(i, v, v * 2) == {0: 2, 1: 4}",
+            "{'a': 1}.transformMap(k, v, v > 0, k) == {'a': 'a'}",
+            "{'a': 1}.transformMapEntry(k, v, {v: k}) == {1: 'a'}",
+            "{'a': 1}.transformList(k, v, k) == ['a'] && {'a': 1}.transformList(k, v, v) == [1]",
+            "object.metadata.labels.all(k, v, k == 'app' && v == 'web')",
+        ] {
+            assert!(matched(e), "{e}: {:?}", eval(e));
+        }
+        for (e, error) in [
+            (
+                "{'a': 1, 'b': 1}.transformMapEntry(k, v, {v: k}).size() == 1",
+                "insert failed: key 1 already exists",
+            ),
+            (
+                "[1, 2].transformMapEntry(i, v, {'x': v}) == {}",
+                "insert failed: key x already exists",
+            ),
+        ] {
+            assert!(
+                matches!(eval(e), Ok(ConditionsResult::Error(ref m)) if m.ends_with(error)),
+                "{e}: {:?}",
+                eval(e)
+            );
+        }
+        for (e, error) in [
+            ("[1, 2].all(i, i, true)", "ERROR: <input>:1:15: duplicate variable name: i\n | [1, 2].all(i, i, true)\n | ..............^"),
+            ("[1, 2].all(1, v, true)", "ERROR: <input>:1:12: argument must be a simple name\n | [1, 2].all(1, v, true)\n | ...........^"),
+            ("[1, 2].transformList(i, v, v) == 'a'", "ERROR: <input>:1:31: found no matching overload for '_==_' applied to '(list(int), string)'"),
+            ("{'a': 1}.all(k, v, v.lowerAscii() == 'a')", "ERROR: <input>:1:32: found no matching overload for 'lowerAscii' applied to 'int.()'"),
+            ("[1,2].transformMap(i, v, v) == 1", "ERROR: <input>:1:29: found no matching overload for '_==_' applied to '(map(int, int), int)'"),
+        ] {
+            let got = eval(e).unwrap_err().to_string();
+            assert!(got.contains(error), "{e}: {got}");
+        }
     }
 
     /// Every function of the compatibility table works as its example shows.

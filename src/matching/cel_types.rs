@@ -373,7 +373,16 @@ impl Checker<'_> {
             }
             Expr::Comprehension(c) => {
                 let range = self.check(&c.iter_range);
+                // The second variable of a two-variable comprehension: a list's element after
+                // its index, a map's value after its key.
+                let second = match &range {
+                    Ty::List(e) => (**e).clone(),
+                    Ty::Map(_, v) => (**v).clone(),
+                    Ty::Unknown => Ty::Unknown,
+                    _ => Ty::Dyn,
+                };
                 let element = match &range {
+                    Ty::List(_) if c.iter_var2.is_some() => Ty::Int,
                     Ty::List(e) => (**e).clone(),
                     Ty::Map(k, _) => (**k).clone(),
                     Ty::Unknown => Ty::Unknown,
@@ -389,20 +398,41 @@ impl Checker<'_> {
                 // `map` and `filter` start from `[]`, whose element type cel-go leaves free
                 // until the step binds it (`[1].map(x, x)` is a `list(int)`): `Error` stands
                 // for it here, as `unify` lets any type replace it.
-                let free = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
-                let accu = if free {
+                // `transformMap` and `transformMapEntry` likewise start from `{}`.
+                let free_list = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
+                let free_map = matches!(&c.accu_init.expr, Expr::Map(m) if m.entries.is_empty());
+                let free = free_list || free_map;
+                let accu = if free_list {
                     Ty::List(Box::new(Ty::Error))
+                } else if free_map {
+                    Ty::Map(Box::new(Ty::Error), Box::new(Ty::Error))
                 } else {
                     self.check(&c.accu_init)
                 };
                 self.scopes.push((c.accu_var.clone(), accu));
                 self.scopes.push((c.iter_var.clone(), element));
+                if let Some(name) = &c.iter_var2 {
+                    self.scopes.push((name.clone(), second));
+                }
                 self.check(&c.loop_cond);
                 let step = self.check(&c.loop_step);
+                if c.iter_var2.is_some() {
+                    self.scopes.pop();
+                }
                 self.scopes.pop();
                 if free {
+                    let known = |t: Box<Ty>| {
+                        if *t == Ty::Error {
+                            Box::new(Ty::Dyn)
+                        } else {
+                            t
+                        }
+                    };
                     let bound = match step {
-                        Ty::List(e) if *e != Ty::Error => Ty::List(e),
+                        Ty::List(e) => Ty::List(known(e)),
+                        Ty::Map(k, v) => Ty::Map(known(k), known(v)),
+                        Ty::Unknown => Ty::Unknown,
+                        _ if free_map => Ty::Map(Box::new(Ty::Dyn), Box::new(Ty::Dyn)),
                         _ => Ty::List(Box::new(Ty::Dyn)),
                     };
                     if let Some(accu) = self.scopes.last_mut() {
@@ -660,6 +690,11 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
         ),
         // cel-go's strings library at version 2 has no `reverse`: only lists' (1.34).
         ("reverse", Some(Ty::String), []) => NoOverload,
+        // The two-variable comprehensions' map builder (`cel.@mapInsert` in cel-go).
+        (super::cel_two_var::MAP_INSERT, None, [m, k, v]) => {
+            found(unify(m, &Ty::Map(Box::new(k.clone()), Box::new(v.clone()))))
+        }
+        (super::cel_two_var::MAP_INSERT, None, [m, update]) => found(unify(m, update)),
         ("dyn", None, [_]) => Type(Ty::Dyn),
         ("type", None, [_]) => Type(Ty::Type),
         ("int", None, [a]) => found(conversion(

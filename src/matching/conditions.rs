@@ -77,11 +77,11 @@ struct Pattern {
     validated: bool,
 }
 
-/// Collects the free identifiers and the functions an expression calls.
+/// Collects the free identifiers and the functions an expression calls (a two-variable
+/// comprehension counted as [`cel_env::TWO_VARIABLE_COMPREHENSION`], for the version checks).
 ///
 /// # Errors
-/// [`CompileError::TwoVariableComprehension`]: the `cel` crate's own free-variable walk
-/// ignores the second variable.
+/// None today; the walk's callers keep the `Result` for the checks it may grow.
 fn free_variables(
     node: &cel::common::ast::IdedExpr,
     bound: &mut Vec<String>,
@@ -167,17 +167,20 @@ fn free_variables(
             }
         }
         Expr::Comprehension(c) => {
-            if c.iter_var2.is_some() {
-                return Err(CompileError::TwoVariableComprehension);
-            }
             free_variables(&c.iter_range, bound, out)?;
             free_variables(&c.accu_init, bound, out)?;
+            let before = bound.len();
             bound.push(c.iter_var.clone());
+            if let Some(second) = &c.iter_var2 {
+                bound.push(second.clone());
+                out.functions
+                    .push(cel_env::TWO_VARIABLE_COMPREHENSION.to_string());
+            }
             bound.push(c.accu_var.clone());
             for e in [&c.loop_cond, &c.loop_step, &c.result] {
                 free_variables(e, bound, out)?;
             }
-            bound.truncate(bound.len() - 2);
+            bound.truncate(before);
         }
     }
     Ok(())
@@ -375,11 +378,6 @@ pub enum CompileError {
     /// A use of the authz library (`authorizer`) its declarations do not allow.
     #[error("compilation failed: {0}")]
     Authz(#[from] authz::TypeError),
-    /// `all(i, v, ...)` and the like.
-    #[error(
-        "compilation failed: two-variable comprehensions are not supported by admission-proxy"
-    )]
-    TwoVariableComprehension,
     /// A literal `matches` argument that Go's `regexp` refuses, as cel-go's
     /// `ValidateRegexLiterals` reports it (`ERROR: <input>:1:13: invalid matches argument` and
     /// the source line with a caret).
@@ -1652,10 +1650,10 @@ mod tests {
                 "'abc'.reverse() == 'cba'",
                 "compilation failed: ERROR: <input>:1:14: found no matching overload for 'reverse' applied to 'string.()'\n | 'abc'.reverse() == 'cba'\n | .............^",
             ),
-            ("[1].transformList(i, v, v) == [1]", "transformList"),
+            // Two-variable comprehensions are macros now: their own refusals, in cel-go's words.
             (
-                "object.metadata.labels.all(k, v, v != '')",
-                "two-variable comprehensions",
+                "object.metadata.labels.all(k, k, k != '')",
+                "compilation failed: ERROR: <input>:1:31: duplicate variable name: k\n | object.metadata.labels.all(k, k, k != '')\n | ..............................^",
             ),
             (
                 "image('nginx').registry() == 'docker.io'",
@@ -1680,7 +1678,7 @@ mod tests {
                 "compilation failed: ERROR: <input>:1:34: undeclared reference to 'q' (in container '')\n | object.metadata.name == 1 && has(q.y) && object.foo(1)\n | .................................^\nERROR: <input>:1:52: undeclared reference to 'foo' (in container '')\n | object.metadata.name == 1 && has(q.y) && object.foo(1)\n | ...................................................^",
             ),
             ("1 + 2", "must evaluate to bool but got int"),
-            ("[1].all(i, v, v > 0)", "compilation failed"),
+            ("[1].all(i, 1, true)", "argument must be a simple name"),
             ("'string'", "must evaluate to bool but got string"),
             // A `dyn` result is refused too: kube-apiserver 1.32.0 answered `kubectl apply` of
             // a webhook with this matchCondition `webhooks[0].matchConditions[0].expression:

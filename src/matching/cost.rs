@@ -423,12 +423,37 @@ fn walk(expr: &Expression, context: &Context<'_, '_>, t: &mut Tracker) -> Result
                 return Ok(());
             };
             let mut items = iterable.iter();
+            // A two-variable comprehension binds the index and element of a list, the key and
+            // value of a map (as the interpreter does).
+            let is_map = range.get_type().kind() == cel::common::types::Kind::Map;
+            let mut index: i64 = 0;
             while let Some(item) = items.next() {
                 walk(&c.loop_cond, &scope, t)?;
                 if as_bool(&c.loop_cond, &scope) == Some(false) {
                     break;
                 }
-                scope.add_variable_as_val(&c.iter_var, item.clone_as_boxed());
+                match &c.iter_var2 {
+                    Some(second) if is_map => {
+                        let Some(value) = range
+                            .as_indexer()
+                            .and_then(|m| m.get(item).ok())
+                            .map(cel::common::value::CowVal::into_owned)
+                        else {
+                            return Ok(());
+                        };
+                        scope.add_variable_as_val(&c.iter_var, item.clone_as_boxed());
+                        scope.add_variable_as_val(second, value);
+                    }
+                    Some(second) => {
+                        scope.add_variable_as_val(
+                            &c.iter_var,
+                            Box::new(cel::common::types::CelInt::from(index)),
+                        );
+                        scope.add_variable_as_val(second, item.clone_as_boxed());
+                        index += 1;
+                    }
+                    None => scope.add_variable_as_val(&c.iter_var, item.clone_as_boxed()),
+                }
                 walk(&c.loop_step, &scope, t)?;
                 if appends {
                     continue;

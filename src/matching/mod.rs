@@ -8,6 +8,7 @@ pub mod authz;
 pub mod cel_env;
 pub mod cel_limits;
 pub(crate) mod cel_names;
+pub(crate) mod cel_two_var;
 pub(crate) mod cel_types;
 pub(crate) mod conditions;
 pub(crate) mod cost;

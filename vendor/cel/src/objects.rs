@@ -1457,7 +1457,7 @@ impl Value {
                 // result in a single preallocated `MutableList` instead of
                 // paying O(n) clone-and-extend on every iteration
                 // (`@result + [expr]`).
-                if let Some(step) = AppendStep::of(comprehension) {
+                if let Some(step) = AppendStep::of(comprehension).filter(|_| comprehension.iter_var2.is_none()) {
                     if accu_init
                         .downcast_ref::<CelList>()
                         .is_some_and(|list| list.inner().is_empty())
@@ -1477,9 +1477,39 @@ impl Value {
                     })?
                     .iter();
                 let mut deferred = DeferredErrors::of(comprehension);
+                // Two-variable comprehensions (cel-go's `ext.TwoVarComprehensions`): over a
+                // list, the index and the element; over a map, the key and its value.
+                let is_map = iter.get_type().kind() == Kind::Map;
+                let mut index: i64 = 0;
                 while let Some(item) = items.next() {
                     if !try_bool(Value::resolve_val(&comprehension.loop_cond, &ctx))? {
                         break;
+                    }
+                    if let Some(second) = &comprehension.iter_var2 {
+                        if is_map {
+                            let value = iter
+                                .as_indexer()
+                                .ok_or_else(|| ExecutionError::UnexpectedType {
+                                    got: iter.get_type().name().to_owned(),
+                                    want: "map".to_owned(),
+                                })?
+                                .get(item)?
+                                .into_owned();
+                            ctx.add_variable_as_val(&comprehension.iter_var, item.clone_as_boxed());
+                            ctx.add_variable_as_val(second, value);
+                        } else {
+                            ctx.add_variable_as_val(
+                                &comprehension.iter_var,
+                                Box::new(CelInt::from(index)),
+                            );
+                            ctx.add_variable_as_val(second, item.clone_as_boxed());
+                            index += 1;
+                        }
+                        let step = Value::resolve_val(&comprehension.loop_step, &ctx);
+                        if let Some(accu) = deferred.step(step)? {
+                            ctx.add_variable_as_val(&comprehension.accu_var, accu.into_owned());
+                        }
+                        continue;
                     }
                     ctx.add_variable_as_val(&comprehension.iter_var, item.clone_as_boxed());
                     let step = Value::resolve_val(&comprehension.loop_step, &ctx);
