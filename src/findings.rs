@@ -451,6 +451,14 @@ fn catch_all(w: &Webhook, found: &mut Vec<Problem>) {
     {
         return;
     }
+    // Gatekeeper's selector, for one, leaves out namespaces labelled to be ignored, which
+    // kube-system is only once someone labels it.
+    let selector = if w.matcher.namespace_selector.is_empty() {
+        "no namespaceSelector"
+    } else {
+        "a namespaceSelector that selects kube-system as it is created (labelled with its name \
+         only)"
+    };
     for (i, rule) in w.spec.rules.iter().enumerate() {
         let every_group = rule.api_groups.iter().any(|g| g == "*");
         let every_resource = rule.resources.iter().any(|r| r == "*" || r == "*/*");
@@ -458,11 +466,12 @@ fn catch_all(w: &Webhook, found: &mut Vec<Problem>) {
             found.push(Problem::of_webhook(
                 w,
                 format!("webhooks[{}].rules[{i}]", w.index),
-                "every resource of every group, in every namespace (kube-system included) and \
-                 no namespaceSelector: fix: add a namespaceSelector leaving out the system \
-                 namespaces (kubernetes.io/metadata.name NotIn [kube-system, kube-node-lease]) \
-                 or name the resources the webhook needs"
-                    .into(),
+                format!(
+                    "every resource of every group, in every namespace (kube-system included) and \
+                     {selector}: fix: add a namespaceSelector leaving out the system namespaces \
+                     (kubernetes.io/metadata.name NotIn [kube-system, kube-node-lease]) or name \
+                     the resources the webhook needs"
+                ),
             ));
         }
     }

@@ -702,3 +702,59 @@ fn a_candidate_policy_s_scope_is_compared_with_its_legacy_webhook_s() {
         "{out}"
     );
 }
+
+/// The webhook configurations projects ship (`tests/fixtures/public-webhooks/`: cert-manager,
+/// Gatekeeper, Istio, Linkerd, Crossplane, Knative Serving, sources in its README) load as
+/// kube-apiserver loads them, with exactly the findings that are right for them: Gatekeeper's
+/// catch-all rules, whose namespaceSelector leaves out only namespaces labelled to be ignored
+/// (kube-system is not, as created), and nothing else (Linkerd's generated caBundle, Istio's
+/// four injector webhooks, Knative's webhooks without rules, Crossplane's placeholder service).
+#[test]
+fn public_webhook_configurations_load_with_the_right_findings() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/public-webhooks"
+    );
+    let gatekeeper = |kind: &str, name: &str, webhook: &str| {
+        format!("warning: {dir}/gatekeeper.yaml: {kind} \"{name}\": webhook \"{webhook}\": webhooks[0].rules[0]: every resource of every group, in every namespace (kube-system included) and a namespaceSelector that selects kube-system as it is created (labelled with its name only): fix: add a namespaceSelector leaving out the system namespaces (kubernetes.io/metadata.name NotIn [kube-system, kube-node-lease]) or name the resources the webhook needs")
+    };
+    let expected: [(&str, usize, Vec<String>); 6] = [
+        ("cert-manager", 2, vec![]),
+        ("crossplane", 1, vec![]),
+        (
+            "gatekeeper",
+            3,
+            vec![
+                gatekeeper(
+                    "MutatingWebhookConfiguration",
+                    "gatekeeper-mutating-webhook-configuration",
+                    "mutation.gatekeeper.sh",
+                ),
+                gatekeeper(
+                    "ValidatingWebhookConfiguration",
+                    "gatekeeper-validating-webhook-configuration",
+                    "validation.gatekeeper.sh",
+                ),
+            ],
+        ),
+        ("istio", 6, vec![]),
+        ("knative-serving", 3, vec![]),
+        ("linkerd", 3, vec![]),
+    ];
+    for (project, webhooks, warnings) in expected {
+        let file = format!("{dir}/{project}.yaml");
+        let (code, out) = check(&["--config", &file]);
+        assert_eq!(code, 0, "{project}: {out}");
+        let mut want = warnings.clone();
+        let summary = if warnings.is_empty() {
+            format!("valid: {file}: {webhooks} webhook(s) in 1 file(s)")
+        } else {
+            format!(
+                "valid: {file}: {webhooks} webhook(s) in 1 file(s); {} warning(s)",
+                warnings.len()
+            )
+        };
+        want.push(summary);
+        assert_eq!(out.lines().collect::<Vec<_>>(), want, "{project}");
+    }
+}
