@@ -52,6 +52,18 @@ fn legacy_allowing(ws: &Workspace, backend: &TestBackend) {
     .unwrap();
 }
 
+/// The legacy webhook, requiring labels (the example backend's `/require-labels`), in `ws`'s
+/// configuration.
+fn legacy_requiring_labels(ws: &Workspace, backend: &TestBackend) {
+    let legacy = validating(
+        LEGACY,
+        &backend.client_config("/require-labels/quiet"),
+        ALL,
+        "",
+    );
+    std::fs::write(ws.conf.join("webhooks.yaml"), legacy).unwrap();
+}
+
 /// The capture files of `dir` once there are `n` (a bounded wait: 500 x 20 ms).
 fn captures_when(dir: &Path, n: usize) -> Vec<PathBuf> {
     for _ in 0..500 {
@@ -523,13 +535,7 @@ const LABELLED: &str = "  - expression: \"[object, oldObject].exists(o, o != nul
 async fn a_shadow_legacy_webhook_is_still_compared_with_its_candidate() {
     let backend = TestBackend::start();
     let ws = Workspace::new("candidates-shadow");
-    let legacy = validating(
-        LEGACY,
-        &backend.client_config("/require-labels/quiet"),
-        ALL,
-        "",
-    );
-    std::fs::write(ws.conf.join("webhooks.yaml"), legacy).unwrap();
+    legacy_requiring_labels(&ws, &backend);
     let files = [policy("same", LABELLED), candidate_policy("exact", "same")];
     std::fs::write(ws.conf.join("candidates.yaml"), files.join("---\n")).unwrap();
     let proxy = start(&ws, &["--default-mode", "Shadow"]);
@@ -556,13 +562,7 @@ async fn a_policy_candidate_agrees_where_it_should_and_reports_exactly_what_it_c
     let backend = TestBackend::start();
     let ws = Workspace::new("candidates-policy");
     let captures = ws.dir.join("captures");
-    let legacy = validating(
-        LEGACY,
-        &backend.client_config("/require-labels/quiet"),
-        ALL,
-        "",
-    );
-    std::fs::write(ws.conf.join("webhooks.yaml"), legacy).unwrap();
+    legacy_requiring_labels(&ws, &backend);
     let no_delete = format!("{LABELLED}  - expression: \"request.operation != 'DELETE'\"\n    message: deleting is not allowed\n    reason: Forbidden\n");
     let files = [
         policy("same", LABELLED),
