@@ -41,14 +41,16 @@ pub(crate) enum Ty {
     Bytes,
     Duration,
     Timestamp,
-    /// A type value (`int`, `type(x)`).
-    Type,
+    /// A type value (`int` is a `type(int)`, `type(x)` one of `x`'s type).
+    Type(Box<Ty>),
     List(Box<Ty>),
     Map(Box<Ty>, Box<Ty>),
     /// A declared object type.
     Object(&'static Object),
     /// A Kubernetes library's opaque type (`kubernetes.Quantity`, `net.IP`): equality only.
     Opaque(&'static str),
+    /// An optional value (`optional.of(1)`, `object.?spec`), of the type it holds.
+    Optional(Box<Ty>),
     /// A policy's `variables` (`kubernetes.variables`): one field per variable compiled
     /// before, typed.
     Variables(std::sync::Arc<[(String, Ty)]>),
@@ -200,12 +202,13 @@ impl std::fmt::Display for Ty {
             Ty::Bytes => f.write_str("bytes"),
             Ty::Duration => f.write_str("duration"),
             Ty::Timestamp => f.write_str("timestamp"),
-            Ty::Type => f.write_str("type"),
+            Ty::Type(t) => write!(f, "type({t})"),
             Ty::List(e) => write!(f, "list({e})"),
             Ty::Map(k, v) => write!(f, "map({k}, {v})"),
             Ty::Object(o) => f.write_str(o.name),
             Ty::Opaque(name) => f.write_str(name),
             Ty::Variables(_) => f.write_str("kubernetes.variables"),
+            Ty::Optional(t) => write!(f, "optional_type({t})"),
         }
     }
 }
@@ -220,16 +223,38 @@ impl Ty {
         matches!(self, Ty::Int | Ty::Uint | Ty::Double)
     }
 
+    /// Whether the free element type of an empty `map`/`filter` accumulator is inside.
+    fn has_free(&self) -> bool {
+        match self {
+            Ty::Error => true,
+            Ty::List(e) | Ty::Optional(e) | Ty::Type(e) => e.has_free(),
+            Ty::Map(k, v) => k.has_free() || v.has_free(),
+            _ => false,
+        }
+    }
+
+    /// This type with the free element type read as `dyn`.
+    fn freed(&self) -> Ty {
+        match self {
+            Ty::Error => Ty::Dyn,
+            Ty::List(e) => Ty::List(Box::new(e.freed())),
+            Ty::Map(k, v) => Ty::Map(Box::new(k.freed()), Box::new(v.freed())),
+            other => other.clone(),
+        }
+    }
+
     /// The name a wrong result type is reported with (`must evaluate to bool but got
     /// google.protobuf.Duration`, `but got dyn`: cel-go's type names; `CompileCELExpression`
     /// wants the result to be exactly one of the return types); `None` for a type the checker
     /// cannot name exactly (unknown, a type value), which the result check then accepts.
     pub(crate) fn result_name(&self) -> Option<String> {
         match self {
-            Ty::Unknown | Ty::Error | Ty::Type => None,
+            Ty::Unknown | Ty::Error => None,
             Ty::Null => Some("null_type".to_string()),
             Ty::Duration => Some("google.protobuf.Duration".to_string()),
             Ty::Timestamp => Some("google.protobuf.Timestamp".to_string()),
+            Ty::Type(t) => Some(format!("type({})", t.result_name()?)),
+            Ty::Optional(t) => Some(format!("optional_type({})", t.result_name()?)),
             other => Some(other.to_string()),
         }
     }
@@ -270,6 +295,8 @@ fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
             Some(Ty::Map(Box::new(unify(k1, k2)?), Box::new(unify(v1, v2)?)))
         }
         (Ty::Null, Ty::Object(o)) | (Ty::Object(o), Ty::Null) => Some(Ty::Object(o)),
+        (Ty::Type(x), Ty::Type(y)) => unify(x, y).map(|t| Ty::Type(Box::new(t))),
+        (Ty::Optional(x), Ty::Optional(y)) => unify(x, y).map(|t| Ty::Optional(Box::new(t))),
         (x, y) if x == y => Some(x.clone()),
         _ => None,
     }
@@ -529,7 +556,21 @@ impl Checker<'_> {
             return t.clone();
         }
         match name {
-            n if super::conditions::TYPE_NAMES.contains(&n) => Ty::Type,
+            n if super::conditions::TYPE_NAMES.contains(&n) => Ty::Type(Box::new(match n {
+                "int" => Ty::Int,
+                "uint" => Ty::Uint,
+                "double" => Ty::Double,
+                "string" => Ty::String,
+                "bool" => Ty::Bool,
+                "bytes" => Ty::Bytes,
+                "list" => Ty::List(Box::new(Ty::Dyn)),
+                "map" => Ty::Map(Box::new(Ty::Dyn), Box::new(Ty::Dyn)),
+                "null_type" => Ty::Null,
+                "duration" => Ty::Duration,
+                "timestamp" => Ty::Timestamp,
+                // `type` itself.
+                _ => Ty::Type(Box::new(Ty::Unknown)),
+            })),
             _ => Ty::Dyn,
         }
     }
@@ -564,6 +605,11 @@ impl Checker<'_> {
             Ty::Opaque(name) if name.starts_with("kubernetes.authorization.") => {
                 self.error(id, format!("unexpected failed resolution of '{name}'"))
             }
+            // Selecting on an optional selects on what it holds, and stays optional.
+            Ty::Optional(inner) => {
+                let inner = inner.clone();
+                Ty::Optional(Box::new(self.select(id, &inner, field)))
+            }
             Ty::Variables(fields) => match fields.iter().find(|(name, _)| name == field) {
                 Some((_, t)) => t.clone(),
                 None => self.error(id, format!("undefined field '{field}'")),
@@ -586,12 +632,19 @@ impl Checker<'_> {
             Resolution::Type(t) => t,
             Resolution::Unknown => Ty::Unknown,
             Resolution::NoOverload => {
-                let list = |ts: &[Ty]| {
-                    ts.iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                // The free element type of `map`'s and `filter`'s `[]` reads as what the other
+                // operands bind it to (cel-go prints the type it inferred), else as `dyn`.
+                let shown = |t: &Ty| -> String {
+                    if !t.has_free() {
+                        return t.to_string();
+                    }
+                    all.iter()
+                        .filter(|o| !o.has_free())
+                        .find_map(|o| unify(t, o).filter(|u| !u.is_dyn()))
+                        .unwrap_or_else(|| t.freed())
+                        .to_string()
                 };
+                let list = |ts: &[Ty]| ts.iter().map(&shown).collect::<Vec<_>>().join(", ");
                 let applied = match target {
                     Some(t) => format!("{t}.({})", list(args)),
                     None => format!("({})", list(args)),
@@ -662,6 +715,12 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
             None,
             [_, _],
         ) => overloads(ARITHMETIC, function, target, args),
+        (operators::INDEX, None, [Ty::Optional(inner), index]) => {
+            match resolve(function, None, &[(**inner).clone(), index.clone()]) {
+                Type(t) => Type(Ty::Optional(Box::new(t))),
+                other => other,
+            }
+        }
         (operators::INDEX, None, [container, index]) => found(match container {
             t if t.is_dyn() => Some(Ty::Dyn),
             Ty::List(e) => (*index == Ty::Int || index.is_dyn()).then(|| (**e).clone()),
@@ -695,8 +754,53 @@ fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
             found(unify(m, &Ty::Map(Box::new(k.clone()), Box::new(v.clone()))))
         }
         (super::cel_two_var::MAP_INSERT, None, [m, update]) => found(unify(m, update)),
+        // The optional types (cel-go's `OptionalTypes`): `x.?f`, `m[?k]`, `optional.of(v)`,
+        // and what an optional's methods give.
+        (operators::OPT_SELECT, None, [operand, _]) => {
+            Type(Ty::Optional(Box::new(match operand {
+                Ty::Map(_, v) => (**v).clone(),
+                Ty::Optional(inner) => match &**inner {
+                    Ty::Map(_, v) => (**v).clone(),
+                    _ => Ty::Dyn,
+                },
+                Ty::Unknown => Ty::Unknown,
+                _ => Ty::Dyn,
+            })))
+        }
+        (operators::OPT_INDEX, None, [container, _]) => {
+            Type(Ty::Optional(Box::new(match container {
+                Ty::List(e) => (**e).clone(),
+                Ty::Map(_, v) => (**v).clone(),
+                Ty::Unknown => Ty::Unknown,
+                _ => Ty::Dyn,
+            })))
+        }
+        ("optional.of" | "optional.ofNonZeroValue", None, [a]) => {
+            Type(Ty::Optional(Box::new(a.clone())))
+        }
+        ("optional.none", None, []) => Type(Ty::Optional(Box::new(Ty::Dyn))),
+        ("hasValue", Some(o), []) => found(match o {
+            Ty::Optional(_) => Some(Ty::Bool),
+            t if t.is_dyn() => Some(Ty::Bool),
+            _ => None,
+        }),
+        ("value", Some(o), []) => found(match o {
+            Ty::Optional(t) => Some((**t).clone()),
+            t if t.is_dyn() => Some(Ty::Unknown),
+            _ => None,
+        }),
+        ("orValue", Some(o), [v]) => found(match o {
+            Ty::Optional(t) => unify(t, v),
+            t if t.is_dyn() => Some(Ty::Unknown),
+            _ => None,
+        }),
+        ("or", Some(o), [other]) => found(match o {
+            Ty::Optional(_) => unify(o, other),
+            t if t.is_dyn() => Some(Ty::Unknown),
+            _ => None,
+        }),
         ("dyn", None, [_]) => Type(Ty::Dyn),
-        ("type", None, [_]) => Type(Ty::Type),
+        ("type", None, [a]) => Type(Ty::Type(Box::new(a.clone()))),
         ("int", None, [a]) => found(conversion(
             a,
             &[Ty::Int, Ty::Uint, Ty::Double, Ty::String, Ty::Timestamp],

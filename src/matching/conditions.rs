@@ -393,6 +393,10 @@ pub enum CompileError {
         #[source]
         source: super::re2::Re2Error,
     },
+    /// A conversion of a literal that cannot be done (`int('abc')`, `uint(-1)`): cel-go's
+    /// planner converts literals when it builds the program, which then fails.
+    #[error("program instantiation failed: {0}")]
+    Conversion(String),
     /// The result is statically not a bool: its type as cel-go names it (`int`,
     /// `list(string)`, `google.protobuf.Duration`).
     #[error("must evaluate to bool but got {0}")]
@@ -626,6 +630,9 @@ pub(crate) fn compile_program(
         });
     }
     authz::static_type(&program.expression().expr, &mut Vec::new())?;
+    if let Some(why) = failed_constant_conversion(&program.expression().expr) {
+        return Err(CompileError::Conversion(why));
+    }
     Ok((program, names.variables, ty))
 }
 
@@ -643,6 +650,97 @@ pub(crate) fn functions_called(expression: &str) -> Vec<String> {
         // The walk records a call before what it calls on.
         Ok(()) => names.functions.into_iter().rev().collect(),
         Err(_) => Vec::new(),
+    }
+}
+
+/// Why a conversion of a literal in `expr` fails, in cel-go's words, for the first one that
+/// does: cel-go's planner converts `int`, `uint`, `double`, `bool` and `string` of a literal
+/// when it builds the program (`interpreter/planner.go`, constant type conversions), so
+/// kube-apiserver refuses the expression at create (`program instantiation failed: type
+/// conversion error from 'string' to 'int'`). Parsed as Go's `strconv` parses: `ParseInt` and
+/// `ParseUint` in base 10, `ParseBool`'s twelve spellings; a float that Go may take and Rust
+/// may not (hexadecimal) is left to evaluation.
+fn failed_constant_conversion(expr: &cel::common::ast::Expr) -> Option<String> {
+    use cel::common::ast::{EntryExpr, Expr};
+    fn first<'a>(
+        mut nodes: impl Iterator<Item = &'a cel::common::ast::IdedExpr>,
+    ) -> Option<String> {
+        nodes.find_map(|n| failed_constant_conversion(&n.expr))
+    }
+    match expr {
+        Expr::Call(call) => {
+            if let (None, [arg]) = (&call.target, call.args.as_slice()) {
+                if let Expr::Literal(literal) = &arg.expr {
+                    if let Some(why) = conversion_error(&call.func_name, literal) {
+                        return Some(why);
+                    }
+                }
+            }
+            first(call.target.iter().map(|t| &**t).chain(call.args.iter()))
+        }
+        Expr::Select(s) => failed_constant_conversion(&s.operand.expr),
+        Expr::List(l) => first(l.elements.iter()),
+        Expr::Map(cel::common::ast::MapExpr { entries })
+        | Expr::Struct(cel::common::ast::StructExpr { entries, .. }) => {
+            entries.iter().find_map(|e| match &e.expr {
+                EntryExpr::StructField(f) => failed_constant_conversion(&f.value.expr),
+                EntryExpr::MapEntry(m) => failed_constant_conversion(&m.key.expr)
+                    .or_else(|| failed_constant_conversion(&m.value.expr)),
+            })
+        }
+        Expr::Comprehension(c) => first(
+            [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ]
+            .into_iter(),
+        ),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => None,
+    }
+}
+
+/// cel-go's error converting `literal` with `function`, if it fails.
+fn conversion_error(function: &str, literal: &cel::common::ast::LiteralValue) -> Option<String> {
+    use cel::common::ast::LiteralValue as L;
+    let from_string = || format!("type conversion error from 'string' to '{function}'");
+    // Go's float-to-int conversion range checks (`common/types/double.go`).
+    let to_int = |f: f64| !(f > -9.223_372_036_854_776e18 && f < 9.223_372_036_854_776e18);
+    match (function, literal) {
+        ("int", L::String(s)) => s.parse::<i64>().is_err().then(from_string),
+        ("int", L::Double(d)) => to_int(**d).then(|| "integer overflow".to_string()),
+        ("int", L::UInt(u)) => (**u > i64::MAX as u64).then(|| "integer overflow".to_string()),
+        ("uint", L::String(s)) => {
+            (s.starts_with('+') || s.parse::<u64>().is_err()).then(from_string)
+        }
+        ("uint", L::Int(i)) => (**i < 0).then(|| "unsigned integer overflow".to_string()),
+        ("uint", L::Double(d)) => (!(**d > -1.0 && **d < 1.844_674_407_370_955_2e19))
+            .then(|| "unsigned integer overflow".to_string()),
+        ("double", L::String(s)) => {
+            let hex = s.contains("0x") || s.contains("0X");
+            (!hex && s.parse::<f64>().is_err()).then(from_string)
+        }
+        ("bool", L::String(s)) => (!matches!(
+            s.as_ref(),
+            "1" | "t"
+                | "T"
+                | "TRUE"
+                | "true"
+                | "True"
+                | "0"
+                | "f"
+                | "F"
+                | "FALSE"
+                | "false"
+                | "False"
+        ))
+        .then(from_string),
+        ("string", L::Bytes(b)) => std::str::from_utf8(b)
+            .is_err()
+            .then(|| "invalid UTF-8 in bytes, cannot convert to string".to_string()),
+        _ => None,
     }
 }
 
