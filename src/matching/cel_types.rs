@@ -282,6 +282,66 @@ impl Ty {
     }
 }
 
+/// A type's kind as cel-go's `TypeName` writes it in format errors (`list`, `map`,
+/// `google.protobuf.Duration`).
+fn kind_name(t: &Ty) -> String {
+    match t {
+        Ty::List(_) => "list".into(),
+        Ty::Map(..) => "map".into(),
+        Ty::Type(_) => "type".into(),
+        Ty::Optional(_) => "optional_type".into(),
+        other => other.result_name().unwrap_or_else(|| "dyn".into()),
+    }
+}
+
+/// What `%s` refuses of an argument (`verifyString`): a type other than the scalars, lists,
+/// maps, types and null, looked into for list and map literals; the node and its type.
+fn string_clause_refuses(
+    ty: &Ty,
+    expr: &IdedExpr,
+    mut type_of: impl FnMut(&IdedExpr) -> Ty,
+) -> Option<(u64, Ty)> {
+    fn go(ty: &Ty, expr: &IdedExpr, type_of: &mut dyn FnMut(&IdedExpr) -> Ty) -> Option<(u64, Ty)> {
+        let allowed = ty.is_dyn()
+            || matches!(
+                ty,
+                Ty::List(_)
+                    | Ty::Map(..)
+                    | Ty::Int
+                    | Ty::Uint
+                    | Ty::Double
+                    | Ty::Bool
+                    | Ty::String
+                    | Ty::Timestamp
+                    | Ty::Bytes
+                    | Ty::Duration
+                    | Ty::Type(_)
+                    | Ty::Null
+            );
+        if !allowed {
+            return Some((expr.id, ty.clone()));
+        }
+        match &expr.expr {
+            Expr::List(l) => l.elements.iter().find_map(|e| {
+                let t = type_of(e);
+                go(&t, e, type_of)
+            }),
+            Expr::Map(m) => m.entries.iter().find_map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(me) => {
+                    let k = type_of(&me.key);
+                    go(&k, &me.key, type_of).or_else(|| {
+                        let v = type_of(&me.value);
+                        go(&v, &me.value, type_of)
+                    })
+                }
+                EntryExpr::StructField(_) => None,
+            }),
+            _ => None,
+        }
+    }
+    go(ty, expr, &mut type_of)
+}
+
 /// Whether `a` and `b` can be one type (a type parameter bound to both): equal, or `dyn`
 /// somewhere in them, or `null` with an object (`request == null`).
 fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
@@ -318,6 +378,7 @@ pub(crate) fn check(expr: &IdedExpr, declarations: &Declarations<'_>) -> (Ty, Ve
         declarations,
         scopes: Vec::new(),
         errors: Vec::new(),
+        exempt: 0,
     };
     let ty = checker.check(expr);
     (ty, checker.errors)
@@ -328,6 +389,9 @@ struct Checker<'d> {
     /// Comprehension variables, innermost last.
     scopes: Vec<(String, Ty)>,
     errors: Vec<TypeError>,
+    /// Inside `format`'s arguments, whose literals (nested ones too) are exempt from
+    /// homogeneity (`HomogeneousAggregateLiteralExemptFunctions`).
+    exempt: u32,
 }
 
 impl Checker<'_> {
@@ -477,15 +541,32 @@ impl Checker<'_> {
                 if let Some(t) = &call.target {
                     on_string = self.check(t) == Ty::String;
                 }
+                let mut elements = None;
+                self.exempt += 1;
                 for arg in &call.args {
                     match &arg.expr {
                         Expr::List(list) => {
-                            for e in &list.elements {
-                                self.check(e);
-                            }
+                            let types: Vec<(u64, Ty, &IdedExpr)> = list
+                                .elements
+                                .iter()
+                                .map(|e| (e.id, self.check(e), e))
+                                .collect();
+                            elements = Some(types);
                         }
                         _ => {
                             self.check(arg);
+                        }
+                    }
+                }
+                self.exempt -= 1;
+                // cel-go's `stringFormatValidator`: a literal format string with a list literal
+                // is checked clause by clause against the arguments' types.
+                if let (Some(target), Some(elements), 1) =
+                    (&call.target, &elements, call.args.len())
+                {
+                    if let Expr::Literal(LiteralValue::String(format)) = &target.expr {
+                        if let Some((at, message)) = self.format_error(format, elements) {
+                            self.error(at.unwrap_or(node.id), message);
                         }
                     }
                 }
@@ -542,6 +623,102 @@ impl Checker<'_> {
         }
     }
 
+    /// What cel-go's `stringFormatValidator` reports for `format` applied to `elements`
+    /// (`ext/formatting.go`, `parseFormatString` with a `stringFormatChecker`): the node
+    /// (`None`: the call) and the message.
+    fn format_error(
+        &mut self,
+        format: &str,
+        elements: &[(u64, Ty, &IdedExpr)],
+    ) -> Option<(Option<u64>, String)> {
+        let bytes = format.as_bytes();
+        let (mut i, mut arg) = (0, 0usize);
+        while i < bytes.len() {
+            if bytes[i] != b'%' {
+                i += 1;
+                continue;
+            }
+            if bytes.get(i + 1) == Some(&b'%') {
+                i += 2;
+                continue;
+            }
+            if i + 1 >= bytes.len() {
+                return Some((None, "unexpected end of string".into()));
+            }
+            let Some((id, ty, expr)) = elements.get(arg) else {
+                return Some((None, format!("index {arg} out of range")));
+            };
+            let mut j = i + 1;
+            if bytes[j] == b'.' {
+                j += 1;
+                while j < bytes.len() && bytes[j].is_ascii_digit() {
+                    j += 1;
+                }
+                if j >= bytes.len() {
+                    return Some((None, "could not parse formatting clause: error while parsing precision: could not find end of precision specifier".into()));
+                }
+            }
+            let verb = format[j..].chars().next().unwrap_or('?');
+            let kinds: &[&str] = match verb {
+                's' => &[],
+                'd' | 'o' => &["int", "uint"],
+                'f' | 'e' => &["double", "string"],
+                'b' => &["int", "uint", "bool"],
+                'x' | 'X' => &["int", "uint", "string", "bytes"],
+                other => {
+                    return Some((
+                        None,
+                        format!("could not parse formatting clause: unrecognized formatting clause \"{other}\""),
+                    ))
+                }
+            };
+            let bad = if verb == 's' {
+                string_clause_refuses(ty, expr, |e| self.check_quiet(e))
+            } else {
+                (!ty.is_dyn() && !kinds.contains(&kind_name(ty).as_str()))
+                    .then(|| (*id, ty.clone()))
+            };
+            if let Some((at, bad)) = bad {
+                let clause = match verb {
+                    's' => "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps",
+                    'd' => "decimal clause can only be used on integers",
+                    'o' => "octal clause can only be used on integers",
+                    'f' => "fixed-point clause can only be used on doubles",
+                    'e' => "scientific clause can only be used on doubles",
+                    'b' => "only integers and bools can be formatted as binary",
+                    _ => "only integers, byte buffers, and strings can be formatted as hex",
+                };
+                return Some((
+                    Some(at),
+                    format!(
+                        "error during formatting: {clause}, was given {}",
+                        kind_name(&bad)
+                    ),
+                ));
+            }
+            i = j + verb.len_utf8();
+            arg += 1;
+        }
+        (elements.len() > arg).then(|| {
+            (
+                None,
+                format!(
+                    "too many arguments supplied to string.format (expected {arg}, got {})",
+                    elements.len()
+                ),
+            )
+        })
+    }
+
+    /// The type of `e` without reporting its errors again (they were reported when the
+    /// argument was checked).
+    fn check_quiet(&mut self, e: &IdedExpr) -> Ty {
+        let before = self.errors.len();
+        let t = self.check(e);
+        self.errors.truncate(before);
+        t
+    }
+
     /// Whether `name` is neither a comprehension variable nor a declared one.
     fn is_undeclared(&self, name: &str) -> bool {
         !self.scopes.iter().any(|(n, _)| n == name)
@@ -582,6 +759,7 @@ impl Checker<'_> {
             None => next,
             Some(first) => match unify(&first, &next) {
                 Some(t) => t,
+                None if self.exempt > 0 => Ty::Dyn,
                 None => {
                     self.error(id, format!("expected type '{first}' but found '{next}'"));
                     first
