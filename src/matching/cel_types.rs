@@ -13,10 +13,13 @@
 //! one the type its expression checked to (`CompileAndStoreVariable`, through
 //! `convertCelTypeToDeclType`: scalars, lists and maps kept, anything else `dyn`).
 //!
-//! It errs towards accepting: a function it has no signature for (the optional types, the
-//! authorizer's, which `authz` checks, the 1.33+ libraries) returns `dyn` and checks nothing,
-//! so what passes here may still be refused by kube-apiserver, but what is refused here
-//! kube-apiserver refuses too, in the same words (`undefined field 'foo1'`, `found no
+//! Also typed: the authorizer's types, the optional types, type values, two-variable
+//! comprehensions, and the result as `CompileCELExpression` wants it (a `dyn` result is
+//! refused). cel-go's `string.format` validator is checked here too.
+//!
+//! It errs towards accepting: a function it has no signature for (the 1.33+ libraries)
+//! returns an unknown type and checks nothing, so what passes here may still be refused by
+//! kube-apiserver, but what is refused here kube-apiserver refuses too, in the same words (`undefined field 'foo1'`, `found no
 //! matching overload for '_<_' applied to '(int, string)'`). The cel crate has no checker;
 //! none is maintained for Rust.
 
