@@ -30,9 +30,29 @@ pub(crate) fn env() -> Arc<Env> {
             // Each is for a name and argument count no standard macro has.
             let _ = env.add_macro(m);
         }
+        // `string(ip)` and `string(cidr)` (`library/ip.go`, `cidr.go`): overloads of the
+        // standard `string`, which only the environment can extend.
+        for (id, name) in [("ip_to_string", "net.IP"), ("cidr_to_string", "net.CIDR")] {
+            let opaque = cel::common::types::Type::new_opaque_type(name);
+            let _ = env.add_overload("string", id, vec![opaque], ip_or_cidr_to_string);
+        }
         Arc::new(env)
     })
     .clone()
+}
+
+/// The `string` overload of `ip()` and `cidr()` values: their text.
+fn ip_or_cidr_to_string<'b, 'v>(
+    args: Vec<cel::common::value::CowVal<'b, 'v>>,
+) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
+    let text = args
+        .first()
+        .and_then(|a| Value::try_from(a.as_ref()).ok())
+        .and_then(|v| kube_cel::ip_or_cidr_text(&v))
+        .ok_or_else(|| cel::ExecutionError::function_error("string", "expected an ip or cidr"))?;
+    Ok(cel::common::value::CowVal::owned(
+        cel::common::types::CelString::from(text),
+    ))
 }
 
 /// A compiled expression: its tree and where each node was written. The `cel` crate's
@@ -385,7 +405,7 @@ pub const FUNCTIONS: &[LibraryFunction] = functions! {
         "isLinkLocalMulticast" => "ip('224.0.0.1').isLinkLocalMulticast()",
         "isLinkLocalUnicast" => "ip('fe80::1').isLinkLocalUnicast()",
         "isGlobalUnicast" => "ip('192.168.0.1').isGlobalUnicast() && !ip('255.255.255.255').isGlobalUnicast()",
-        "cidr" => "cidr('192.168.0.0/16') == cidr('192.168.0.0/16')",
+        "cidr" => "cidr('192.168.0.0/16') == cidr('192.168.0.0/16') && string(cidr('192.168.0.0/16')) == '192.168.0.0/16' && string(ip('::1')) == '::1'",
         "isCIDR" => "isCIDR('192.168.0.0/16') && !isCIDR('192.168.0.0')",
         "containsIP" => "cidr('192.168.0.0/16').containsIP(ip('192.168.3.4')) && cidr('192.168.0.0/16').containsIP('192.168.3.4')",
         "containsCIDR" => "cidr('192.168.0.0/16').containsCIDR(cidr('192.168.1.0/24')) && cidr('192.168.0.0/16').containsCIDR('192.168.1.0/24')",

@@ -125,6 +125,9 @@ pub mod go;
 #[cfg(feature = "validation")] mod validation;
 
 pub use ext::KubeCelExt;
+/// `string()` of an `ip()` or `cidr()` value (admission-proxy: see `functions::ip`).
+#[cfg(feature = "ip")]
+pub use functions::ip::ip_or_cidr_text;
 
 #[cfg(feature = "validation")]
 pub use crate::validation::{

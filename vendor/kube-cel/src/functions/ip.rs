@@ -290,6 +290,23 @@ pub(crate) fn cidr_string(This(this): This<Value>) -> ResolveResult {
     Ok(Value::String(std::sync::Arc::new(cidr.0.to_string())))
 }
 
+/// `string(ip)` and `string(cidr)`, as `ip.go` and `cidr.go` declare them: the text of an
+/// `ip()` or `cidr()` value, `None` for any other value. (admission-proxy: the `cel` crate's
+/// `string` is an overloaded standard function, which a library cannot extend through
+/// `Context::add_function`; the caller adds the overloads.)
+pub fn ip_or_cidr_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Opaque(o) => {
+            if let Some(ip) = o.downcast_ref::<KubeIP>() {
+                Some(ip.0.to_string())
+            } else {
+                o.downcast_ref::<KubeCIDR>().map(|c| c.0.to_string())
+            }
+        }
+        _ => None,
+    }
+}
+
 // --- IP/CIDR version convenience functions ---
 
 /// `isIPv4(<string>) -> bool`

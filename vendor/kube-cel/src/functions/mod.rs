@@ -16,7 +16,7 @@
 
 #[cfg(feature = "urls")] mod urls;
 
-#[cfg(feature = "ip")] mod ip;
+#[cfg(feature = "ip")] pub(crate) mod ip;
 
 #[cfg(feature = "semver_funcs")] mod semver_funcs;
 
