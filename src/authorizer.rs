@@ -49,8 +49,8 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::kube_client::ClientError;
 use crate::matching::authz::{Attributes, CheckKey, Decision, DecisionCache};
-use crate::namespace_watch::WatchError;
 
 /// Entries of the decision cache (webhook.go: `cache.NewLRUExpireCache(8192)`).
 pub const CACHE_SIZE: usize = 8192;
@@ -390,16 +390,16 @@ impl SubjectAccessReviews {
     }
 
     /// The Kubernetes client for [`SubjectAccessReviews::new`]: the configuration
-    /// `namespace_watch::config` finds (`kubeconfig`, else `KUBECONFIG` / `~/.kube/config`,
+    /// `kube_client::config` finds (`kubeconfig`, else `KUBECONFIG` / `~/.kube/config`,
     /// else in-cluster), with kube-rs' retries off, because the admission's deadline bounds
     /// every call and a failed check is an errored decision, not a reason to wait.
     ///
     /// # Errors
-    /// [`WatchError`] when no configuration is found or it does not make a client.
-    pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
-        let mut config = crate::namespace_watch::config(kubeconfig).await?;
+    /// [`ClientError`] when no configuration is found or it does not make a client.
+    pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
+        let mut config = crate::kube_client::config(kubeconfig).await?;
         config.default_retry = false;
-        Client::try_from(config).map_err(WatchError::Client)
+        Client::try_from(config).map_err(ClientError::Client)
     }
 
     /// The decision for `key` within `budget`: from the cache when fresh, else from an

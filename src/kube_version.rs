@@ -96,7 +96,7 @@ const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 pub enum ClusterVersionError {
     /// No usable client configuration.
     #[error(transparent)]
-    Client(#[from] crate::namespace_watch::WatchError),
+    Client(#[from] crate::kube_client::ClientError),
     /// `/version` failed.
     #[error("/version: {0}")]
     Request(#[from] kube::Error),
@@ -118,7 +118,7 @@ pub enum ClusterVersionError {
 pub async fn of_cluster(
     kubeconfig: Option<&std::path::Path>,
 ) -> Result<(KubeVersion, String), ClusterVersionError> {
-    let client = crate::namespace_watch::client(kubeconfig).await?;
+    let client = crate::kube_client::client(kubeconfig).await?;
     let info = tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version())
         .await
         .map_err(|_| ClusterVersionError::Timeout)??;

@@ -5,9 +5,10 @@
 //! - leaves: `deep_json` (JSON as deep as kube-apiserver reads it), `field_error`
 //!   (apimachinery's field errors), `files` (bounded reads of regular files, the nesting
 //!   check), `names` (Kubernetes name formats), `memory`, `tls`, `served` (what kube-apiserver
-//!   serves), `decision`, `log_value` (request-supplied values in log lines and error bodies);
-//!   `redact` uses `deep_json`; `metrics`
-//!   uses `decision` and `memory`;
+//!   serves), `decision`, `log_value` (request-supplied values in log lines and error bodies),
+//!   `clock` (the proxy's one time source), `kube_client` (the Kubernetes API client and its
+//!   configuration); `redact` uses `deep_json`; `metrics` uses `decision` and `memory`;
+//!   `kube_version` (what the cluster runs, its `/version`) uses `kube_client`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
 //! - `conversion` (objects between versions) and `matching` (`ShouldCallHook`'s selection and
@@ -16,11 +17,13 @@
 //!   `review`, `field_error`;
 //! - `config` (files → compiled snapshot), `telemetry`, `namespace_watch`, `capture`;
 //!   `authorizer` (matchConditions' `authorizer` through SubjectAccessReviews) uses `matching`,
-//!   `metrics` and `namespace_watch`'s client configuration;
+//!   `metrics` and `kube_client`;
 //! - `dispatch` (one webhook's admission in phases, `dispatch/pipeline.rs`) → `exclusions`
 //!   (proxy-wide exemptions, before any webhook) → `admission` (one admission from the routed
 //!   request to the answer, its background lane) → `server` (HTTP only) → `reload`;
-//!   `registration` → `explain` (which also uses `exclusions`);
+//!   `registration` → `explain` (which also uses `exclusions`); `findings` (what a
+//!   configuration risks) and `candidate_report` (the `candidates` report) for the offline
+//!   commands;
 //! - `serve` (the `serve` command as one call) uses them all; only the binary uses it.
 //!
 //! The binary's tools (`demo`, `bench`, the example backend, the demo PKI) are not part of this
@@ -45,6 +48,7 @@ pub mod explain;
 pub mod field_error;
 pub mod files;
 pub mod findings;
+pub mod kube_client;
 pub mod kube_version;
 pub mod log_value;
 pub mod matching;

@@ -13,7 +13,6 @@
 //! `list` and `watch` on `namespaces` (deploy/base/rbac.yaml).
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -26,27 +25,6 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use crate::matching::Namespaces;
-
-/// Why the watch cannot start; kube's error is kept as the source (its text is also in the
-/// message, which the binary prints once).
-#[derive(Debug, thiserror::Error)]
-pub enum WatchError {
-    /// The `--kubeconfig` file cannot be read or used.
-    #[error("cannot read kubeconfig {path}: {source}")]
-    Kubeconfig {
-        /// The `--kubeconfig` path.
-        path: String,
-        /// kube's reason.
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    /// Neither `KUBECONFIG` / `~/.kube/config` nor the in-cluster service account gives one.
-    #[error("no Kubernetes client configuration (in-cluster service account or KUBECONFIG): {0}")]
-    Config(#[source] kube::config::InferConfigError),
-    /// The configuration does not make a client (TLS material, proxy, ...).
-    #[error("cannot build the Kubernetes client: {0}")]
-    Client(#[source] kube::Error),
-}
 
 /// What a live lookup of one namespace found.
 #[derive(Debug)]
@@ -70,40 +48,6 @@ impl Drop for NamespaceWatch {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// The Kubernetes client: `kubeconfig` when given, else `KUBECONFIG` / `~/.kube/config`,
-/// else the in-cluster service account (kube-rs' `Config::infer`).
-///
-/// # Errors
-/// [`WatchError`] when no configuration is found or it cannot be used.
-pub(crate) async fn client(kubeconfig: Option<&Path>) -> Result<Client, WatchError> {
-    Client::try_from(config(kubeconfig).await?).map_err(WatchError::Client)
-}
-
-/// The client configuration `client` uses, for callers that adjust it (discovery turns
-/// kube-rs' retries off).
-///
-/// # Errors
-/// [`WatchError`] when no configuration is found or it cannot be used.
-pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, WatchError> {
-    Ok(match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
-                WatchError::Kubeconfig {
-                    path: path.display().to_string(),
-                    source,
-                }
-            })?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|source| WatchError::Kubeconfig {
-                    path: path.display().to_string(),
-                    source,
-                })?
-        }
-        None => kube::Config::infer().await.map_err(WatchError::Config)?,
-    })
 }
 
 impl NamespaceWatch {

@@ -20,10 +20,11 @@ use crate::config::{self, options::Mode, ConfigError, Snapshot};
 use crate::dispatch::breaker::BreakerSettings;
 use crate::dispatch::Dispatcher;
 use crate::exclusions::{ExclusionSettings, Exclusions, ExclusionsError};
+use crate::kube_client::{self, ClientError};
 use crate::kube_version::KubeVersion;
 use crate::matching::namespaces::NamespacesError;
 use crate::matching::Namespaces;
-use crate::namespace_watch::{self, NamespaceWatch, WatchError};
+use crate::namespace_watch::NamespaceWatch;
 use crate::redact::RedactPath;
 use crate::reload::{self, ReloadHandle};
 use crate::server::{self, Limits, Observations, ServerHandle, State};
@@ -188,10 +189,10 @@ pub enum ServeError {
     },
     /// No Kubernetes client for the namespace watch (no usable kubeconfig).
     #[error("start the namespace watch")]
-    NamespaceWatch(#[source] WatchError),
+    NamespaceWatch(#[source] ClientError),
     /// No Kubernetes client for `--authorizer=subjectaccessreview` (no usable kubeconfig).
     #[error("start the SubjectAccessReview authorizer")]
-    Authorizer(#[source] WatchError),
+    Authorizer(#[source] ClientError),
     /// A listener cannot be bound.
     #[error("listen on {address}")]
     Listen {
@@ -604,7 +605,7 @@ async fn admissions(
     };
     let namespaces = Arc::new(ArcSwapOption::new(namespaces.map(Arc::new)));
     let namespace_watch = if config.watch_namespaces {
-        let client = namespace_watch::client(config.kubeconfig.as_deref())
+        let client = kube_client::client(config.kubeconfig.as_deref())
             .await
             .map_err(ServeError::NamespaceWatch)?;
         Some(NamespaceWatch::start(client, namespaces.clone()))

@@ -11,3 +11,20 @@ const NAMESPACES: [&str; 6] = ["optional", "sets", "strings", "ip", "format", "l
 pub(crate) fn is_namespace(name: &str) -> bool {
     NAMESPACES.contains(&name)
 }
+
+/// Type names, usable as values (`type(x) == int`; `duration` and `timestamp` are
+/// `google.protobuf.Duration` and `google.protobuf.Timestamp`).
+pub(crate) const TYPE_NAMES: [&str; 12] = [
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bool",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "duration",
+    "timestamp",
+];

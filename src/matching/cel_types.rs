@@ -736,7 +736,7 @@ impl Checker<'_> {
             return t.clone();
         }
         match name {
-            n if super::conditions::TYPE_NAMES.contains(&n) => Ty::Type(Box::new(match n {
+            n if super::cel_names::TYPE_NAMES.contains(&n) => Ty::Type(Box::new(match n {
                 "int" => Ty::Int,
                 "uint" => Ty::Uint,
                 "double" => Ty::Double,

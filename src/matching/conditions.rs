@@ -31,23 +31,6 @@ const VARIABLES: [&str; 5] = [
     "authorizer",
 ];
 
-/// Type names, usable as values (`type(x) == int`; `duration` and `timestamp` are
-/// `google.protobuf.Duration` and `google.protobuf.Timestamp`).
-pub(crate) const TYPE_NAMES: [&str; 12] = [
-    "int",
-    "uint",
-    "double",
-    "string",
-    "bool",
-    "bytes",
-    "list",
-    "map",
-    "null_type",
-    "type",
-    "duration",
-    "timestamp",
-];
-
 /// What an expression reads and calls, collected once at compile time.
 #[derive(Default)]
 struct Names {
@@ -93,7 +76,7 @@ fn free_variables(
         Expr::Ident(name) => {
             if !name.starts_with('@')
                 && !bound.contains(name)
-                && !TYPE_NAMES.contains(&name.as_str())
+                && !super::cel_names::TYPE_NAMES.contains(&name.as_str())
             {
                 out.variable_uses.push((name.clone(), node.id));
                 if !out.variables.contains(name) {

@@ -9,7 +9,7 @@ use admission_proxy::authorizer::{CacheTtl, SubjectAccessReviews};
 use admission_proxy::exclusions::Exclusions;
 use admission_proxy::kube_version::KubeVersion;
 use admission_proxy::matching::authz::{CheckKey, Decision};
-use admission_proxy::{config, matching::Namespaces, namespace_watch, serve, tls};
+use admission_proxy::{config, matching::Namespaces, serve, tls};
 use anyhow::{bail, Context};
 
 use crate::cli::{
@@ -29,7 +29,8 @@ impl DiscoveryArgs {
             .build()
             .context("start the tokio runtime")?;
         runtime.block_on(async {
-            let mut config = namespace_watch::config(self.kubeconfig.as_deref()).await?;
+            let mut config =
+                admission_proxy::kube_client::config(self.kubeconfig.as_deref()).await?;
             // kube-rs re-sends a 503 up to 15 times with backoff, minutes in all: an aggregated
             // API that is down (metrics.k8s.io without metrics-server) must not stall
             // `registration` or `check`; it is reported as unavailable instead.
@@ -54,7 +55,7 @@ fn listed_registrations(
         .build()
         .context("start the tokio runtime")?;
     runtime.block_on(async {
-        let config = namespace_watch::config(kubeconfig).await?;
+        let config = admission_proxy::kube_client::config(kubeconfig).await?;
         let client = kube::Client::try_from(config)?;
         let selector = format!(
             "{}={}",
