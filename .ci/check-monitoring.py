@@ -5,7 +5,7 @@
   alert (and each of its severities) fires in a test, and every alert is asserted silent in
   one;
 - every alert has a severity, a summary, a description and a runbook_url whose anchor is a
-  heading of README.md (GitHub's anchors);
+  heading of docs/alerts.md (GitHub's anchors);
 - prometheusrule.yaml is what `--write` generates from rules.yaml (so its spec.groups are
   rules.yaml's groups);
 - dashboard.json loads, its panels are laid out without overlap, every query uses the
@@ -237,11 +237,11 @@ def main() -> int:
     alerts = [r for r in all_rules if "alert" in r]
     recorded = {r["record"] for r in all_rules if "record" in r}
     rule_tests = [t for test in tests["tests"] for t in test.get("alert_rule_test", [])]
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "alerts.md").read_text()
     readme_anchors = anchors(readme)
     source = re.search(r'org\.opencontainers\.image\.source="([^"]+)"',
                        (ROOT / "deploy" / "Containerfile").read_text()).group(1)
-    runbook_base = f"{source}/blob/main/README.md#"
+    runbook_base = f"{source}/blob/main/docs/alerts.md#"
 
     # Every alert: labels, annotations, runbook, tests both ways.
     for alert in alerts:
@@ -258,7 +258,7 @@ def main() -> int:
         if not url.startswith(runbook_base):
             problems.append(f"runbook_url {url!r} does not start with {runbook_base}")
         elif url[len(runbook_base):] not in readme_anchors:
-            problems.append(f"README.md has no heading for #{url[len(runbook_base):]}")
+            problems.append(f"docs/alerts.md has no heading for #{url[len(runbook_base):]}")
         fired = [e for t in rule_tests if t["alertname"] == name for e in t.get("exp_alerts") or []]
         if not any(e.get("exp_labels", {}).get("severity") == severity for e in fired):
             problems.append(f"no test fires it with severity {severity}")

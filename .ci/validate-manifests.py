@@ -60,7 +60,7 @@ def main() -> int:
     committed = (OVERLAY / "registration.yaml").read_text()
     if registration != committed:
         print("FAIL deploy/overlays/example/registration.yaml is not what `admission-proxy "
-              "registration` prints for config/: regenerate it (README, Deploying)")
+              "registration` prints for config/: regenerate it (docs/operating.md, Deploying)")
         failed += 1
     else:
         print("ok   deploy/overlays/example/registration.yaml matches `admission-proxy registration`")

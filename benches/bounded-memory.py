@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The proxy's memory under what a backend, a request or a disagreement may send it (README,
+"""The proxy's memory under what a backend, a request or a disagreement may send it (docs/operating.md,
 "Memory: sizing the sidecar's limit"): starts BINARY `serve` beside a stand-in backend on
 127.0.0.1:19801 and measures the proxy's RSS peak (VmHWM, from /proc) through four loads:
 

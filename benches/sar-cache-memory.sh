@@ -1,5 +1,5 @@
 #!/bin/bash
-# The SubjectAccessReview cache's memory under large users (README, "Memory: sizing the
+# The SubjectAccessReview cache's memory under large users (docs/operating.md, "Memory: sizing the
 # sidecar's limit"): a `serve` with `--authorizer`, a stand-in API server answering every review
 # "not allowed" (benches/sar-stand-in.py on 127.0.0.1:19700), and sar-cache-memory.py sending
 # 260 reviews of distinct 20,000-group users. Run in the directory of benches/README.md

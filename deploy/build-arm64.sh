@@ -2,7 +2,7 @@
 # Cross-compiles the linux/arm64 image's binary on an x86_64 host: statically linked (as the
 # amd64 one), with Debian's aarch64 cross toolchain (gcc-aarch64-linux-gnu,
 # libc6-dev-arm64-cross) for the linker and the C the dependencies build (ring, mimalloc).
-# Not profile-guided: see README, "Container image".
+# Not profile-guided: see docs/operating.md, "Container image".
 # Output: target/aarch64-unknown-linux-gnu/release/admission-proxy.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -48,7 +48,7 @@ const ANSWERS_WRITTEN: Duration = Duration::from_secs(2);
 const SPANS_FLUSHED: Duration = Duration::from_secs(2);
 
 /// Everything `serve` needs, as plain data; each field is the `serve` flag of the same name
-/// (README, "Proxy options").
+/// (docs/reference/configuration.md, "Proxy options").
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
     /// Directory (or file) of ValidatingWebhookConfiguration / MutatingWebhookConfiguration

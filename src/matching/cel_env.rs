@@ -4,7 +4,7 @@
 //! Go's `regexp` reads them (`re2`).
 //! Registers `authz`'s `authorizer` library beside them.
 //!
-//! Which crate provides what was measured (README, "CEL compatibility"): `cel` 0.15 alone lacks
+//! Which crate provides what was measured (docs/reference/cel.md, "CEL compatibility"): `cel` 0.15 alone lacks
 //! every Kubernetes library; `kube-cel` 0.8 on its own `cel` 0.13 lacks optional types. `kube-cel`
 //! rebuilt on `cel` 0.15 (`vendor/kube-cel/VENDORED.md`) has both.
 
@@ -260,7 +260,7 @@ fn find_all(This(this): This<Arc<String>>, Arguments(args): Arguments) -> Resolv
 }
 
 /// One function of the CEL environment, with an expression that evaluates to `true` and shows
-/// it works as in Kubernetes (each example is run by the tests and listed in the README's
+/// it works as in Kubernetes (each example is run by the tests and listed in docs/reference/cel.md's
 /// CEL compatibility table).
 #[derive(Debug)]
 pub struct LibraryFunction {
@@ -662,13 +662,13 @@ mod tests {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
-    /// The README's CEL compatibility table lists every function with its example.
+    /// The CEL compatibility table (docs/reference/cel.md) lists every function with its example.
     #[test]
     fn readme_table_lists_every_function() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/reference/cel.md");
         for f in FUNCTIONS {
             let row = format!("| `{}` | `{}` |", f.name, f.example.replace('|', "\\|"));
-            assert!(readme.contains(&row), "README lacks {row}");
+            assert!(readme.contains(&row), "docs/reference/cel.md lacks {row}");
         }
     }
 }

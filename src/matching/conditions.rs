@@ -839,7 +839,7 @@ impl MatchConditions {
     /// is discarded): the caller resolves the keys, adds them to `decisions` and evaluates
     /// again. Each round asks for at most one check per condition, the first one reached, so
     /// within a condition the checks asked for are those cel-go's evaluation would make (the
-    /// exceptions are in the README); `check`'s cost bounds a condition to two, so
+    /// exceptions are in docs/reference/cel.md); `check`'s cost bounds a condition to two, so
     /// [`MAX_AUTHORIZATION_ROUNDS`] rounds decide every webhook.
     pub(crate) fn evaluate_authorized(
         &self,

@@ -1543,7 +1543,7 @@ async fn webhooks_consume_client_timeout_available_not_webhook_timeout() {
 /// the later webhooks are not called. kube-apiserver then answers 504 because the *request's*
 /// context is done; a chain's `?timeout=` is the chain registration's budget, not the
 /// request's, so each later webhook is decided as a call that ran out of time, by its own
-/// failurePolicy (README, Chains: the deadline): the second
+/// failurePolicy (docs/operating.md, Chains: the deadline): the second
 /// (Ignore) fails open, the third (Fail) fails closed.
 #[tokio::test]
 async fn a_mutating_chain_out_of_time_decides_later_webhooks_by_their_failure_policy() {

@@ -883,7 +883,7 @@ fn cost_limits() -> Vec<Case> {
     ]
 }
 
-/// README "CEL compatibility": every listed function, through the server, as a matchCondition
+/// docs/reference/cel.md "CEL compatibility": every listed function, through the server, as a matchCondition
 /// (call) and negated (skip). The authz library needs an API server to answer its checks: its
 /// rows run through the binary in `authorizer.rs` and with decisions in `cel_env`'s tests.
 fn cel_library() -> Vec<Case> {

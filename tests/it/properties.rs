@@ -1,7 +1,7 @@
 //! Property tests (issue "Hardened server" §2): the AdmissionReview parser and its re-versioning,
 //! the configuration loader and label selectors, on generated inputs. Seeds and case counts are
 //! fixed so that CI runs the same cases every time; `PROPTEST_CASES=N` runs N cases per property
-//! instead (README "Tests": a longer local run). Object conversions have their own property in
+//! instead (README, "The two commands": a longer local run). Object conversions have their own property in
 //! `src/conversion/objects.rs` (it needs the per-kind sample objects).
 
 use std::collections::BTreeMap;

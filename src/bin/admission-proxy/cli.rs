@@ -50,7 +50,7 @@ pub(crate) enum Command {
     Check(CheckArgs),
     /// Print (YAML) the Validating/MutatingWebhookConfigurations that register the proxy with
     /// kube-apiserver for every webhook of --config: same names, the legacy rules, selectors,
-    /// matchPolicy and failurePolicy, the proxy's Service as clientConfig (README, "Cutting
+    /// matchPolicy and failurePolicy, the proxy's Service as clientConfig (docs/retiring.md, "Cutting
     /// over").
     Registration(RegistrationArgs),
     /// For a captured AdmissionReview: for every loaded webhook, whether kube-apiserver would
@@ -162,7 +162,7 @@ pub(crate) struct RegistrationArgs {
     /// One webhook per legacy configuration, `<configuration>.chain.admission-proxy.io`,
     /// calling the proxy's chain route `/configurations/{validating|mutating}/{configuration}`
     /// (which runs that configuration's webhooks as kube-apiserver would) with rules,
-    /// selectors and policies wide enough for every one of them (README, "`registration
+    /// selectors and policies wide enough for every one of them (docs/commands.md, "`registration
     /// --chain`").
     #[arg(long)]
     pub(crate) chain: bool,
@@ -391,7 +391,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 100)]
     pub(crate) call_queue_timeout_ms: u64,
     /// The mode of every webhook without a mode option: Enforce (as kube-apiserver), Warn or
-    /// Shadow (README, "Operating legacy webhooks safely").
+    /// Shadow (docs/operating.md, "Operating legacy webhooks safely").
     #[arg(long, value_enum, default_value = "Enforce")]
     pub(crate) default_mode: admission_proxy::config::options::Mode,
     /// Write sampled AdmissionReviews (redacted, with the decision and its latency) to DIR as
@@ -447,7 +447,7 @@ pub(crate) struct ServeArgs {
 }
 
 /// Proxy-wide exclusions (`serve`, and `check` and `explain` to validate and show them): opt-in
-/// departures from kube-apiserver's exactness (README, "Proxy-wide exclusions").
+/// departures from kube-apiserver's exactness (docs/operating.md, "Proxy-wide exclusions").
 #[derive(clap::Args)]
 pub(crate) struct ExclusionArgs {
     /// Answer every request in this namespace allowed before any webhook, without calling
@@ -537,7 +537,7 @@ impl ServeArgs {
     }
 }
 
-/// The listener's limits (`server::Limits`; README "Proxy options"). Defaults follow Go's
+/// The listener's limits (`server::Limits`; docs/reference/configuration.md "Proxy options"). Defaults follow Go's
 /// `http.Server` as kube-apiserver configures it where it has one.
 #[derive(clap::Args)]
 pub(crate) struct LimitArgs {
