@@ -21,9 +21,8 @@
 //! - `dispatch` (one webhook's admission in phases, `dispatch/pipeline.rs`) → `exclusions`
 //!   (proxy-wide exemptions, before any webhook) → `admission` (one admission from the routed
 //!   request to the answer, its background lane) → `server` (HTTP only) → `reload`;
-//!   `registration` → `explain` (which also uses `exclusions`); `findings` (what a
-//!   configuration risks) and `candidate_report` (the `candidates` report) for the offline
-//!   commands;
+//! - `tools`: the offline commands' library (`registration` → `explain` → `findings`, and
+//!   `candidate_report`), which only the binary uses;
 //! - `serve` (the `serve` command as one call) uses them all; only the binary uses it.
 //!
 //! The binary's tools (`demo`, `bench`, the example backend, the demo PKI) are not part of this
@@ -35,7 +34,6 @@ pub mod admission;
 pub mod api;
 pub mod authorizer;
 pub mod backend;
-pub mod candidate_report;
 pub mod capture;
 pub mod clock;
 pub mod config;
@@ -44,10 +42,8 @@ pub mod decision;
 pub mod deep_json;
 pub mod dispatch;
 pub mod exclusions;
-pub mod explain;
 pub mod field_error;
 pub mod files;
-pub mod findings;
 pub mod kube_client;
 pub mod kube_version;
 pub mod log_value;
@@ -58,7 +54,6 @@ pub(crate) mod names;
 pub mod namespace_watch;
 pub mod policy;
 pub mod redact;
-pub mod registration;
 pub mod reload;
 pub mod resources;
 pub mod review;
@@ -67,6 +62,7 @@ pub mod served;
 pub mod server;
 pub mod telemetry;
 pub mod tls;
+pub mod tools;
 
 // The unit tests' certificates come from the binary's PKI (it is not library API); it names
 // this crate `admission_proxy` as the binary does.

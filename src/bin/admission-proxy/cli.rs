@@ -138,12 +138,12 @@ pub(crate) struct RegistrationArgs {
     pub(crate) config: PathBuf,
     /// The proxy's Service, `NAMESPACE/NAME[:PORT]` (port 443 by default). Its namespace is
     /// excluded from every namespaceSelector so that the proxy never blocks its own pods.
-    #[arg(long, value_parser = admission_proxy::registration::parse_service, required_unless_present = "url", conflicts_with = "url")]
+    #[arg(long, value_parser = admission_proxy::tools::registration::parse_service, required_unless_present = "url", conflicts_with = "url")]
     pub(crate) service: Option<(String, String, u16)>,
     /// Where kube-apiserver reaches the proxy, `https://HOST[:PORT]`: written as
     /// `clientConfig.url` with each webhook's route appended
     /// (`https://HOST:PORT/webhooks/validating/NAME`) instead of `clientConfig.service`.
-    #[arg(long, value_parser = admission_proxy::registration::parse_url, requires = "namespace")]
+    #[arg(long, value_parser = admission_proxy::tools::registration::parse_url, requires = "namespace")]
     pub(crate) url: Option<String>,
     /// With --url: the namespace the proxy's pods run in, excluded from every
     /// namespaceSelector as --service's namespace is.

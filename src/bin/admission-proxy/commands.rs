@@ -46,7 +46,7 @@ impl DiscoveryArgs {
 /// registration of the proxy `options` describe (`registration --prune`).
 fn listed_registrations(
     kubeconfig: Option<&std::path::Path>,
-    options: &admission_proxy::registration::Options,
+    options: &admission_proxy::tools::registration::Options,
 ) -> anyhow::Result<Vec<(admission_proxy::api::WebhookType, String)>> {
     use admission_proxy::api::WebhookType;
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -59,8 +59,8 @@ fn listed_registrations(
         let client = kube::Client::try_from(config)?;
         let selector = format!(
             "{}={}",
-            admission_proxy::registration::REGISTRATION_LABEL,
-            admission_proxy::registration::registration_id(options)
+            admission_proxy::tools::registration::REGISTRATION_LABEL,
+            admission_proxy::tools::registration::registration_id(options)
         );
         let mut listed = Vec::new();
         for webhook_type in [WebhookType::Validating, WebhookType::Mutating] {
@@ -206,7 +206,7 @@ fn check_configuration(
         .kube_version_warnings(kube_version)
         .iter()
         .for_each(|w| tally.warning(w));
-    admission_proxy::findings::findings(&snapshot, None, exempt)
+    admission_proxy::tools::findings::findings(&snapshot, None, exempt)
         .iter()
         .for_each(|f| tally.warning(f));
     // Not a problem: `serve --authorizer=subjectaccessreview` answers them.
@@ -259,7 +259,7 @@ fn discovery_warnings(
     let unavailable = served.unavailable.iter().map(|(gv, error)| {
         format!("discovery: {gv} is listed but could not be read ({error}); its resources count as not served")
     });
-    let unreachable = admission_proxy::registration::unreachable(snapshot, served)
+    let unreachable = admission_proxy::tools::registration::unreachable(snapshot, served)
         .into_iter()
         .map(|p| p.to_string());
     unavailable.chain(unreachable).collect()
@@ -271,7 +271,7 @@ fn discovery_warnings(
 /// --static-manifests, what kube-apiserver's static manifests loader would refuse in the
 /// output is an error too.
 pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
-    use admission_proxy::registration::Endpoint;
+    use admission_proxy::tools::registration::Endpoint;
     use base64::Engine;
     if args.discovery.kubeconfig.is_some() && !args.discovery.discover && !args.prune {
         bail!("--kubeconfig is read with --discover or --prune only");
@@ -300,7 +300,7 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
         // clap requires --service, or --url with --namespace.
         _ => bail!("--service, or --url with --namespace, is required"),
     };
-    let options = admission_proxy::registration::Options {
+    let options = admission_proxy::tools::registration::Options {
         namespace,
         endpoint,
         ca_bundle,
@@ -316,9 +316,9 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
     }
     if args.prune {
         let objects = if args.chain {
-            admission_proxy::registration::chain_objects(&snapshot, &options)
+            admission_proxy::tools::registration::chain_objects(&snapshot, &options)
         } else {
-            admission_proxy::registration::objects(&snapshot, &options)
+            admission_proxy::tools::registration::objects(&snapshot, &options)
         }
         .map_err(|problems| {
             for p in &problems {
@@ -327,15 +327,15 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
             anyhow::anyhow!("{} configuration(s) cannot be registered", problems.len())
         })?;
         let listed = listed_registrations(args.discovery.kubeconfig.as_deref(), &options)?;
-        for line in admission_proxy::registration::prune_list(&objects, &listed) {
+        for line in admission_proxy::tools::registration::prune_list(&objects, &listed) {
             println!("{line}");
         }
         return Ok(());
     }
     let rendered = if args.chain {
-        admission_proxy::registration::render_chains(&snapshot, &options)
+        admission_proxy::tools::registration::render_chains(&snapshot, &options)
     } else {
-        admission_proxy::registration::render(&snapshot, &options)
+        admission_proxy::tools::registration::render(&snapshot, &options)
     };
     let rendered = rendered.map_err(|problems| {
         for p in &problems {
@@ -359,7 +359,7 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
         }
         Ok(registration) => {
             for f in
-                admission_proxy::findings::findings(&registration, Some(&options.namespace), None)
+                admission_proxy::tools::findings::findings(&registration, Some(&options.namespace), None)
             {
                 eprintln!("warning: {f}");
             }
@@ -452,7 +452,7 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     // matchConditions' library calls priced as the cluster's kube-apiserver prices them.
     let cost_model = admission_proxy::matching::CostModel::of_kube_version(kube_version);
     let explanation = cost_model.apply(|| {
-        admission_proxy::explain::explain(
+        admission_proxy::tools::explain::explain(
             &snapshot,
             &review,
             namespaces.as_ref(),
@@ -464,7 +464,7 @@ pub(crate) fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     if args.output == "json" {
         println!("{}", serde_json::to_string_pretty(&explanation)?);
     } else {
-        print!("{}", admission_proxy::explain::render(&explanation));
+        print!("{}", admission_proxy::tools::explain::render(&explanation));
     }
     Ok(())
 }
@@ -538,7 +538,7 @@ pub(crate) async fn demo(args: DemoArgs) -> anyhow::Result<()> {
 /// `candidates`: the candidate report, from a metrics scrape (file or `http://` URL) and the
 /// capture directory.
 pub(crate) fn candidates(args: &CandidatesArgs) -> anyhow::Result<()> {
-    use admission_proxy::candidate_report::{render, report, vector_as_series, window};
+    use admission_proxy::tools::candidate_report::{render, report, vector_as_series, window};
     let timeout = Duration::from_secs(args.scrape_timeout_seconds);
     let metrics = match &args.prometheus {
         Some(server) => prometheus_series(server, args.since.as_deref(), timeout)?,

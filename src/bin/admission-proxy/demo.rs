@@ -296,7 +296,7 @@ async fn candidate_summary(
     metrics: &metrics_exporter_prometheus::PrometheusHandle,
     compared: usize,
 ) {
-    use admission_proxy::candidate_report::{render, report};
+    use admission_proxy::tools::candidate_report::{render, report};
     let mut reports = Vec::new();
     for _ in 0..250 {
         reports = report(&metrics.render(), &[]).unwrap_or_default();

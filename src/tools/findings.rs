@@ -6,7 +6,7 @@
 //! plane's own requests (a kubelet's Node and Lease updates and certificate requests, leader
 //! election, TokenReviews and SubjectAccessReviews, system pods, the webhook's own backend) are built as AdmissionReviews
 //! and run through the same selection as `serve` and `explain` (rules, namespaceSelector,
-//! objectSelector, matchPolicy, matchConditions; [`crate::explain::explain`]). What is
+//! objectSelector, matchPolicy, matchConditions; [`crate::tools::explain::explain`]). What is
 //! flagged is what has taken clusters down: a `failurePolicy: Fail` webhook that is down
 //! blocks every request it is called for, its own recovery included.
 //!
@@ -319,7 +319,7 @@ fn called_for(
         ..Decision::default()
     };
     let explanation =
-        crate::explain::explain(snapshot, &review, namespaces, exclusions, &[], &undecided);
+        crate::tools::explain::explain(snapshot, &review, namespaces, exclusions, &[], &undecided);
     if explanation
         .exclusion
         .as_ref()
@@ -366,7 +366,7 @@ fn key(webhook: &Webhook) -> String {
 /// "#;
 /// let snapshot =
 ///     admission_proxy::config::load_contents(&[("all.yaml".into(), yaml.into())]).unwrap();
-/// let findings = admission_proxy::findings::findings(&snapshot, None, None);
+/// let findings = admission_proxy::tools::findings::findings(&snapshot, None, None);
 /// assert!(findings.iter().any(|f| f.message.contains("kube-node-lease")));
 /// ```
 pub fn findings(

@@ -819,7 +819,7 @@ fn registration_rule_check(
 ) -> Option<Option<RegistrationRuleCheck>> {
     // Only Equivalent webhooks are registered with other rules than their own.
     (webhook.matcher.match_policy == MatchPolicy::Equivalent).then(|| {
-        crate::registration::rules_for(webhook, snapshot, None)
+        crate::tools::registration::rules_for(webhook, snapshot, None)
             .iter()
             .map(Rule::new)
             .enumerate()
@@ -919,7 +919,7 @@ fn call_plan(
     let timeout_seconds = webhook.timeout.as_secs();
     let version = webhook.review_version;
     CallPlan {
-        admission_review_version: version.map(super::review::ReviewVersion::api_version),
+        admission_review_version: version.map(crate::review::ReviewVersion::api_version),
         url: format!("{}?timeout={timeout_seconds}s", webhook.backend.url),
         tls_server_name: webhook.backend.server_name.clone(),
         timeout_seconds,

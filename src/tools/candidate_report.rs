@@ -6,7 +6,7 @@
 //! side decided, how often, and a capture of each to replay with `explain --review`).
 //!
 //! ```
-//! use admission_proxy::candidate_report::{report, render};
+//! use admission_proxy::tools::candidate_report::{report, render};
 //!
 //! let metrics = r#"
 //! admission_proxy_candidate_comparisons_total{webhook="pods.example.com",candidate="pods-v2",result="agree"} 98
@@ -165,7 +165,7 @@ fn empty((webhook, candidate): (String, String)) -> CandidateReport {
 /// prints comes from requests, backends, policies or label values, none of them the reader's.
 ///
 /// ```
-/// use admission_proxy::candidate_report::printable;
+/// use admission_proxy::tools::candidate_report::printable;
 ///
 /// assert_eq!(printable("denied: é"), "denied: é");
 /// assert_eq!(printable("a\u{1b}[2Kb\nc\u{202e}d"), "a\\u{1b}[2Kb\\u{a}c\\u{202e}d");
