@@ -4,9 +4,9 @@
 //! real example backend.
 
 use admission_proxy::api::RuleWithOperations;
+use admission_proxy::config;
 use admission_proxy::matching::{Rule, RuleInput};
 use admission_proxy::review::ParsedReview;
-use admission_proxy::config;
 use admission_proxy::tools::registration;
 use base64::Engine;
 use serde_json::{json, Value};

@@ -358,9 +358,11 @@ pub(crate) fn registration(args: &RegistrationArgs) -> anyhow::Result<()> {
             eprintln!("registration: every webhook is retired (registered: false); nothing printed: `registration --prune` lists what to delete");
         }
         Ok(registration) => {
-            for f in
-                admission_proxy::tools::findings::findings(&registration, Some(&options.namespace), None)
-            {
+            for f in admission_proxy::tools::findings::findings(
+                &registration,
+                Some(&options.namespace),
+                None,
+            ) {
                 eprintln!("warning: {f}");
             }
         }
