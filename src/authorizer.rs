@@ -37,7 +37,12 @@ use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, the proxy's one (`crate::clock`): tests with paused time see paused time. The
+// rounds read it themselves rather than the poll's cached reading: what is left of a deadline
+// is what matters after the work of the same poll.
+use tokio::time::Instant;
 
 use k8s_openapi::api::authorization::v1::{
     FieldSelectorAttributes, LabelSelectorAttributes, NonResourceAttributes, ResourceAttributes,

@@ -29,6 +29,9 @@
 //! library: they live with the binary in `src/bin/admission-proxy/`.
 
 #![warn(missing_docs)]
+// `unsafe` only where allowed with its reason (two libc calls); each block says why it is sound.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod admission;
 pub mod api;

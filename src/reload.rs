@@ -377,13 +377,13 @@ impl Sources {
             // Compiling and dropping a configuration recurses over its expressions and values.
             .stack_size(crate::deep_json::THREAD_STACK_BYTES)
             .spawn(move || {
-                let mut next_resync = std::time::Instant::now() + sources.resync;
+                let mut next_resync = crate::clock::now() + sources.resync;
                 loop {
-                    let wait = next_resync.saturating_duration_since(std::time::Instant::now());
+                    let wait = next_resync.saturating_duration_since(crate::clock::now());
                     match rx.recv_timeout(wait) {
                         Ok(()) => {}
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                            next_resync = std::time::Instant::now() + sources.resync;
+                            next_resync = crate::clock::now() + sources.resync;
                         }
                         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                     }

@@ -121,6 +121,10 @@ impl Slot {
 
 /// Puts the calling thread at `SCHED_IDLE` (`sched(7)`: run only when no other thread wants the
 /// core; allowed without privileges), or at `nice` 19 where that is refused.
+#[allow(
+    unsafe_code,
+    reason = "libc's scheduler calls have no safe wrapper in the dependencies"
+)]
 fn lower_priority() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `sched_setscheduler` with pid 0 changes only the calling thread and reads `param`
@@ -142,6 +146,10 @@ mod tests {
     use super::*;
 
     /// The lane's work runs on its own thread at `SCHED_IDLE`, never on the caller's runtime.
+    #[allow(
+        unsafe_code,
+        reason = "reads the thread's scheduling policy through libc"
+    )]
     #[tokio::test]
     async fn work_runs_on_the_lanes_own_thread_at_idle_priority() {
         let lane = Background::new().unwrap();

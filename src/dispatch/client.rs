@@ -668,6 +668,10 @@ impl Body {
 /// read goes by the readiness the runtime last polled, which on a busy runtime can predate the
 /// backend's close; so then the socket itself is asked (`recv` with `MSG_PEEK | MSG_DONTWAIT`):
 /// end-of-file, an error or unasked bytes (a TLS alert) mean closed; `EAGAIN`, open.
+#[allow(
+    unsafe_code,
+    reason = "a non-blocking MSG_PEEK recv, which tokio does not offer on a borrowed stream"
+)]
 fn closed_while_idle(stream: &mut pingora::protocols::Stream) -> bool {
     use futures::FutureExt;
     use tokio::io::AsyncReadExt;
