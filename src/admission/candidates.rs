@@ -107,7 +107,7 @@ impl Admissions {
                     &candidate.name,
                     "candidate_error",
                 );
-                tracing::debug!(uid = %uid, webhook = %webhook.name, candidate = %candidate.name, error = %Bounded(&why), "candidate could not decide");
+                tracing::debug!(uid = %uid, webhook = %webhook.name, candidate = %candidate.name, error = %Bounded(&why.to_string()), "candidate could not decide");
                 return;
             }
         };
@@ -167,13 +167,15 @@ impl Admissions {
         capture(record(serde_json::json!(found)));
     }
 
-    /// What `candidate` decides on `shared`, as the answer kube-apiserver would act on; `Err`
-    /// with the reason when it cannot be decided here.
+    /// What `candidate` decides on `shared`, as the answer kube-apiserver would act on.
+    ///
+    /// # Errors
+    /// [`Undecided`] when it cannot be decided here.
     async fn candidate_decision(
         &self,
         candidate: &Candidate,
         shared: &SharedReview,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, Undecided> {
         let review = shared.get();
         match &candidate.kind {
             CandidateKind::Backend(backend) => {
@@ -214,14 +216,16 @@ impl Admissions {
 
 impl Admissions {
     /// `policy`'s verdict on `review`, its `authorizer` checks answered by SubjectAccessReview
-    /// (`--authorizer`, its cache first) in rounds, as webhooks' matchConditions are; `Err`
-    /// when they cannot be.
+    /// (`--authorizer`, its cache first) in rounds, as webhooks' matchConditions are.
+    ///
+    /// # Errors
+    /// [`Undecided`] when they cannot be.
     async fn policy_verdict(
         &self,
         policy: &Policy,
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
-    ) -> Result<PolicyVerdict, String> {
+    ) -> Result<PolicyVerdict, Undecided> {
         let authorizer = self.dispatcher.authorizer();
         let mut decisions = match authorizer {
             Some(a) => Decisions::with_cache(a.clone()),
@@ -234,10 +238,7 @@ impl Admissions {
                 Authorized::Pending(keys) => keys,
             };
             let Some(authorizer) = authorizer else {
-                return Err(
-                    "the policy uses `authorizer` but serve was started without --authorizer"
-                        .into(),
-                );
+                return Err(Undecided::NoAuthorizer);
             };
             let budget = deadline.saturating_duration_since(Instant::now());
             let answers = authorizer.decide_all(&keys, budget).await;
@@ -245,10 +246,23 @@ impl Admissions {
                 decisions.insert(key, decision);
             }
         }
-        Err(format!(
-            "authorization checks still undecided after {MAX_AUTHORIZATION_ROUNDS} rounds"
-        ))
+        Err(Undecided::AuthorizationRounds)
     }
+}
+
+/// Why a candidate's decision cannot be taken here: counted as `candidate_error`, logged.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Undecided {
+    /// The policy asks `authorizer` and there is no SubjectAccessReview client.
+    #[error("the policy uses `authorizer` but serve was started without --authorizer")]
+    NoAuthorizer,
+    /// The authorization checks did not settle within the rounds allowed.
+    #[error("authorization checks still undecided after {MAX_AUTHORIZATION_ROUNDS} rounds")]
+    AuthorizationRounds,
+    /// What the policy evaluator could not decide (a namespace it does not know, a conversion
+    /// it cannot do), in its words.
+    #[error("{0}")]
+    Policy(String),
 }
 
 /// A policy's verdict as the answer kube-apiserver would give: allowed (also when the policy
@@ -258,9 +272,9 @@ impl Admissions {
 /// `Validate` in `staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/validating/`):
 /// Fail denies with upstream's text, Ignore admits; `error` says which error decided. Only a
 /// request the proxy cannot decide (a namespace unknown) is a candidate error.
-fn policy_outcome(verdict: &PolicyVerdict) -> Result<Outcome, String> {
+fn policy_outcome(verdict: &PolicyVerdict) -> Result<Outcome, Undecided> {
     if let PolicyDecision::Undecided(why) = &verdict.decision {
-        return Err(why.clone());
+        return Err(Undecided::Policy(why.clone()));
     }
     let (allowed, word) = match verdict.decision {
         PolicyDecision::NotApplicable => (true, "not-applicable"),

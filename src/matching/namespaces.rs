@@ -197,7 +197,7 @@ impl Namespaces {
                         "list item of kind {kind:?}: expected Namespace"
                     )));
                 }
-                out.insert(&item).map_err(invalid)?;
+                out.insert(&item).map_err(|e| invalid(e.to_string()))?;
             }
         }
         Ok(out)
@@ -208,18 +208,16 @@ impl Namespaces {
     ///
     /// # Errors
     /// What in `namespace` is not a Namespace's: `metadata.name` or `metadata.labels`.
-    pub(crate) fn insert(&mut self, namespace: &serde_json::Value) -> Result<(), String> {
+    pub(crate) fn insert(&mut self, namespace: &serde_json::Value) -> Result<(), NotANamespace> {
         let metadata = namespace.get("metadata");
         let name = match metadata.and_then(|m| m.get("name")) {
             None | Some(serde_json::Value::Null) => String::new(),
             Some(serde_json::Value::String(name)) => name.clone(),
-            Some(_) => return Err("metadata.name: expected a string".into()),
+            Some(_) => return Err(NotANamespace::Name),
         };
         let mut labels: BTreeMap<String, String> = match metadata.and_then(|m| m.get("labels")) {
             None | Some(serde_json::Value::Null) => BTreeMap::new(),
-            Some(labels) => {
-                BTreeMap::deserialize(labels).map_err(|e| format!("metadata.labels: {e}"))?
-            }
+            Some(labels) => BTreeMap::deserialize(labels).map_err(NotANamespace::Labels)?,
         };
         labels
             .entry(METADATA_NAME_LABEL.to_string())
@@ -263,6 +261,17 @@ impl Namespaces {
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty()
     }
+}
+
+/// What in a Namespace is not a Namespace's ([`Namespaces::insert`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotANamespace {
+    /// `metadata.name` is not a string.
+    #[error("metadata.name: expected a string")]
+    Name,
+    /// `metadata.labels` is not a map of strings.
+    #[error("metadata.labels: {0}")]
+    Labels(serde_json::Error),
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ impl Validator {
     /// validations left), audit annotations (on a budget of their own).
     pub(crate) fn validate(&self, activation: &Activation<'_>) -> ValidateResult {
         match self.conditions(activation) {
-            Err(message) => return self.error(message),
+            Err(failed) => return self.error(failed.to_string()),
             Ok(false) => {
                 return ValidateResult {
                     excluded: true,
@@ -169,15 +169,18 @@ impl Validator {
     }
 
     /// `Match`: any false excludes; otherwise errors (and a run-out budget) are decided by
-    /// failurePolicy: Fail → `Err(aggregate)`, Ignore → excluded.
-    fn conditions(&self, activation: &Activation<'_>) -> Result<bool, String> {
+    /// failurePolicy: Fail → `Err`, Ignore → excluded.
+    ///
+    /// # Errors
+    /// [`ConditionsFailed`] under Fail.
+    fn conditions(&self, activation: &Activation<'_>) -> Result<bool, ConditionsFailed> {
         if self.match_conditions.is_empty() {
             return Ok(true);
         }
         let expressions: Vec<_> = self.match_conditions.iter().map(Some).collect();
         let outcomes = match activation.for_input(&expressions, false, MATCH_CONDITIONS_BUDGET) {
             Ok((outcomes, _)) => outcomes,
-            Err(e) if self.fail => return Err(e.to_string()),
+            Err(e) if self.fail => return Err(ConditionsFailed::Budget(e.to_string())),
             Err(_) => return Ok(false),
         };
         let mut errors = Vec::new();
@@ -191,8 +194,7 @@ impl Validator {
         match errors.len() {
             0 => Ok(true),
             _ if !self.fail => Ok(false),
-            1 => Err(errors.remove(0)),
-            _ => Err(format!("[{}]", errors.join(", "))),
+            _ => Err(ConditionsFailed::Errors(errors)),
         }
     }
 
@@ -297,4 +299,16 @@ fn failure_message(
         message = format!("failed expression: {}", validation.expression.text.trim());
     }
     message
+}
+
+/// Why a policy's matchConditions decide the request under `failurePolicy: Fail`, in upstream's
+/// words (`matching.go`: one error alone, several as `[a, b]`).
+#[derive(Debug, thiserror::Error)]
+enum ConditionsFailed {
+    /// The runtime cost budget ran out.
+    #[error("{0}")]
+    Budget(String),
+    /// The conditions' evaluation errors, in order.
+    #[error("{}", match .0.as_slice() { [one] => one.clone(), all => format!("[{}]", all.join(", ")) })]
+    Errors(Vec<String>),
 }
