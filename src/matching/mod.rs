@@ -353,14 +353,10 @@ impl Matcher {
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
     ) -> (bool, Option<HeldBack>) {
-        if self.namespace_selector.is_empty() {
-            return (true, None);
-        }
-        match namespace_labels(review, namespaces) {
-            NamespaceLabels::ClusterScoped => (true, None),
-            NamespaceLabels::Object(labels) => (self.namespace_selector.matches(&labels), None),
-            NamespaceLabels::Stored(labels) => (self.namespace_selector.matches(labels), None),
-            NamespaceLabels::NotFound => (
+        match namespace_selected(&self.namespace_selector, review, namespaces) {
+            NamespaceSelected::Yes => (true, None),
+            NamespaceSelected::No => (false, None),
+            NamespaceSelected::NotFound => (
                 false,
                 Some(HeldBack::Status(Status::failure(
                     404,
@@ -368,13 +364,7 @@ impl Matcher {
                     format!("namespaces {:?} not found", review.request.namespace),
                 ))),
             ),
-            NamespaceLabels::Unavailable(reason) => (
-                false,
-                Some(HeldBack::Unavailable(format!(
-                    "cannot read the labels of namespace {:?}: {reason}",
-                    review.request.namespace
-                ))),
-            ),
+            NamespaceSelected::Unavailable(why) => (false, Some(HeldBack::Unavailable(why))),
         }
     }
 
@@ -427,6 +417,48 @@ pub(crate) enum NamespaceLabels<'n> {
     NotFound,
     /// The namespace is not known and the proxy could not find out whether it exists: why.
     Unavailable(&'n str),
+}
+
+/// What `MatchNamespaceSelector` (`predicates/namespace/matcher.go`) finds for `review`, shared
+/// by webhooks and policies (upstream's one matcher); each caller words the errors its way.
+#[derive(Debug, PartialEq)]
+pub(crate) enum NamespaceSelected {
+    /// Selected: an empty selector, a cluster-scoped object, or matching labels.
+    Yes,
+    /// The labels do not match.
+    No,
+    /// The namespace does not exist.
+    NotFound,
+    /// Its labels cannot be read: why, in full.
+    Unavailable(String),
+}
+
+/// [`NamespaceSelected`] for `selector` on `review`.
+pub(crate) fn namespace_selected(
+    selector: &LabelSelector,
+    review: &ParsedReview<'_>,
+    namespaces: Option<&Namespaces>,
+) -> NamespaceSelected {
+    if selector.is_empty() {
+        return NamespaceSelected::Yes;
+    }
+    let matched = |yes: bool| {
+        if yes {
+            NamespaceSelected::Yes
+        } else {
+            NamespaceSelected::No
+        }
+    };
+    match namespace_labels(review, namespaces) {
+        NamespaceLabels::ClusterScoped => NamespaceSelected::Yes,
+        NamespaceLabels::Object(labels) => matched(selector.matches(&labels)),
+        NamespaceLabels::Stored(labels) => matched(selector.matches(labels)),
+        NamespaceLabels::NotFound => NamespaceSelected::NotFound,
+        NamespaceLabels::Unavailable(reason) => NamespaceSelected::Unavailable(format!(
+            "cannot read the labels of namespace {:?}: {reason}",
+            review.request.namespace
+        )),
+    }
 }
 
 /// The labels namespaceSelector is matched against for `review`.

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::spec::{MatchResources, NamedRule};
-use crate::matching::{namespace_labels, LabelSelector, NamespaceLabels, Namespaces};
+use crate::matching::{namespace_selected, LabelSelector, NamespaceSelected, Namespaces};
 use crate::matching::{ObjectLabels, Rule, RuleInput};
 use crate::resources::custom::CustomResources;
 use crate::resources::{equivalents, Equivalent};
@@ -132,24 +132,14 @@ impl Constraints {
         review: &ParsedReview<'_>,
         namespaces: Option<&Namespaces>,
     ) -> (bool, Option<Match>) {
-        if self.namespace_selector.is_empty() {
-            return (true, None);
-        }
-        match namespace_labels(review, namespaces) {
-            NamespaceLabels::ClusterScoped => (true, None),
-            NamespaceLabels::Object(labels) => (self.namespace_selector.matches(&labels), None),
-            NamespaceLabels::Stored(labels) => (self.namespace_selector.matches(labels), None),
-            NamespaceLabels::NotFound => (
+        match namespace_selected(&self.namespace_selector, review, namespaces) {
+            NamespaceSelected::Yes => (true, None),
+            NamespaceSelected::No => (false, None),
+            NamespaceSelected::NotFound => (
                 false,
                 Some(Match::Error(namespace_not_found(&review.request.namespace))),
             ),
-            NamespaceLabels::Unavailable(reason) => (
-                false,
-                Some(Match::Unavailable(format!(
-                    "cannot read the labels of namespace {:?}: {reason}",
-                    review.request.namespace
-                ))),
-            ),
+            NamespaceSelected::Unavailable(why) => (false, Some(Match::Unavailable(why))),
         }
     }
 
