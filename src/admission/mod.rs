@@ -25,7 +25,7 @@ use crate::capture::Capture;
 use crate::config::{Chain, Snapshot};
 use crate::dispatch::chain::{ChainAnswer, ChainRequest, Step};
 
-use crate::dispatch::pipeline::Dispatcher;
+use crate::dispatch::Dispatcher;
 use crate::dispatch::{Answer, Clock, Decision, Shadow};
 use crate::exclusions::{Exclusions, Exemption};
 use crate::log_value::Bounded;

@@ -16,7 +16,6 @@ pub(crate) mod client;
 pub(crate) mod conversion_webhook;
 pub(crate) mod pipeline;
 
-pub use pipeline::Dispatcher;
 pub(crate) use pipeline::{patch_paths, Shadow};
 pub(crate) mod verify;
 
@@ -32,6 +31,7 @@ use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, EquivalentError, Rewritten};
 pub(crate) use crate::decision::Decision;
+use crate::kube_version::KubeVersion;
 use crate::matching::CostModel;
 use crate::metrics::Conditions;
 use crate::review::{encode_status, AdmissionResponse, ParsedReview, Status};
@@ -254,6 +254,32 @@ pub(crate) fn backend_budget(
 pub(crate) fn timeout_param(budget: Duration) -> u64 {
     let secs = budget.as_secs() + u64::from(budget.subsec_nanos() > 0);
     secs.max(1)
+}
+
+/// Calls backends: runs one webhook's admission through the phases of `pipeline.rs`
+/// ([`Self::dispatch`]); a chain's through the same phases ([`chain`]). One per process; holds
+/// the connection pool. Built by [`Dispatcher::new`] and its `with_*` settings, below.
+pub struct Dispatcher {
+    client: HttpClient,
+    /// Subtracted from kube-apiserver's `?timeout=` so the proxy answers in time.
+    timeout_margin: Duration,
+    /// The bound on each CRD conversion webhook call (kube-apiserver: 30 s).
+    conversion_timeout: Duration,
+    /// `--max-timeout-seconds`: no webhook call may take longer, whatever its `timeoutSeconds`.
+    max_timeout: Option<Duration>,
+    /// `--breaker-failures`: per-backend circuit breakers, off unless set.
+    breakers: Option<breaker::Breakers>,
+    /// How long a call waits for one of its webhook's `maxConcurrentCalls` slots.
+    call_queue_timeout: Duration,
+    /// `--default-mode`: the mode of webhooks without a `mode` option.
+    default_mode: Mode,
+    /// `--authorizer=subjectaccessreview`: answers matchConditions' `authorizer` checks.
+    authorizer: Option<Arc<SubjectAccessReviews>>,
+    /// What matchConditions' library calls cost: the cluster's version's default.
+    cost_model: CostModel,
+    /// The cluster's Kubernetes version (`--kube-version`, `/version`); `None`: the newest
+    /// behaviour.
+    kube_version: Option<KubeVersion>,
 }
 
 impl Dispatcher {

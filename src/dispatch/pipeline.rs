@@ -37,21 +37,19 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::breaker::{self, CallPermit};
-use super::client::HttpClient;
+use super::breaker::CallPermit;
 use super::{
-    post_as_client_go, timeout_param, verify, Answer, CallFailure, Clock, Decision, HttpReply,
-    Target, Trace, TransportError, Verdict,
+    post_as_client_go, timeout_param, verify, Answer, CallFailure, Clock, Decision, Dispatcher,
+    HttpReply, Target, Trace, TransportError, Verdict,
 };
-use crate::authorizer::SubjectAccessReviews;
 use crate::config::options::Mode;
 use crate::config::Webhook;
 use crate::conversion::{self, Rewritten};
-use crate::kube_version::{self, KubeVersion};
+use crate::kube_version;
 use crate::matching::authz::Decisions;
 use crate::matching::{
-    Authorized, ConditionsResult, ConditionsVerdict, CostModel, MatchDecision, Namespaces,
-    SkipReason, MAX_AUTHORIZATION_ROUNDS,
+    Authorized, ConditionsResult, ConditionsVerdict, MatchDecision, Namespaces, SkipReason,
+    MAX_AUTHORIZATION_ROUNDS,
 };
 use crate::metrics::Conditions;
 use crate::resources::Equivalent;
@@ -93,32 +91,6 @@ struct Guarded<'w> {
     permit: Option<CallPermit>,
     /// maxConcurrentCalls: held until the call ends.
     _slot: Option<tokio::sync::SemaphorePermit<'w>>,
-}
-
-/// Calls backends: runs one webhook's admission through the phases below ([`Self::dispatch`]);
-/// a chain's through the same phases ([`super::chain`]). One per process; holds the connection
-/// pool. Built by [`Dispatcher::new`] and its `with_*` settings (`dispatch/mod.rs`).
-pub struct Dispatcher {
-    pub(super) client: HttpClient,
-    /// Subtracted from kube-apiserver's `?timeout=` so the proxy answers in time.
-    pub(super) timeout_margin: Duration,
-    /// The bound on each CRD conversion webhook call (kube-apiserver: 30 s).
-    pub(super) conversion_timeout: Duration,
-    /// `--max-timeout-seconds`: no webhook call may take longer, whatever its `timeoutSeconds`.
-    pub(super) max_timeout: Option<Duration>,
-    /// `--breaker-failures`: per-backend circuit breakers, off unless set.
-    pub(super) breakers: Option<breaker::Breakers>,
-    /// How long a call waits for one of its webhook's `maxConcurrentCalls` slots.
-    pub(super) call_queue_timeout: Duration,
-    /// `--default-mode`: the mode of webhooks without a `mode` option.
-    pub(super) default_mode: Mode,
-    /// `--authorizer=subjectaccessreview`: answers matchConditions' `authorizer` checks.
-    pub(super) authorizer: Option<Arc<SubjectAccessReviews>>,
-    /// What matchConditions' library calls cost: the cluster's version's default.
-    pub(super) cost_model: CostModel,
-    /// The cluster's Kubernetes version (`--kube-version`, `/version`); `None`: the newest
-    /// behaviour.
-    pub(super) kube_version: Option<KubeVersion>,
 }
 
 impl Dispatcher {
