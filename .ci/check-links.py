@@ -7,6 +7,11 @@
 - In every tracked source, script, manifest and Markdown file: each `docs/X.md#anchor`,
   `README.md#anchor` (including `runbook_url`s' `blob/main/...#anchor`) and each citation
   `docs/X.md, "Heading"` (or `README, "Heading"`) names a file that exists and a heading it has.
+- Each citation of benches/README.md by heading: `benches/README.md, "Heading"`,
+  `benches/README.md ("Heading")`, `benches/README.md: "Heading"` or `benches/README.md "Heading"`
+  (single quotes too; the quote may open the next line, after a comment's `#` or `//`): the quoted
+  text, up to its closing quote or the end of its line, is the start of one of its headings
+  (compared as anchors, so case and punctuation aside).
 
 Exits 1 listing what does not resolve.
 """
@@ -38,6 +43,12 @@ def anchors(path, cache={}):
                 out.add(a if n == 0 else f"{a}-{n}")
         cache[path] = out
     return cache[path]
+
+
+# `benches/README.md` followed by `,` `:` or a space, then maybe a line break (and a comment
+# marker), maybe `(`, then a quoted heading.
+BENCH_CITE = re.compile(r"benches/README\.md(?:[,:]|(?=[ \t\n]))[ \t]*(?:\n[ \t]*(?:#+|//+!?)?[ \t]*)?"
+                        r"\(?(?:\"([^\"\n]+)|'([^'\n]+)')")
 
 
 def main():
@@ -78,6 +89,13 @@ def main():
             cited = anchor(m.group(2))
             if not any(a.startswith(cited) for a in anchors(dest)):
                 problems.append(f"{f}: {m.group(0)}: no such heading in {name}")
+        bench = ROOT / "benches/README.md"
+        for m in BENCH_CITE.finditer(text):
+            cited = anchor(m.group(1) or m.group(2))
+            if not bench.exists():
+                problems.append(f"{f}: {m.group(0)!r}: no such file")
+            elif not cited or not any(a.startswith(cited) for a in anchors(bench)):
+                problems.append(f"{f}: {m.group(0)!r}: no such heading in benches/README.md")
     for p in problems:
         print("FAIL", p)
     print(f"links: {len(problems)} failing")

@@ -404,7 +404,7 @@ impl SubjectAccessReviews {
     pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
         let mut config = crate::kube_client::config(kubeconfig).await?;
         config.default_retry = false;
-        Client::try_from(config).map_err(ClientError::Client)
+        Client::try_from(config).map_err(|e| ClientError::Client(crate::kube_client::KubeError(e)))
     }
 
     /// The decision for `key` within `budget`: from the cache when fresh, else from an

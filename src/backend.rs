@@ -11,7 +11,7 @@ use std::sync::Arc;
 use base64::Engine;
 use pingora::utils::tls::WrappedX509;
 
-use crate::api::WebhookClientConfig;
+use crate::api::{ServiceReference, WebhookClientConfig};
 use crate::field_error::{BadValue, Error as FieldError, ErrorType};
 
 /// A legacy webhook backend.
@@ -96,130 +96,173 @@ impl Backend {
     /// user info, a query or a fragment; a service without name or namespace, a port outside
     /// 1-65535, a path not starting with `/`; a `caBundle` that is not base64 PEM certificates.
     pub fn from_client_config(cc: &WebhookClientConfig) -> Result<Self, FieldError> {
-        let mut rest_client_error = None;
-        let (ca_bundle, ca_fingerprint, self_signed_leaves) =
-            match cc.ca_bundle.as_deref().filter(|s| !s.is_empty()) {
-                Some(b64) => match parse_ca_bundle(b64) {
-                    Ok((certs, leaves)) => {
-                        let mut h = std::collections::hash_map::DefaultHasher::new();
-                        for cert in certs.iter() {
-                            cert.borrow_raw_cert().hash(&mut h);
-                        }
-                        (Some(certs), h.finish(), leaves)
-                    }
-                    // Not base64: the API itself cannot decode the `[]byte` field.
-                    Err(e @ CaBundleError::NotBase64(_)) => {
-                        return Err(FieldError::new(
-                            ErrorType::Invalid,
-                            "clientConfig.caBundle",
-                            BadValue::Omitted,
-                            e.to_string(),
-                        ))
-                    }
-                    Err(e) => {
-                        rest_client_error = Some(Arc::from(e.client_go_words()));
-                        (None, 0, Arc::from(Vec::new()))
-                    }
-                },
-                None => (None, 0, Arc::from(Vec::new())),
-            };
-        match (&cc.url, &cc.service) {
-            (Some(_), Some(_)) | (None, None) => Err(FieldError::required(
-                "clientConfig",
-                "exactly one of url or service is required",
-            )),
-            (Some(raw), None) => {
-                let invalid = |detail: String| FieldError::invalid("clientConfig.url", raw, detail);
-                let url = url::Url::parse(raw).map_err(|e| invalid(e.to_string()))?;
-                let host = url
-                    .host_str()
-                    .unwrap_or("")
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_string();
-                if host.is_empty() {
-                    return Err(invalid("host must be specified".into()));
-                }
-                let tls = match url.scheme() {
-                    "https" => true,
-                    "http" if is_loopback(&host) => false,
-                    "http" => return Err(invalid(
-                        "'https' is required (plain 'http' is only accepted for loopback backends)"
-                            .into(),
-                    )),
-                    other => return Err(invalid(format!("'https' is required, got {other:?}"))),
-                };
-                refuse_url_parts(raw, &url).map_err(|e| invalid(e.to_string()))?;
-                let port = url.port_or_known_default().unwrap_or(443);
-                let path = join_path(url.path());
-                Ok(Backend {
-                    url: format!("{}://{}{}", url.scheme(), authority(&host, port), path),
-                    tls,
-                    host,
-                    port,
-                    path,
-                    ca_bundle_expiry: ca_bundle.as_deref().and_then(soonest_expiry),
-                    ca_bundle,
-                    ca_fingerprint,
-                    server_name: None,
-                    self_signed: self_signed_leaves,
-                    self_signed_leaves: Arc::from(Vec::new()),
-                    pool_key: 0,
-                    host_header: String::new(),
-                    rest_client_error: rest_client_error.clone(),
-                }
-                .derived())
+        let trust = Trust::from_ca_bundle(cc.ca_bundle.as_deref())?;
+        let target = match (&cc.url, &cc.service) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(FieldError::required(
+                    "clientConfig",
+                    "exactly one of url or service is required",
+                ))
             }
-            (None, Some(svc)) => {
-                if svc.name.is_empty() {
-                    return Err(FieldError::required(
-                        "clientConfig.service.name",
-                        "service name is required",
-                    ));
-                }
-                if svc.namespace.is_empty() {
-                    return Err(FieldError::required(
-                        "clientConfig.service.namespace",
-                        "service namespace is required",
-                    ));
-                }
-                let port = svc.port.unwrap_or(443);
-                if !(1..=65535).contains(&port) {
-                    return Err(FieldError::invalid(
-                        "clientConfig.service.port",
-                        port,
-                        "port is not valid: must be between 1 and 65535, inclusive",
-                    ));
-                }
-                let raw_path = svc.path.as_deref().unwrap_or("");
-                if !raw_path.is_empty() && !raw_path.starts_with('/') {
-                    return Err(FieldError::invalid(
-                        "clientConfig.service.path",
-                        raw_path,
-                        "must start with a '/'",
-                    ));
-                }
-                let host = format!("{}.{}.svc", svc.name, svc.namespace);
-                let path = join_path(raw_path);
-                Ok(Backend {
-                    url: format!("https://{host}:{port}{path}"),
-                    tls: true,
-                    host,
-                    port: port as u16,
-                    path,
-                    ca_bundle_expiry: ca_bundle.as_deref().and_then(soonest_expiry),
-                    ca_bundle,
-                    ca_fingerprint,
-                    server_name: None,
-                    self_signed: self_signed_leaves,
-                    self_signed_leaves: Arc::from(Vec::new()),
-                    pool_key: 0,
-                    host_header: String::new(),
-                    rest_client_error: rest_client_error.clone(),
-                }
-                .derived())
-            }
+            (Some(raw), None) => Target::from_url(raw)?,
+            (None, Some(svc)) => Target::from_service(svc)?,
+        };
+        Ok(Backend {
+            url: target.url,
+            tls: target.tls,
+            host: target.host,
+            port: target.port,
+            path: target.path,
+            ca_bundle_expiry: trust.ca_bundle.as_deref().and_then(soonest_expiry),
+            ca_bundle: trust.ca_bundle,
+            ca_fingerprint: trust.fingerprint,
+            server_name: None,
+            self_signed: trust.self_signed_leaves,
+            self_signed_leaves: Arc::from(Vec::new()),
+            pool_key: 0,
+            host_header: String::new(),
+            rest_client_error: trust.rest_client_error,
         }
+        .derived())
+    }
+}
+
+/// What a `caBundle` gives a backend.
+struct Trust {
+    /// The certificates; `None` without a caBundle (the system roots) or when it is unusable.
+    ca_bundle: Option<Arc<[WrappedX509]>>,
+    /// A hash of the certificates' bytes (0 without), part of the pool key.
+    fingerprint: u64,
+    /// The self-signed leaf certificates in it.
+    self_signed_leaves: Arc<[SelfSignedLeaf]>,
+    /// client-go's words for a bundle that decodes but cannot be used: each call fails with
+    /// them.
+    rest_client_error: Option<Arc<str>>,
+}
+
+impl Trust {
+    /// # Errors
+    /// A bundle that is not base64: the API itself cannot decode the `[]byte` field.
+    fn from_ca_bundle(ca_bundle: Option<&str>) -> Result<Self, FieldError> {
+        let none = |rest_client_error| Trust {
+            ca_bundle: None,
+            fingerprint: 0,
+            self_signed_leaves: Arc::from(Vec::new()),
+            rest_client_error,
+        };
+        let Some(b64) = ca_bundle.filter(|s| !s.is_empty()) else {
+            return Ok(none(None));
+        };
+        match parse_ca_bundle(b64) {
+            Ok((certs, leaves)) => {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                for cert in certs.iter() {
+                    cert.borrow_raw_cert().hash(&mut h);
+                }
+                Ok(Trust {
+                    ca_bundle: Some(certs),
+                    fingerprint: h.finish(),
+                    self_signed_leaves: leaves,
+                    rest_client_error: None,
+                })
+            }
+            Err(e @ CaBundleError::NotBase64(_)) => Err(FieldError::new(
+                ErrorType::Invalid,
+                "clientConfig.caBundle",
+                BadValue::Omitted,
+                e.to_string(),
+            )),
+            Err(e) => Ok(none(Some(Arc::from(e.client_go_words())))),
+        }
+    }
+}
+
+/// Where a backend is: `clientConfig.url` or `clientConfig.service`, validated as
+/// `ValidateWebhookClientConfig` validates them.
+struct Target {
+    url: String,
+    tls: bool,
+    host: String,
+    port: u16,
+    path: String,
+}
+
+impl Target {
+    /// `clientConfig.url`: https, or http to a loopback host.
+    fn from_url(raw: &str) -> Result<Self, FieldError> {
+        let invalid = |detail: String| FieldError::invalid("clientConfig.url", raw, detail);
+        let url = url::Url::parse(raw).map_err(|e| invalid(e.to_string()))?;
+        let host = url
+            .host_str()
+            .unwrap_or("")
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        if host.is_empty() {
+            return Err(invalid("host must be specified".into()));
+        }
+        let tls = match url.scheme() {
+            "https" => true,
+            "http" if is_loopback(&host) => false,
+            "http" => {
+                return Err(invalid(
+                    "'https' is required (plain 'http' is only accepted for loopback backends)"
+                        .into(),
+                ))
+            }
+            other => return Err(invalid(format!("'https' is required, got {other:?}"))),
+        };
+        refuse_url_parts(raw, &url).map_err(|e| invalid(e.to_string()))?;
+        let port = url.port_or_known_default().unwrap_or(443);
+        let path = join_path(url.path());
+        Ok(Target {
+            url: format!("{}://{}{}", url.scheme(), authority(&host, port), path),
+            tls,
+            host,
+            port,
+            path,
+        })
+    }
+
+    /// `clientConfig.service`: `https://<name>.<namespace>.svc:<port><path>`.
+    fn from_service(svc: &ServiceReference) -> Result<Self, FieldError> {
+        if svc.name.is_empty() {
+            return Err(FieldError::required(
+                "clientConfig.service.name",
+                "service name is required",
+            ));
+        }
+        if svc.namespace.is_empty() {
+            return Err(FieldError::required(
+                "clientConfig.service.namespace",
+                "service namespace is required",
+            ));
+        }
+        let port = svc.port.unwrap_or(443);
+        if !(1..=65535).contains(&port) {
+            return Err(FieldError::invalid(
+                "clientConfig.service.port",
+                port,
+                "port is not valid: must be between 1 and 65535, inclusive",
+            ));
+        }
+        let raw_path = svc.path.as_deref().unwrap_or("");
+        if !raw_path.is_empty() && !raw_path.starts_with('/') {
+            return Err(FieldError::invalid(
+                "clientConfig.service.path",
+                raw_path,
+                "must start with a '/'",
+            ));
+        }
+        let host = format!("{}.{}.svc", svc.name, svc.namespace);
+        let path = join_path(raw_path);
+        Ok(Target {
+            url: format!("https://{host}:{port}{path}"),
+            tls: true,
+            host,
+            port: port as u16,
+            path,
+        })
     }
 }
 
@@ -377,13 +420,14 @@ fn join_path(path: &str) -> String {
     }
 }
 
-/// Why a `caBundle` cannot be used; shown after `Invalid value: ` under `clientConfig.caBundle`.
+/// Why a `caBundle` cannot be used; shown after `Invalid value: ` under `clientConfig.caBundle`,
+/// the decoder's words included (so no `source()`).
 #[derive(Debug, thiserror::Error)]
 enum CaBundleError {
     #[error("not base64: {0}")]
-    NotBase64(#[source] base64::DecodeError),
+    NotBase64(base64::DecodeError),
     #[error("not PEM: {0}")]
-    NotPem(#[source] std::io::Error),
+    NotPem(std::io::Error),
     /// The certificate at `index` (0-based) is not X.509; the parser's error as text, its
     /// type borrowing from the certificate.
     #[error("certificate {index} does not parse: {message}")]

@@ -145,6 +145,8 @@ pub fn read_to_string(path: &Path, limit: u64) -> io::Result<String> {
 ///
 /// # Errors
 /// [`TooDeep`] with the line of the first bracket past the limit.
+///
+/// Over 80 lines: one scanner loop whose state is its local variables, as libyaml's scanner.
 pub fn check_nesting(text: &str) -> Result<(), TooDeep> {
     let bytes = text.as_bytes();
     let blank = |i: usize| bytes.get(i).is_none_or(u8::is_ascii_whitespace);

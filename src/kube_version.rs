@@ -97,15 +97,15 @@ pub enum ClusterVersionError {
     /// No usable client configuration.
     #[error(transparent)]
     Client(#[from] crate::kube_client::ClientError),
-    /// `/version` failed.
+    /// `/version` failed: kube-rs' words with their causes (quoted, not a `source()`).
     #[error("/version: {0}")]
-    Request(#[from] kube::Error),
+    Request(crate::kube_client::KubeError),
     /// `/version` did not answer in time.
     #[error("/version: no answer within {VERSION_TIMEOUT:?}")]
     Timeout,
     /// `/version` answered something that is no `1.MINOR` version.
     #[error("/version: {0}")]
-    Version(#[from] BadVersion),
+    Version(BadVersion),
 }
 
 /// The Kubernetes version of the cluster `kubeconfig` names (`None`: KUBECONFIG,
@@ -121,7 +121,10 @@ pub async fn of_cluster(
     let client = crate::kube_client::client(kubeconfig).await?;
     let info = tokio::time::timeout(VERSION_TIMEOUT, client.apiserver_version())
         .await
-        .map_err(|_| ClusterVersionError::Timeout)??;
-    let version = format!("{}.{}", info.major, info.minor).parse::<KubeVersion>()?;
+        .map_err(|_| ClusterVersionError::Timeout)?
+        .map_err(|e| ClusterVersionError::Request(crate::kube_client::KubeError(e)))?;
+    let version = format!("{}.{}", info.major, info.minor)
+        .parse::<KubeVersion>()
+        .map_err(ClusterVersionError::Version)?;
     Ok((version, info.git_version))
 }

@@ -27,6 +27,13 @@
 //!
 //! The binary's tools (`demo`, `bench`, the example backend, the demo PKI) are not part of this
 //! library: they live with the binary in `src/bin/admission-proxy/`.
+//!
+//! Errors are typed (`thiserror`), one enum per concern. A message says only its own layer and
+//! keeps what caused it as its `source()` (`serve::ServeError`: `load the serving certificate`),
+//! or it quotes its cause's words and has no `source()`: where the whole text is upstream's
+//! (`compilation failed: …`, `json: cannot unmarshal …`), and at a dependency's error, whose
+//! message may already hold its own causes (`kube_client::KubeError` joins kube-rs' once). The
+//! binary prints the chain joined by `: `, so nothing is said twice.
 
 #![warn(missing_docs)]
 // `unsafe` only where allowed with its reason (two libc calls); each block says why it is sound.

@@ -121,7 +121,18 @@ pub(crate) fn loaded(snapshot: &config::Snapshot, reloaded: bool) {
 }
 
 impl Sources {
+    /// Reloads each source whose contents changed since `fps`, in order: the webhook
+    /// configuration, the namespaces file, the serving certificate, the client CA.
     fn reload_once(&self, state: &State, fps: &mut Fingerprints) {
+        self.reload_config(state, fps);
+        self.reload_namespaces(state, fps);
+        self.reload_serving_certificate(fps);
+        self.reload_client_ca(fps);
+    }
+
+    /// The webhook configuration: served when it loads, else refused with the last good one
+    /// serving.
+    fn reload_config(&self, state: &State, fps: &mut Fingerprints) {
         match changed_config(&self.config, fps.config) {
             Ok(None) => {}
             Ok(Some((fp, texts))) => match config::load_contents(&texts).and_then(|snapshot| {
@@ -162,6 +173,10 @@ impl Sources {
                 crate::metrics::reload("error");
             }
         }
+    }
+
+    /// The namespaces file, for namespaceSelector.
+    fn reload_namespaces(&self, state: &State, fps: &mut Fingerprints) {
         if let Some(ns_path) = &self.namespaces {
             match read_all(std::slice::from_ref(ns_path), MAX_CONFIG_FILE_BYTES) {
                 Ok(raw) if Some(fingerprint(&raw)) != fps.namespaces => {
@@ -184,6 +199,10 @@ impl Sources {
                 }
             }
         }
+    }
+
+    /// The serving certificate and key.
+    fn reload_serving_certificate(&self, fps: &mut Fingerprints) {
         if let Some((cert, key, resolver)) = &self.tls {
             if let Ok(raw) = read_all(&[cert.clone(), key.clone()], MAX_PEM_FILE_BYTES) {
                 let fp = fingerprint(&raw);
@@ -204,6 +223,10 @@ impl Sources {
                 fps.tls = Some(fp);
             }
         }
+    }
+
+    /// The CA that verifies kube-apiserver's client certificate.
+    fn reload_client_ca(&self, fps: &mut Fingerprints) {
         if let Some((file, auth)) = &self.client_ca {
             if let Ok(raw) = read_all(std::slice::from_ref(file), MAX_PEM_FILE_BYTES) {
                 let fp = fingerprint(&raw);
@@ -278,35 +301,14 @@ impl Sources {
     ///
     /// # Errors
     /// The watcher could not be created or a directory not watched.
+    ///
+    /// Over 80 lines: the watches and the thread they wake share their channel and the
+    /// recreated-directory list; they read best in one place.
     pub(crate) fn spawn(self, state: Arc<State>) -> Result<ReloadHandle, notify::Error> {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let mut interests = self.interests();
         let dirs: Vec<PathBuf> = interests.iter().map(|i| i.dir.clone()).collect();
-        // Each watched directory's parent, for the directory's own name only: a directory that
-        // is deleted and created again takes its inotify watch with it, and only its parent
-        // sees it come back (the reload thread then re-arms the watch, [`rearm`]).
-        let parents: Vec<PathBuf> = dirs
-            .iter()
-            .filter_map(|dir| {
-                let parent = dir.parent()?.to_path_buf();
-                let name = dir.file_name()?.to_os_string();
-                match interests.iter_mut().find(|i| i.dir == parent) {
-                    Some(i) => {
-                        if let Some(names) = &mut i.names {
-                            names.push(name);
-                        }
-                        None
-                    }
-                    None => {
-                        interests.push(Interest {
-                            dir: parent.clone(),
-                            names: Some(vec![name]),
-                        });
-                        Some(parent)
-                    }
-                }
-            })
-            .collect();
+        let parents = watch_parents(&mut interests, &dirs);
         // Watched directories seen created again (by their parent's watch), for [`rearm`].
         let recreated: Arc<parking_lot::Mutex<Vec<PathBuf>>> = Arc::default();
         let created = recreated.clone();
@@ -348,25 +350,7 @@ impl Sources {
         }
         let debouncer = Arc::new(parking_lot::Mutex::new(debouncer));
         let rearm_with = Arc::downgrade(&debouncer);
-        let mut fps = Fingerprints::default();
-        if let Ok(Some((fp, _))) = changed_config(&self.config, None) {
-            fps.config = Some(fp);
-        }
-        if let Some(ns) = &self.namespaces {
-            fps.namespaces = read_all(std::slice::from_ref(ns), MAX_CONFIG_FILE_BYTES)
-                .ok()
-                .map(|r| fingerprint(&r));
-        }
-        if let Some((cert, key, _)) = &self.tls {
-            fps.tls = read_all(&[cert.clone(), key.clone()], MAX_PEM_FILE_BYTES)
-                .ok()
-                .map(|r| fingerprint(&r));
-        }
-        if let Some((ca, _)) = &self.client_ca {
-            fps.client_ca = read_all(std::slice::from_ref(ca), MAX_PEM_FILE_BYTES)
-                .ok()
-                .map(|r| fingerprint(&r));
-        }
+        let mut fps = self.fingerprints();
         // Reloads run on a thread of their own: off the request threads (a 1,000-webhook
         // configuration takes a while to load, and the proxy may run one worker thread), and
         // one thread allocates and frees every snapshot, so that releasing memory there returns
@@ -402,6 +386,58 @@ impl Sources {
             _watcher: Box::new(debouncer),
         })
     }
+
+    /// The sources' fingerprints as they are now (what the caller loaded at startup); an
+    /// unreadable source has none, so that it is loaded once it can be read.
+    fn fingerprints(&self) -> Fingerprints {
+        let of = |paths: &[PathBuf], limit| read_all(paths, limit).ok().map(|r| fingerprint(&r));
+        Fingerprints {
+            config: changed_config(&self.config, None)
+                .ok()
+                .flatten()
+                .map(|(fp, _)| fp),
+            namespaces: self
+                .namespaces
+                .as_ref()
+                .and_then(|ns| of(std::slice::from_ref(ns), MAX_CONFIG_FILE_BYTES)),
+            tls: self
+                .tls
+                .as_ref()
+                .and_then(|(cert, key, _)| of(&[cert.clone(), key.clone()], MAX_PEM_FILE_BYTES)),
+            client_ca: self
+                .client_ca
+                .as_ref()
+                .and_then(|(ca, _)| of(std::slice::from_ref(ca), MAX_PEM_FILE_BYTES)),
+        }
+    }
+}
+
+/// Adds each watched directory's parent to `interests`, for the directory's own name only, and
+/// returns the parents not watched already: a directory that is deleted and created again
+/// takes its inotify watch with it, and only its parent sees it come back (the reload thread
+/// then re-arms the watch, [`rearm`]).
+fn watch_parents(interests: &mut Vec<Interest>, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    dirs.iter()
+        .filter_map(|dir| {
+            let parent = dir.parent()?.to_path_buf();
+            let name = dir.file_name()?.to_os_string();
+            match interests.iter_mut().find(|i| i.dir == parent) {
+                Some(i) => {
+                    if let Some(names) = &mut i.names {
+                        names.push(name);
+                    }
+                    None
+                }
+                None => {
+                    interests.push(Interest {
+                        dir: parent.clone(),
+                        names: Some(vec![name]),
+                    });
+                    Some(parent)
+                }
+            }
+        })
+        .collect()
 }
 
 /// Watches again every directory in `recreated`: deleted and created again, it lost its inotify

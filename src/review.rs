@@ -223,7 +223,7 @@ where
 pub enum ReviewError {
     /// Not JSON, or not the shape of an AdmissionReview.
     #[error("malformed AdmissionReview: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// No `apiVersion`.
     #[error("AdmissionReview has no apiVersion")]
     MissingApiVersion,
@@ -242,6 +242,14 @@ pub enum ReviewError {
     /// A `request.operation` other than CREATE, UPDATE, DELETE or CONNECT.
     #[error("AdmissionReview request has unknown operation {0:?}: expected CREATE, UPDATE, DELETE or CONNECT")]
     UnknownOperation(String),
+}
+
+/// The decoder's words are the message's (`malformed AdmissionReview: <why>`), so the error
+/// keeps them as a field, not as a `source()`.
+impl From<serde_json::Error> for ReviewError {
+    fn from(e: serde_json::Error) -> Self {
+        ReviewError::Json(e)
+    }
 }
 
 #[derive(Deserialize)]

@@ -216,10 +216,11 @@ impl ServedResources {
 }
 
 /// Why the cluster's served resources could not be read: a discovery request failed
-/// (`/api`, `/apis` or a group/version's resource list), with kube-rs' error as the source.
+/// (`/api`, `/apis` or a group/version's resource list), in kube-rs' words with their causes
+/// (quoted, not a `source()`).
 #[derive(Debug, thiserror::Error)]
 #[error("discovery request failed: {0}")]
-pub struct DiscoveryError(#[source] pub kube::Error);
+pub struct DiscoveryError(pub crate::kube_client::KubeError);
 
 /// Reads the cluster's served resources through `client` (built as for `--watch-namespaces`):
 /// `GET /api`, `/api/{version}`, `/apis`, then `/apis/{group}/{version}` for every version of
@@ -233,17 +234,20 @@ pub async fn discover(client: &kube::Client) -> Result<ServedResources, Discover
     let core = client
         .list_core_api_versions()
         .await
-        .map_err(DiscoveryError)?;
+        .map_err(|e| DiscoveryError(crate::kube_client::KubeError(e)))?;
     for version in &core.versions {
         let list = client
             .list_core_api_resources(version)
             .await
-            .map_err(DiscoveryError)?;
+            .map_err(|e| DiscoveryError(crate::kube_client::KubeError(e)))?;
         for r in &list.resources {
             served.insert("", version, &r.name);
         }
     }
-    let groups = client.list_api_groups().await.map_err(DiscoveryError)?;
+    let groups = client
+        .list_api_groups()
+        .await
+        .map_err(|e| DiscoveryError(crate::kube_client::KubeError(e)))?;
     for group in &groups.groups {
         for gv in &group.versions {
             match client.list_api_group_resources(&gv.group_version).await {

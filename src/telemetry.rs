@@ -259,9 +259,9 @@ pub enum TelemetryError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The OTLP exporter could not be built.
+    /// The OTLP exporter could not be built (its words quoted, not a `source()`).
     #[error("OTLP span exporter: {0}")]
-    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    Exporter(opentelemetry_otlp::ExporterBuildError),
 }
 
 /// The proxy's span pipeline: a tracer provider with kube-apiserver's sampler and a batch
@@ -281,7 +281,8 @@ impl Spans {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_endpoint(endpoint)
-            .build()?;
+            .build()
+            .map_err(TelemetryError::Exporter)?;
         let ratio = f64::from(settings.sampling_rate_per_million.min(1_000_000)) / 1e6;
         let service_name =
             std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| settings.service_name.clone());

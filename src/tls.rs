@@ -19,12 +19,12 @@ use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Io {
         /// The file.
         path: String,
-        /// Why it could not be read.
-        source: std::io::Error,
+        /// Why it could not be read (quoted, not a `source()`).
+        error: std::io::Error,
     },
     /// The PEM does not hold a usable certificate or key; why.
     #[error("{0}")]
@@ -91,9 +91,9 @@ pub fn certified_key_from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Certifi
 /// [`TlsError`] for unreadable files or invalid PEM.
 pub fn load_certified_key(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsError> {
     let read = |p: &Path| {
-        crate::files::read(p, crate::files::MAX_PEM_FILE_BYTES).map_err(|source| TlsError::Io {
+        crate::files::read(p, crate::files::MAX_PEM_FILE_BYTES).map_err(|error| TlsError::Io {
             path: p.display().to_string(),
-            source,
+            error,
         })
     };
     certified_key_from_pem(&read(cert_file)?, &read(key_file)?).map_err(|e| match e {

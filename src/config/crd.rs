@@ -109,11 +109,10 @@ struct WebhookConversion {
 pub(crate) enum CrdError {
     /// The object does not have a CustomResourceDefinition's shape: where (a serde path such
     /// as `spec.versions[0].served`), and the decoder's error.
-    #[error("{field}: {source}")]
+    #[error("{field}: {error}")]
     Decode {
         field: String,
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// Validation errors (`ValidateCustomResourceDefinition` in
     /// `staging/src/k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation/validation.go`),
@@ -133,11 +132,31 @@ pub(crate) enum CrdError {
 pub(crate) fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomResource, CrdError> {
     let crd: Crd = serde_path_to_error::deserialize(value).map_err(|e| CrdError::Decode {
         field: e.path().to_string(),
-        source: e.into_inner(),
+        error: e.into_inner(),
     })?;
     let mut problems = ErrorList::new();
     let mut bad = |error: FieldError| problems.push(error);
     let spec = crd.spec;
+    validate_names(&crd.metadata.name, &spec, &mut bad);
+    let v1beta1_subresources = spec.subresources.filter(|_| v1beta1);
+    let single = spec.version.filter(|_| v1beta1);
+    let versions = versions(spec.versions, single, v1beta1_subresources, &mut bad);
+    let strategy = conversion_strategy(spec.conversion, v1beta1, &mut bad);
+    match strategy {
+        Some(strategy) if problems.is_empty() => Ok(CustomResource {
+            name: crd.metadata.name,
+            group: spec.group,
+            plural: spec.names.plural,
+            kind: spec.names.kind,
+            versions,
+            strategy,
+        }),
+        _ => Err(CrdError::Invalid(problems)),
+    }
+}
+
+/// `metadata.name`, `spec.group`, `spec.names` and `spec.scope` (`ValidateCustomResourceDefinition`).
+fn validate_names(name: &str, spec: &Spec, bad: &mut impl FnMut(FieldError)) {
     if spec.group.is_empty() {
         bad(FieldError::required("spec.group", ""));
     } else if !names::is_dns1123_subdomain(&spec.group) || !spec.group.contains('.') {
@@ -166,10 +185,10 @@ pub(crate) fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomR
         ));
     }
     let expected_name = format!("{}.{}", spec.names.plural, spec.group);
-    if crd.metadata.name != expected_name {
+    if name != expected_name {
         bad(FieldError::invalid(
             "metadata.name",
-            &crd.metadata.name,
+            name,
             format!(
                 "must be spec.names.plural+\".\"+spec.group ({})",
                 field_error::quote(&expected_name)
@@ -183,8 +202,18 @@ pub(crate) fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomR
             FieldError::not_supported("spec.scope", &spec.scope, &["Cluster", "Namespaced"])
         });
     }
-    let mut declared = spec.versions;
-    if let Some(single) = spec.version.filter(|_| v1beta1) {
+}
+
+/// `spec.versions` (v1beta1: `spec.version` first, `spec.subresources` for every version)
+/// validated as `ValidateCustomResourceDefinitionSpec` does: the served versions with their
+/// subresources.
+fn versions(
+    mut declared: Vec<Version>,
+    single: Option<String>,
+    shared: Option<Subresources>,
+    bad: &mut impl FnMut(FieldError),
+) -> Vec<CustomVersion> {
+    if let Some(single) = single {
         match declared.first() {
             None => declared.push(Version {
                 name: single,
@@ -215,7 +244,6 @@ pub(crate) fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomR
             "must have exactly one version marked as storage version",
         ));
     }
-    let shared = spec.subresources.filter(|_| v1beta1);
     let mut versions: Vec<CustomVersion> = Vec::with_capacity(declared.len());
     for (i, v) in declared.iter().enumerate() {
         if !names::is_dns1035_label(&v.name) {
@@ -239,18 +267,7 @@ pub(crate) fn compile(value: serde_json::Value, v1beta1: bool) -> Result<CustomR
             scale: subresources.is_some_and(|s| s.scale.is_some()),
         });
     }
-    let strategy = conversion_strategy(spec.conversion, v1beta1, &mut bad);
-    match strategy {
-        Some(strategy) if problems.is_empty() => Ok(CustomResource {
-            name: crd.metadata.name,
-            group: spec.group,
-            plural: spec.names.plural,
-            kind: spec.names.kind,
-            versions,
-            strategy,
-        }),
-        _ => Err(CrdError::Invalid(problems)),
-    }
+    versions
 }
 
 /// `spec.conversion`, defaulted (`None`) and validated; `None` when it has problems.
@@ -302,59 +319,68 @@ fn conversion_strategy(
             }
             Some(ConversionStrategy::None)
         }
-        "Webhook" => {
-            let versions_at = if v1beta1 {
-                "spec.conversion.conversionReviewVersions"
-            } else {
-                "spec.conversion.webhook.conversionReviewVersions"
-            };
-            let review_versions = review_versions.unwrap_or_default();
-            let review_version = ConversionReviewVersion::negotiate(&review_versions);
-            if review_versions.is_empty() {
-                bad(FieldError::required(
-                    versions_at,
-                    "must specify one of v1, v1beta1",
-                ));
-            } else if review_version.is_none() {
-                // Rust's list rendering (`["v2"]`), where Go's `%#v` would print `[]string{"v2"}`:
-                // kept as this message has always read.
-                bad(FieldError::invalid(
-                    versions_at,
-                    BadValue::Text(format!("{review_versions:?}")),
-                    "must include at least one of v1, v1beta1",
-                ));
-            }
-            let Some(cc) = client_config else {
-                bad(FieldError::required(
-                    at,
-                    "required when strategy is set to Webhook",
-                ));
-                return None;
-            };
-            match Backend::from_client_config(&cc) {
-                Ok(backend) => Some(ConversionStrategy::Webhook(ConversionWebhook {
-                    backend: backend.into(),
-                    review_versions,
-                    review_version,
-                })),
-                Err(mut error) => {
-                    // The backend's fields are under `clientConfig`; here they are under `at`.
-                    let field = error
-                        .field
-                        .strip_prefix("clientConfig")
-                        .unwrap_or(&error.field);
-                    error.field = format!("{at}{field}");
-                    bad(error);
-                    None
-                }
-            }
-        }
+        "Webhook" => webhook_strategy(client_config, review_versions, v1beta1, at, bad),
         other => {
             bad(FieldError::not_supported(
                 "spec.conversion.strategy",
                 other,
                 &["None", "Webhook"],
             ));
+            None
+        }
+    }
+}
+
+/// `strategy: Webhook`: its clientConfig (under `at`) and conversionReviewVersions.
+fn webhook_strategy(
+    client_config: Option<WebhookClientConfig>,
+    review_versions: Option<Vec<String>>,
+    v1beta1: bool,
+    at: &str,
+    bad: &mut impl FnMut(FieldError),
+) -> Option<ConversionStrategy> {
+    let versions_at = if v1beta1 {
+        "spec.conversion.conversionReviewVersions"
+    } else {
+        "spec.conversion.webhook.conversionReviewVersions"
+    };
+    let review_versions = review_versions.unwrap_or_default();
+    let review_version = ConversionReviewVersion::negotiate(&review_versions);
+    if review_versions.is_empty() {
+        bad(FieldError::required(
+            versions_at,
+            "must specify one of v1, v1beta1",
+        ));
+    } else if review_version.is_none() {
+        // Rust's list rendering (`["v2"]`), where Go's `%#v` would print `[]string{"v2"}`:
+        // kept as this message has always read.
+        bad(FieldError::invalid(
+            versions_at,
+            BadValue::Text(format!("{review_versions:?}")),
+            "must include at least one of v1, v1beta1",
+        ));
+    }
+    let Some(cc) = client_config else {
+        bad(FieldError::required(
+            at,
+            "required when strategy is set to Webhook",
+        ));
+        return None;
+    };
+    match Backend::from_client_config(&cc) {
+        Ok(backend) => Some(ConversionStrategy::Webhook(ConversionWebhook {
+            backend: backend.into(),
+            review_versions,
+            review_version,
+        })),
+        Err(mut error) => {
+            // The backend's fields are under `clientConfig`; here they are under `at`.
+            let field = error
+                .field
+                .strip_prefix("clientConfig")
+                .unwrap_or(&error.field);
+            error.field = format!("{at}{field}");
+            bad(error);
             None
         }
     }

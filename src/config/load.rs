@@ -10,9 +10,9 @@ use super::*;
 /// # Errors
 /// [`ConfigError::Io`] when the path or directory cannot be read.
 pub fn config_files(path: &Path) -> Result<Vec<PathBuf>, ConfigError> {
-    let io = |source| ConfigError::Io {
+    let io = |error| ConfigError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     if !path.is_dir() {
         std::fs::metadata(path).map_err(io)?;
@@ -47,18 +47,17 @@ pub fn read_files(path: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
     let mut contents = Vec::with_capacity(files.len());
     let mut total = 0u64;
     for file in files {
-        let text =
-            files::read_to_string(&file, files::MAX_CONFIG_FILE_BYTES).map_err(|source| {
-                ConfigError::Io {
-                    path: file.clone(),
-                    source,
-                }
-            })?;
+        let text = files::read_to_string(&file, files::MAX_CONFIG_FILE_BYTES).map_err(|error| {
+            ConfigError::Io {
+                path: file.clone(),
+                error,
+            }
+        })?;
         total += text.len() as u64;
         if total > files::MAX_CONFIG_BYTES {
             return Err(ConfigError::Io {
                 path: path.to_path_buf(),
-                source: files::FileError::TooLargeTogether {
+                error: files::FileError::TooLargeTogether {
                     size: total,
                     limit: files::MAX_CONFIG_BYTES,
                 }
@@ -481,13 +480,14 @@ pub(super) fn unsupported_kind(item: &serde_json::Value, prefix: &str, base: &Pr
     }
 }
 
-/// Why a document of a file is not JSON or YAML; the problem's message.
+/// Why a document of a file is not JSON or YAML; the problem's message, the parser's words
+/// included (so no `source()`).
 #[derive(Debug, thiserror::Error)]
 pub(super) enum SyntaxError {
     #[error("invalid JSON: {0}")]
-    Json(#[source] serde_json::Error),
+    Json(serde_json::Error),
     #[error("invalid YAML: {0}")]
-    Yaml(#[source] serde_yaml_ng::Error),
+    Yaml(serde_yaml_ng::Error),
 }
 
 /// Cuts `list` to `keep` items; how many were cut.
@@ -611,11 +611,11 @@ pub(super) fn declare_custom_resource(
                 )));
             }
         }
-        Err(crd::CrdError::Decode { field, source }) => errors.push(Problem {
+        Err(crd::CrdError::Decode { field, error }) => errors.push(Problem {
             kind: Some("CustomResourceDefinition".into()),
             configuration: name.clone(),
             field: format!("{prefix}{field}"),
-            message: source.to_string(),
+            message: error.to_string(),
             ..base.clone()
         }),
         Err(crd::CrdError::Invalid(problems)) => {

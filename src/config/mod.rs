@@ -521,12 +521,12 @@ impl Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// Why it could not be read.
-        source: std::io::Error,
+        /// Why it could not be read (quoted, not a `source()`).
+        error: std::io::Error,
     },
     /// Every problem found, each with its file and field path.
     #[error("{} problem(s) in the webhook configuration:\n{}", .0.len(), .0.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]

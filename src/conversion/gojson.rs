@@ -109,6 +109,8 @@ impl std::error::Error for DecodeError {}
 /// # Errors
 /// [`DecodeError`] where `json.Unmarshal` would fail: a JSON type that does not fit the Go type,
 /// an int32 out of range or fractional, an invalid Quantity or time.
+///
+/// Over 80 lines: one match over the Go types, as `encoding/json`'s decoder switches on them.
 pub(super) fn decode(value: &Value, ty: &Type) -> Result<Value, DecodeError> {
     if value.is_null() {
         return Ok(Value::Null);

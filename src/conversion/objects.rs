@@ -49,7 +49,7 @@ enum InvalidObject {
     AnnotationNotInteger(&'static str),
     /// A Scale's `status.selector` that `metav1.ParseToLabelSelector` rejects.
     #[error("failed to parse selector: {0}")]
-    Selector(#[source] SelectorSyntaxError),
+    Selector(SelectorSyntaxError),
     /// A HorizontalPodAutoscaler's own failures.
     #[error(transparent)]
     Hpa(#[from] hpa::HpaError),

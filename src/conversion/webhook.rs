@@ -38,7 +38,7 @@ pub(crate) fn gvk_string(object: &Value) -> String {
 pub(crate) enum AnswerError {
     /// The body is not JSON.
     #[error("failed: {0}")]
-    Undecodable(#[source] serde_json::Error),
+    Undecodable(serde_json::Error),
     /// A v1 answer that is not a v1 ConversionReview: what it is (`<group>/<version>, Kind=<kind>`).
     #[error("failed: expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got {0}")]
     NotAReview(String),

@@ -491,6 +491,9 @@ impl HttpClient {
 /// flushes the header on its own, which cost an extra send and an extra wake-up of the backend
 /// per call: benches/README.md, "What the profiles found"). pingora parses the response and
 /// owns the pooled connection.
+///
+/// Over 80 lines: one request and its answer in order (write, read the header, the body within
+/// its bounds, give the connection back), each step beside the error it can end in.
 async fn exchange(
     mut stream: pingora::protocols::Stream,
     target: &Target,

@@ -265,15 +265,15 @@ fn into_verified(
 }
 
 /// Why an answer's body decodes as neither JSON nor YAML; the texts of kube-apiserver's
-/// universal deserializer.
+/// universal deserializer, the parser's words included (so no `source()`).
 #[derive(Debug, thiserror::Error)]
 enum BodyError {
     #[error("json: {0}")]
-    Json(#[source] serde_json::Error),
+    Json(serde_json::Error),
     #[error("couldn't get version/kind; json parse error: {0}")]
-    NotUtf8(#[source] std::str::Utf8Error),
+    NotUtf8(std::str::Utf8Error),
     #[error("couldn't get version/kind; json parse error: {0}")]
-    Yaml(#[source] serde_yaml_ng::Error),
+    Yaml(serde_yaml_ng::Error),
 }
 
 /// JSON first; anything that does not start like JSON is tried as YAML.
@@ -297,7 +297,7 @@ enum PatchError {
     #[error("illegal base64 data at input byte {}", base64_offset(.0))]
     Base64(base64::DecodeError),
     #[error("json: cannot unmarshal into []jsonpatch.Operation: {0}")]
-    Json(#[source] serde_json::Error),
+    Json(serde_json::Error),
 }
 
 /// Where Go's decoder stops on bad base64 (the offset of the bad byte, or the input's length).

@@ -403,6 +403,8 @@ impl Checker<'_> {
         Ty::Error
     }
 
+    /// Over 80 lines: one match over every kind of expression, as cel-go's checker
+    /// (`checker/checker.go`, `check`) is one switch; each arm is short.
     fn check(&mut self, node: &IdedExpr) -> Ty {
         match &node.expr {
             Expr::Unspecified => Ty::Dyn,
@@ -629,6 +631,8 @@ impl Checker<'_> {
     /// What cel-go's `stringFormatValidator` reports for `format` applied to `elements`
     /// (`ext/formatting.go`, `parseFormatString` with a `stringFormatChecker`): the node
     /// (`None`: the call) and the message.
+    ///
+    /// Over 80 lines: one loop over the format string's verbs, as `parseFormatString`.
     fn format_error(
         &mut self,
         format: &str,
@@ -852,6 +856,8 @@ enum Resolution {
 /// cel-go's standard overloads (`common/stdlib/standard.go`) for the functions the checker
 /// knows; `dyn` arguments match any overload (the result is then `dyn` unless every match
 /// agrees).
+///
+/// Over 80 lines: a table, one arm per function, read side by side with `standard.go`.
 fn resolve(function: &str, target: Option<&Ty>, args: &[Ty]) -> Resolution {
     use Resolution::{NoOverload, Type, Unknown};
     let found = |t: Option<Ty>| t.map_or(NoOverload, Type);

@@ -65,6 +65,9 @@ struct Pattern {
 ///
 /// # Errors
 /// None today; the walk's callers keep the `Result` for the checks it may grow.
+///
+/// Over 80 lines: one match over every kind of expression, the macros' bound variables handled
+/// in their arms.
 fn free_variables(
     node: &cel::common::ast::IdedExpr,
     bound: &mut Vec<String>,
@@ -341,7 +344,8 @@ pub enum ConditionsResult {
 /// Why a match condition does not compile; the message kube-apiserver's CEL compiler would
 /// give where it has one (`CompileCELExpression` in
 /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/compile.go`: `compilation failed:
-/// ...`).
+/// ...`). Each message is the whole of upstream's text, its cause's words included, so no
+/// variant has a `source()`: a chain of causes would repeat them.
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
     /// Over one of cel-go's parser limits (size, nesting, depth), checked before parsing.
@@ -349,10 +353,10 @@ pub enum CompileError {
     Limit(super::cel_limits::LimitError),
     /// A syntax error: the parser's errors.
     #[error("compilation failed: {0}")]
-    Parse(#[source] cel::ParseErrors),
+    Parse(cel::ParseErrors),
     /// A function this build cannot evaluate, or that no environment declares.
     #[error("compilation failed: {0}")]
-    Function(#[from] cel_env::FunctionError),
+    Function(cel_env::FunctionError),
     /// Variables or functions the environment does not declare, each where it is written, as
     /// cel-go's checker reports them (`ERROR: <input>:1:1: undeclared reference to 'x' (in
     /// container '')`, the source line and a caret; one per use, in source order).
@@ -360,7 +364,7 @@ pub enum CompileError {
     Undeclared(String),
     /// A use of the authz library (`authorizer`) its declarations do not allow.
     #[error("compilation failed: {0}")]
-    Authz(#[from] authz::TypeError),
+    Authz(authz::TypeError),
     /// A literal `matches` argument that Go's `regexp` refuses, as cel-go's
     /// `ValidateRegexLiterals` reports it (`ERROR: <input>:1:13: invalid matches argument` and
     /// the source line with a caret).
@@ -370,11 +374,10 @@ pub enum CompileError {
     /// refuses: kube-apiserver compiles it as it builds the program, and fails there
     /// (`program instantiation failed: `, an internal error of the field: `CompileCELExpression`,
     /// `staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/compile.go`).
-    #[error("program instantiation failed: {source}")]
+    #[error("program instantiation failed: {error}")]
     Regex {
         pattern: String,
-        #[source]
-        source: super::re2::Re2Error,
+        error: super::re2::Re2Error,
     },
     /// A conversion of a literal that cannot be done (`int('abc')`, `uint(-1)`): cel-go's
     /// planner converts literals when it builds the program, which then fails.
@@ -384,6 +387,18 @@ pub enum CompileError {
     /// `list(string)`, `google.protobuf.Duration`).
     #[error("must evaluate to bool but got {0}")]
     NotBool(String),
+}
+
+impl From<cel_env::FunctionError> for CompileError {
+    fn from(e: cel_env::FunctionError) -> Self {
+        CompileError::Function(e)
+    }
+}
+
+impl From<authz::TypeError> for CompileError {
+    fn from(e: authz::TypeError) -> Self {
+        CompileError::Authz(e)
+    }
 }
 
 /// Runs `f`, an evaluation that may spend up to the webhook's cost budget (milliseconds to
@@ -609,7 +624,7 @@ pub(crate) fn compile_program(
         // base.go), which then fails.
         return Err(CompileError::Regex {
             pattern: pattern.text.clone(),
-            source,
+            error: source,
         });
     }
     authz::static_type(&program.expression().expr, &mut Vec::new())?;

@@ -31,7 +31,8 @@ struct Namespace {
     object: serde_json::Value,
 }
 
-/// Why a namespaces file cannot be used.
+/// Why a namespaces file cannot be used. A message names the file and quotes its cause (not a
+/// `source()`): it is logged, and printed by `explain` and `serve`, as one line.
 #[derive(Debug, thiserror::Error)]
 pub enum NamespacesError {
     #[error("document {doc}: {message}")]
@@ -41,18 +42,16 @@ pub enum NamespacesError {
     TooDeep(#[from] crate::files::TooDeep),
     /// [`Namespaces::load`]: the file cannot be read (also: not a regular file, or larger than
     /// `files::MAX_CONFIG_FILE_BYTES`).
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Read {
         path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// [`Namespaces::load`]: the file is not a namespaces file.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     File {
         path: std::path::PathBuf,
-        #[source]
-        source: Box<NamespacesError>,
+        error: Box<NamespacesError>,
     },
 }
 
@@ -138,13 +137,13 @@ impl Namespaces {
     /// `NamespacesError::Read` or `NamespacesError::File`, each naming the file.
     pub fn load(path: &std::path::Path) -> Result<Self, NamespacesError> {
         let text = crate::files::read_to_string(path, crate::files::MAX_CONFIG_FILE_BYTES)
-            .map_err(|source| NamespacesError::Read {
+            .map_err(|error| NamespacesError::Read {
                 path: path.to_path_buf(),
-                source,
+                error,
             })?;
         Self::parse(&text).map_err(|e| NamespacesError::File {
             path: path.to_path_buf(),
-            source: Box::new(e),
+            error: Box::new(e),
         })
     }
 

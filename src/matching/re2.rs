@@ -49,9 +49,10 @@ pub enum Re2Error {
         /// The part of the pattern it is about.
         expr: String,
     },
-    /// The translated pattern could not be built (over the size limit).
+    /// The translated pattern could not be built (over the size limit): the crate's words, on
+    /// one line (quoted, not a `source()`).
     #[error("{}", one_line(.0))]
-    Build(#[from] regex::Error),
+    Build(regex::Error),
 }
 
 /// `e`'s message with its lines and runs of white space joined by single spaces (the `regex`
@@ -88,10 +89,11 @@ fn syntax(code: &'static str, expr: &str) -> Re2Error {
 /// [`Re2Error`]: Go's refusal, or the `regex` crate's.
 pub fn compile(pattern: &str) -> Result<Regex, Re2Error> {
     let translated = translate(pattern)?;
-    Ok(RegexBuilder::new(&translated)
+    RegexBuilder::new(&translated)
         .nest_limit(MAX_NESTING)
         .size_limit(SIZE_LIMIT)
-        .build()?)
+        .build()
+        .map_err(Re2Error::Build)
 }
 
 /// What the last thing written was, for the repetition that may follow it.
@@ -107,6 +109,8 @@ enum Last {
 }
 
 /// `pattern` as Go reads it, written for the `regex` crate.
+///
+/// Over 80 lines: one scanner loop over the pattern, as Go's `parse` is.
 fn translate(pattern: &str) -> Result<String, Re2Error> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = String::with_capacity(pattern.len() + 16);
@@ -399,6 +403,8 @@ fn perl_class(c: char) -> Option<(&'static str, bool)> {
 
 /// A `\` escape at `at` (`in_class`: inside `[...]`): what to write and where the pattern goes
 /// on.
+///
+/// Over 80 lines: one match over Go's escapes (`regexp/syntax/parse.go`, `parseEscape`).
 fn escape(chars: &[char], at: usize, in_class: bool) -> Result<(String, usize), Re2Error> {
     let Some(&c) = chars.get(at + 1) else {
         return Err(syntax("trailing backslash at end of expression", ""));

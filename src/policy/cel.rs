@@ -336,18 +336,38 @@ impl Inputs {
 }
 
 /// The evaluation ran the budget out: kube-apiserver's error for it.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{}", cost::OUT_OF_BUDGET_ERROR)]
 pub(crate) struct OutOfBudget;
 
-impl std::fmt::Display for OutOfBudget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(cost::OUT_OF_BUDGET_ERROR)
-    }
+/// One expression's result in a `ForInput`: the value, or why it has none; `None` for a
+/// placeholder.
+pub(crate) type Outcome = Option<Result<Value, ExpressionFailed>>;
+
+/// An expression that gave no value, as kube-apiserver words it (`activation.go`'s
+/// `Evaluate`: `expression '<text>' resulted in error: <cause>`). `cause` is cel-go's or a
+/// Kubernetes library's message, or the failure of a variable the expression reads
+/// ([`VariableFailed`]'s text): users read it verbatim in denials and warnings.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("expression '{expression}' resulted in error: {cause}")]
+pub(crate) struct ExpressionFailed {
+    /// The expression's source text.
+    pub(crate) expression: String,
+    /// What failed, in upstream's words.
+    pub(crate) cause: String,
 }
 
-/// One expression's result in a `ForInput`: the value, or its error as kube-apiserver words
-/// it (`expression '<text>' resulted in error: <error>`); `None` for a placeholder.
-pub(crate) type Outcome = Option<Result<Value, String>>;
+/// A variable that gave no value (`compositionContext`'s
+/// `composited variable "<name>" fails to evaluate: <error>`), remembered for every
+/// expression that reads it.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("composited variable {name:?} fails to evaluate: {cause}")]
+struct VariableFailed {
+    /// The variable's name.
+    name: String,
+    /// cel-go's or a library's message.
+    cause: String,
+}
 
 /// Everything an activation binds but the request: `params`, `namespaceObject`, and the
 /// policy's variables.
@@ -418,7 +438,7 @@ impl Activation<'_> {
         composition: &mut Composition,
         expression: &Expression,
         remaining: u64,
-    ) -> Result<(Result<Value, String>, u64), OutOfBudget> {
+    ) -> Result<(Result<Value, ExpressionFailed>, u64), OutOfBudget> {
         let composition_cost = composition.ensure(context, &expression.needs, self.variables);
         context.add_variable_from_value("variables", composition.map(self.variables));
         authz::next_condition();
@@ -427,14 +447,11 @@ impl Activation<'_> {
             .checked_sub(composition_cost)
             .and_then(|r| r.checked_sub(spent))
             .ok_or(OutOfBudget)?;
-        let result = result.map_err(|e| {
-            let cause = composition
+        let result = result.map_err(|e| ExpressionFailed {
+            expression: expression.text.clone(),
+            cause: composition
                 .failure(&expression.needs)
-                .unwrap_or_else(|| e.to_string());
-            format!(
-                "expression '{}' resulted in error: {cause}",
-                expression.text
-            )
+                .map_or_else(|| e.to_string(), ToString::to_string),
         });
         Ok((result, remaining))
     }
@@ -453,8 +470,8 @@ fn run(program: &Program, context: &Context<'_, 'static>) -> (Result<Value, Eval
 
 /// The variables evaluated so far in one `ForInput` (`compositionContext`).
 struct Composition {
-    /// By variable index: the value, or `composited variable "x" fails to evaluate: ...`.
-    values: Vec<Option<Result<Value, String>>>,
+    /// By variable index: the value, or why it has none.
+    values: Vec<Option<Result<Value, VariableFailed>>>,
 }
 
 impl Composition {
@@ -475,9 +492,10 @@ impl Composition {
             authz::next_condition();
             let (result, spent) = run(&expression.program, context);
             total = total.saturating_add(spent);
-            self.values[index] = Some(
-                result.map_err(|e| format!("composited variable {name:?} fails to evaluate: {e}")),
-            );
+            self.values[index] = Some(result.map_err(|e| VariableFailed {
+                name: name.clone(),
+                cause: e.to_string(),
+            }));
         }
         total
     }
@@ -497,9 +515,9 @@ impl Composition {
     }
 
     /// The first failed variable among `needs`: its error.
-    fn failure(&self, needs: &[usize]) -> Option<String> {
+    fn failure(&self, needs: &[usize]) -> Option<&VariableFailed> {
         needs
             .iter()
-            .find_map(|&i| self.values.get(i)?.as_ref()?.as_ref().err().cloned())
+            .find_map(|&i| self.values.get(i)?.as_ref()?.as_ref().err())
     }
 }

@@ -173,12 +173,12 @@ fn undecided(reason: String) -> PolicyVerdict {
 /// `CollectParams`: `[None]` without paramKind or paramRef.
 ///
 /// # Errors
-/// The binding's configuration error.
+/// [`ParamError`]: the binding's configuration error.
 fn params<'p>(
     policy: &'p Policy,
     binding: &Binding,
     namespace: &str,
-) -> Result<Vec<Option<&'p Param>>, String> {
+) -> Result<Vec<Option<&'p Param>>, ParamError> {
     match (&policy.params, &binding.param_ref) {
         (Some(store), Some(param_ref)) => Ok(store
             .collect(param_ref, namespace)?
@@ -255,8 +255,8 @@ impl<'p> Run<'p> {
             }
             let params = match params(policy, binding, request_namespace) {
                 Ok(params) => params,
-                Err(message) => {
-                    self.binding_error(binding, message);
+                Err(e) => {
+                    self.binding_error(binding, e.to_string());
                     continue;
                 }
             };

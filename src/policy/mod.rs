@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use self::cel::{Activation, Expression, Inputs, Reads};
 use self::matcher::{Constraints, Match};
-use self::params::{CompiledRef, Param, ParamStore};
+use self::params::{CompiledRef, Param, ParamError, ParamStore};
 pub use self::validator::{Action, Evaluation, ValidationDecision};
 use self::validator::{AuditOutcome, ValidateResult, Validator};
 use crate::field_error::Error as FieldError;

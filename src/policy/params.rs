@@ -34,6 +34,24 @@ pub(crate) struct ParamStore {
     params: Vec<Param>,
 }
 
+/// Why a binding's parameters cannot be collected: `CollectParams`'s errors
+/// (`staging/src/k8s.io/apiserver/pkg/admission/plugin/policy/generic/policy_dispatcher.go`),
+/// in its words.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ParamError {
+    /// paramRef names a namespace and the paramKind is cluster-scoped.
+    #[error("paramRef.namespace must not be provided for a cluster-scoped `paramKind`")]
+    NamespaceForClusterScoped,
+    /// A namespaced paramKind, no paramRef.namespace, and a cluster-scoped request.
+    #[error(
+        "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources"
+    )]
+    NamespacedForClusterScoped,
+    /// Nothing found and parameterNotFoundAction is Deny.
+    #[error("no params found for policy binding with `Deny` parameterNotFoundAction")]
+    NotFound,
+}
+
 /// A compiled paramRef.
 #[derive(Debug)]
 pub(crate) struct CompiledRef {
@@ -94,19 +112,16 @@ impl ParamStore {
     /// objects to evaluate with. Empty: none found and parameterNotFoundAction is Allow.
     ///
     /// # Errors
-    /// The binding's configuration error, as upstream words it (the caller prefixes
-    /// `failed to configure binding: `).
+    /// [`ParamError`]: the binding's configuration error (the caller prefixes `failed to
+    /// configure binding: `).
     pub(crate) fn collect(
         &self,
         param_ref: &CompiledRef,
         namespace: &str,
-    ) -> Result<Vec<&Param>, String> {
+    ) -> Result<Vec<&Param>, ParamError> {
         let scope = if !self.namespaced {
             if !param_ref.namespace.is_empty() {
-                return Err(
-                    "paramRef.namespace must not be provided for a cluster-scoped `paramKind`"
-                        .into(),
-                );
+                return Err(ParamError::NamespaceForClusterScoped);
             }
             None
         } else if !param_ref.namespace.is_empty() {
@@ -114,7 +129,7 @@ impl ParamStore {
         } else if !namespace.is_empty() {
             Some(namespace)
         } else {
-            return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
+            return Err(ParamError::NamespacedForClusterScoped);
         };
         let in_scope = |p: &&Param| scope.is_none_or(|ns| p.namespace == ns);
         let found: Vec<&Param> = match &param_ref.selector {
@@ -133,9 +148,7 @@ impl ParamStore {
                 .collect(),
         };
         if found.is_empty() && param_ref.deny_when_not_found {
-            return Err(
-                "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
-            );
+            return Err(ParamError::NotFound);
         }
         Ok(found)
     }

@@ -5,7 +5,8 @@
 use cel::Value;
 
 use super::cel::{
-    Activation, Expression, Outcome, MATCH_CONDITIONS_BUDGET, RUNTIME_CEL_COST_BUDGET,
+    Activation, Expression, ExpressionFailed, OutOfBudget, Outcome, MATCH_CONDITIONS_BUDGET,
+    RUNTIME_CEL_COST_BUDGET,
 };
 
 /// `MaxEvaluatedMessageExpressionSizeBytes` (`apis/cel/config.go`): a longer evaluated
@@ -159,7 +160,7 @@ impl Validator {
             .collect();
         let audit = match self.audit(activation) {
             Ok(audit) => audit,
-            Err(e) => return self.error(e),
+            Err(e) => return self.error(e.to_string()),
         };
         ValidateResult {
             excluded: false,
@@ -180,7 +181,7 @@ impl Validator {
         let expressions: Vec<_> = self.match_conditions.iter().map(Some).collect();
         let outcomes = match activation.for_input(&expressions, false, MATCH_CONDITIONS_BUDGET) {
             Ok((outcomes, _)) => outcomes,
-            Err(e) if self.fail => return Err(ConditionsFailed::Budget(e.to_string())),
+            Err(e) if self.fail => return Err(ConditionsFailed::Budget(e)),
             Err(_) => return Ok(false),
         };
         let mut errors = Vec::new();
@@ -203,14 +204,14 @@ impl Validator {
         &self,
         index: usize,
         result: Outcome,
-        message: Option<&Result<Value, String>>,
+        message: Option<&Result<Value, ExpressionFailed>>,
         message_error: Option<&str>,
     ) -> ValidationDecision {
         let error = |message: String| self.error_decision(message, Some(index));
         let validation = &self.validations[index];
         match result {
             None => error("no result".into()),
-            Some(Err(e)) => error(e),
+            Some(Err(e)) => error(e.to_string()),
             Some(Ok(_)) if message_error.is_some() => error(format!(
                 "failed messageExpression: {}",
                 message_error.unwrap_or_default()
@@ -241,8 +242,8 @@ impl Validator {
     /// The audit annotations' outcomes, in order.
     ///
     /// # Errors
-    /// The budget ran out: the call's error.
-    fn audit(&self, activation: &Activation<'_>) -> Result<Vec<AuditOutcome>, String> {
+    /// [`OutOfBudget`]: the call's error.
+    fn audit(&self, activation: &Activation<'_>) -> Result<Vec<AuditOutcome>, OutOfBudget> {
         if self.audit_annotations.is_empty() {
             return Ok(Vec::new());
         }
@@ -251,9 +252,7 @@ impl Validator {
             .iter()
             .map(|(_, e)| Some(e))
             .collect();
-        let (outcomes, _) = activation
-            .for_input(&expressions, true, RUNTIME_CEL_COST_BUDGET)
-            .map_err(|e| e.to_string())?;
+        let (outcomes, _) = activation.for_input(&expressions, true, RUNTIME_CEL_COST_BUDGET)?;
         Ok(self
             .audit_annotations
             .iter()
@@ -267,7 +266,7 @@ impl Validator {
                     expression.text,
                     other.type_of()
                 )),
-                Some(Err(e)) if self.fail => AuditOutcome::Error(e),
+                Some(Err(e)) if self.fail => AuditOutcome::Error(e.to_string()),
                 Some(Err(_)) | None => AuditOutcome::Exclude,
             })
             .collect())
@@ -279,7 +278,7 @@ impl Validator {
 /// `failed expression: <expression>`.
 fn failure_message(
     validation: &CompiledValidation,
-    evaluated: Option<&Result<Value, String>>,
+    evaluated: Option<&Result<Value, ExpressionFailed>>,
 ) -> String {
     let mut message = match evaluated {
         Some(Ok(Value::String(s))) => {
@@ -306,9 +305,20 @@ fn failure_message(
 #[derive(Debug, thiserror::Error)]
 enum ConditionsFailed {
     /// The runtime cost budget ran out.
-    #[error("{0}")]
-    Budget(String),
+    #[error(transparent)]
+    Budget(OutOfBudget),
     /// The conditions' evaluation errors, in order.
-    #[error("{}", match .0.as_slice() { [one] => one.clone(), all => format!("[{}]", all.join(", ")) })]
-    Errors(Vec<String>),
+    #[error("{}", joined(.0))]
+    Errors(Vec<ExpressionFailed>),
+}
+
+/// One error alone, several as Go prints a slice of errors: `[a, b]`.
+fn joined(errors: &[ExpressionFailed]) -> String {
+    match errors {
+        [one] => one.to_string(),
+        all => {
+            let texts: Vec<String> = all.iter().map(ToString::to_string).collect();
+            format!("[{}]", texts.join(", "))
+        }
+    }
 }

@@ -27,12 +27,12 @@ use serde_json::Value;
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// The capture directory cannot be listed.
-    #[error("cannot read the capture directory {dir}: {source}")]
+    #[error("cannot read the capture directory {}: {error}", dir.display())]
     Captures {
         /// The directory.
         dir: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
+        /// The I/O error (quoted, not a `source()`).
+        error: std::io::Error,
     },
     /// A Prometheus query API answer that is not a vector of samples.
     #[error("the Prometheus query's answer: {0}")]
@@ -369,9 +369,9 @@ type Groups = BTreeMap<(String, String), Vec<Disagreement>>;
 /// The comparison captures of `dir` (disagreements, legacy errors, decisions on an error),
 /// grouped per (webhook, candidate).
 fn disagreements(dir: &Path) -> Result<Groups, ReportError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| ReportError::Captures {
+    let entries = std::fs::read_dir(dir).map_err(|error| ReportError::Captures {
         dir: dir.to_path_buf(),
-        source,
+        error,
     })?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)

@@ -276,6 +276,42 @@ pub fn explain(
     authorize: Authorize<'_>,
 ) -> Explanation {
     let r = &review.request;
+    let request = request_line(review);
+    let mut webhooks: Vec<&Webhook> = snapshot
+        .webhooks()
+        .map(std::convert::AsRef::as_ref)
+        .collect();
+    webhooks.sort_by(|a, b| a.name.cmp(&b.name));
+    // Each webhook's checks are needed twice (its verdict, then its evidence): ask once.
+    let answers = std::cell::RefCell::new(std::collections::HashMap::new());
+    let memo = |key: &CheckKey| {
+        if let Some(decision) = answers.borrow().get(key) {
+            return Decision::clone(decision);
+        }
+        let decision = authorize(key);
+        answers.borrow_mut().insert(key.clone(), decision.clone());
+        decision
+    };
+    let authorize: Authorize<'_> = &memo;
+    let webhooks: Vec<WebhookExplanation> = webhooks
+        .into_iter()
+        .map(|w| explain_webhook(w, snapshot, review, namespaces, redact_paths, authorize))
+        .collect();
+    let chains = chain_explanations(snapshot, &webhooks);
+    Explanation {
+        uid: r.uid.to_string(),
+        api_version: review.version.api_version(),
+        request,
+        exclusion: exclusions.map(|e| exclusion_check(e, review, namespaces)),
+        webhooks,
+        captured_comparison: captured_comparison(review),
+        chains,
+    }
+}
+
+/// The request in one line: `CREATE apps/v1 deployments/scale "web" in namespace "prod"`.
+fn request_line(review: &ParsedReview<'_>) -> String {
+    let r = &review.request;
     let resource = r.effective_resource();
     let group_version = if resource.group.is_empty() {
         resource.version.to_string()
@@ -297,27 +333,15 @@ pub fn explain(
     if !r.namespace.is_empty() {
         let _ = write!(request, " in namespace {:?}", r.namespace);
     }
-    let mut webhooks: Vec<&Webhook> = snapshot
-        .webhooks()
-        .map(std::convert::AsRef::as_ref)
-        .collect();
-    webhooks.sort_by(|a, b| a.name.cmp(&b.name));
-    // Each webhook's checks are needed twice (its verdict, then its evidence): ask once.
-    let answers = std::cell::RefCell::new(std::collections::HashMap::new());
-    let memo = |key: &CheckKey| {
-        if let Some(decision) = answers.borrow().get(key) {
-            return Decision::clone(decision);
-        }
-        let decision = authorize(key);
-        answers.borrow_mut().insert(key.clone(), decision.clone());
-        decision
-    };
-    let authorize: Authorize<'_> = &memo;
-    let webhooks: Vec<WebhookExplanation> = webhooks
-        .into_iter()
-        .map(|w| explain_webhook(w, snapshot, review, namespaces, redact_paths, authorize))
-        .collect();
-    let chains = snapshot
+    request
+}
+
+/// Each chain route of `snapshot` with the verdict each of its webhooks got in `webhooks`.
+fn chain_explanations(
+    snapshot: &Snapshot,
+    webhooks: &[WebhookExplanation],
+) -> Vec<ChainExplanation> {
+    snapshot
         .chains
         .iter()
         .flat_map(std::collections::BTreeMap::values)
@@ -345,16 +369,7 @@ pub fn explain(
                 webhooks: steps.collect(),
             }
         })
-        .collect();
-    Explanation {
-        uid: r.uid.to_string(),
-        api_version: review.version.api_version(),
-        request,
-        exclusion: exclusions.map(|e| exclusion_check(e, review, namespaces)),
-        webhooks,
-        captured_comparison: captured_comparison(review),
-        chains,
-    }
+        .collect()
 }
 
 /// The candidate record of a disagreement capture (`admissionProxyCapture.candidate`), if

@@ -72,6 +72,7 @@ fn listed_registrations(
             let list = api
                 .list(&ListParams::default().labels(&selector))
                 .await
+                .map_err(admission_proxy::kube_client::KubeError)
                 .with_context(|| format!("list {plural} labelled {selector}"))?;
             for object in list.items {
                 if let Some(name) = object.metadata.name {

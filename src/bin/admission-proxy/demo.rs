@@ -51,12 +51,12 @@ pub(crate) struct DemoOptions {
 /// Why the demo could not run.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DemoError {
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] config::ConfigError),
-    #[error("{context}: {source}")]
+    #[error("{context}: {error}")]
     Io {
         context: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{0}")]
     Setup(String),
@@ -64,7 +64,7 @@ pub(crate) enum DemoError {
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
     let context = context.into();
-    move |source| DemoError::Io { context, source }
+    move |error| DemoError::Io { context, error }
 }
 
 /// Counts per decision.
@@ -125,90 +125,8 @@ fn config_with_ca(
 /// # Errors
 /// [`DemoError`] when the config does not load, a port is taken, or a review cannot be read.
 pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
-    let pki = TestPki::generate(&["127.0.0.1", "localhost"])
-        .map_err(|e| DemoError::Setup(e.to_string()))?;
-    let resolver = Arc::new(CertResolver::new(
-        pki.certified_key()
-            .map_err(|e| DemoError::Setup(e.to_string()))?,
-    ));
-    let (backend, recorder) =
-        super::example_backend::start(opts.backend_addr, Some(resolver.clone())).map_err(io(
-            format!(
-                "start the example legacy backend on {} (the port the bundled config names)",
-                opts.backend_addr
-            ),
-        ))?;
-    let tmp = std::env::temp_dir().join(format!("admission-proxy-demo-{}", std::process::id()));
-    let config_dir = config_with_ca(&opts.config, &tmp, &pki.ca_bundle(), backend.local_addr)?;
-    let snapshot = config::load(&config_dir)?;
-    let _ = std::fs::remove_dir_all(&tmp);
-    let namespaces = opts
-        .namespaces_file
-        .as_deref()
-        .map(Namespaces::load)
-        .transpose()
-        .map_err(|e| DemoError::Setup(e.to_string()))?;
-    for w in &snapshot.warnings {
-        println!("config warning: {w}");
-    }
-    let mut webhooks: Vec<_> = snapshot.webhooks().cloned().collect();
-    webhooks.sort_by(|a, b| (a.webhook_type as u8, &a.name).cmp(&(b.webhook_type as u8, &b.name)));
-    // Candidates are counted in the metrics; the summary reads them back (None when a
-    // recorder is already installed in this process: no candidate summary then).
-    let metrics = admission_proxy::metrics::install(env!("CARGO_PKG_VERSION"), "demo");
-    let state = Arc::new(State::new(
-        Admissions::new(
-            snapshot,
-            namespaces,
-            Dispatcher::new(Duration::from_millis(250)),
-        )
-        .map_err(io("start the background lane"))?,
-        server::DEFAULT_MAX_BODY_BYTES,
-        server::Limits::default(),
-        None,
-    ));
-    let tls = admission_proxy::tls::server_config(
-        resolver,
-        admission_proxy::tls::MinVersion::Tls12,
-        None,
-    )
-    .map_err(|e| DemoError::Setup(e.to_string()))?;
-    let proxy = server::serve_admission(
-        "127.0.0.1:0".parse().expect("literal address"),
-        Arc::new(tls),
-        state,
-    )
-    .map_err(io("start the proxy"))?;
-    println!(
-        "admission-proxy listening on https://{} ; example legacy backend on https://{}",
-        proxy.local_addr, backend.local_addr
-    );
-    println!(
-        "{} webhooks loaded from {}\n",
-        webhooks.len(),
-        opts.config.display()
-    );
-
-    let client = HttpClient::new();
-    let target = Target::new(
-        &Backend::from_client_config(&WebhookClientConfig {
-            url: Some(format!("https://{}/", proxy.local_addr)),
-            ca_bundle: Some(pki.ca_bundle()),
-            service: None,
-        })
-        .map_err(|e| DemoError::Setup(e.to_string()))?,
-    );
-    let files: Vec<PathBuf> = if opts.all {
-        let mut all: Vec<PathBuf> = std::fs::read_dir(&opts.reviews)
-            .map_err(io(format!("read {}", opts.reviews.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("index.json"))
-            .collect();
-        all.sort();
-        all
-    } else {
-        DEMO_REVIEWS.iter().map(|f| opts.reviews.join(f)).collect()
-    };
+    let demo = Running::start(&opts)?;
+    let files = review_files(&opts)?;
     let index = read_index(&opts.reviews);
     let mut summary = Summary::new();
     let mut compared = 0;
@@ -225,44 +143,10 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
             _ => WebhookType::Validating,
         };
         let (user, version, object_version) = describe(&body);
-        for webhook in webhooks.iter().filter(|w| w.webhook_type == wanted) {
-            let calls_before = recorder.calls();
+        for webhook in demo.webhooks.iter().filter(|w| w.webhook_type == wanted) {
             let t0 = Instant::now();
-            let result = client
-                .post(
-                    &target,
-                    &format!("/webhooks/{}?timeout=10s", webhook.name),
-                    &body,
-                    &[],
-                )
-                .await;
+            let (decision, what) = demo.admit(webhook, &body, &version, &object_version).await;
             let latency = t0.elapsed();
-            let (decision, what) = match result {
-                Ok(reply) => {
-                    let decision = reply.header(DECISION_HEADER).unwrap_or("?").to_string();
-                    let backend = if decision == "skipped" {
-                        ""
-                    } else {
-                        webhook
-                            .review_version
-                            .map(admission_proxy::review::ReviewVersion::as_str)
-                            .unwrap_or("?")
-                    };
-                    let mut what = summarize(&reply.status, &reply.body, backend, &version);
-                    // matchPolicy Equivalent: say when the backend saw another version.
-                    if recorder.calls() > calls_before {
-                        if let Some(seen) = recorder.last().and_then(|(_, b)| {
-                            object_api_version(&serde_json::from_slice(&b).ok()?)
-                        }) {
-                            if seen != object_version {
-                                what.push_str(&format!("; object {object_version} → {seen}"));
-                            }
-                        }
-                    }
-                    (decision, what)
-                }
-                Err(e) => ("error".to_string(), e.to_string()),
-            };
             if Decision::from_label(&decision).is_some_and(Decision::called) {
                 compared += webhook.candidates().len();
             }
@@ -282,12 +166,178 @@ pub(crate) async fn run(opts: DemoOptions) -> Result<Summary, DemoError> {
     for (decision, count) in &summary {
         println!("  {decision:<18} {count}");
     }
-    if let Some(metrics) = metrics {
-        candidate_summary(&metrics, compared).await;
+    if let Some(metrics) = &demo.metrics {
+        candidate_summary(metrics, compared).await;
     }
-    proxy.shutdown().await;
-    backend.shutdown().await;
+    demo.proxy.shutdown().await;
+    demo.backend.shutdown().await;
     Ok(summary)
+}
+
+/// The demo's proxy and example legacy backend, running, and a client of the proxy.
+struct Running {
+    backend: server::ServerHandle,
+    recorder: Arc<super::example_backend::Recorder>,
+    proxy: server::ServerHandle,
+    /// The loaded webhooks, validating first, by name.
+    webhooks: Vec<Arc<config::Webhook>>,
+    /// The metrics recorder, when this process had none installed.
+    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    client: HttpClient,
+    target: Target,
+}
+
+impl Running {
+    /// Starts the example backend and the proxy (the bundled configuration pointed at the
+    /// backend, trusting a fresh test CA), and prints what runs where.
+    fn start(opts: &DemoOptions) -> Result<Self, DemoError> {
+        let pki = TestPki::generate(&["127.0.0.1", "localhost"])
+            .map_err(|e| DemoError::Setup(e.to_string()))?;
+        let resolver = Arc::new(CertResolver::new(
+            pki.certified_key()
+                .map_err(|e| DemoError::Setup(e.to_string()))?,
+        ));
+        let (backend, recorder) =
+            super::example_backend::start(opts.backend_addr, Some(resolver.clone())).map_err(
+                io(format!(
+                    "start the example legacy backend on {} (the port the bundled config names)",
+                    opts.backend_addr
+                )),
+            )?;
+        let tmp = std::env::temp_dir().join(format!("admission-proxy-demo-{}", std::process::id()));
+        let config_dir = config_with_ca(&opts.config, &tmp, &pki.ca_bundle(), backend.local_addr)?;
+        let snapshot = config::load(&config_dir)?;
+        let _ = std::fs::remove_dir_all(&tmp);
+        let namespaces = opts
+            .namespaces_file
+            .as_deref()
+            .map(Namespaces::load)
+            .transpose()
+            .map_err(|e| DemoError::Setup(e.to_string()))?;
+        for w in &snapshot.warnings {
+            println!("config warning: {w}");
+        }
+        let mut webhooks: Vec<_> = snapshot.webhooks().cloned().collect();
+        webhooks
+            .sort_by(|a, b| (a.webhook_type as u8, &a.name).cmp(&(b.webhook_type as u8, &b.name)));
+        // Candidates are counted in the metrics; the summary reads them back (None when a
+        // recorder is already installed in this process: no candidate summary then).
+        let metrics = admission_proxy::metrics::install(env!("CARGO_PKG_VERSION"), "demo");
+        let state = Arc::new(State::new(
+            Admissions::new(
+                snapshot,
+                namespaces,
+                Dispatcher::new(Duration::from_millis(250)),
+            )
+            .map_err(io("start the background lane"))?,
+            server::DEFAULT_MAX_BODY_BYTES,
+            server::Limits::default(),
+            None,
+        ));
+        let tls = admission_proxy::tls::server_config(
+            resolver,
+            admission_proxy::tls::MinVersion::Tls12,
+            None,
+        )
+        .map_err(|e| DemoError::Setup(e.to_string()))?;
+        let proxy = server::serve_admission(
+            "127.0.0.1:0".parse().expect("literal address"),
+            Arc::new(tls),
+            state,
+        )
+        .map_err(io("start the proxy"))?;
+        println!(
+            "admission-proxy listening on https://{} ; example legacy backend on https://{}",
+            proxy.local_addr, backend.local_addr
+        );
+        println!(
+            "{} webhooks loaded from {}\n",
+            webhooks.len(),
+            opts.config.display()
+        );
+        let target = Target::new(
+            &Backend::from_client_config(&WebhookClientConfig {
+                url: Some(format!("https://{}/", proxy.local_addr)),
+                ca_bundle: Some(pki.ca_bundle()),
+                service: None,
+            })
+            .map_err(|e| DemoError::Setup(e.to_string()))?,
+        );
+        Ok(Running {
+            backend,
+            recorder,
+            proxy,
+            webhooks,
+            metrics,
+            client: HttpClient::new(),
+            target,
+        })
+    }
+
+    /// Sends `body` (an AdmissionReview of `version`, its object of `object_version`) to
+    /// `webhook`'s route: the decision the proxy's header gives, and a summary of the answer.
+    async fn admit(
+        &self,
+        webhook: &config::Webhook,
+        body: &[u8],
+        version: &str,
+        object_version: &str,
+    ) -> (String, String) {
+        let calls_before = self.recorder.calls();
+        let result = self
+            .client
+            .post(
+                &self.target,
+                &format!("/webhooks/{}?timeout=10s", webhook.name),
+                body,
+                &[],
+            )
+            .await;
+        let reply = match result {
+            Ok(reply) => reply,
+            Err(e) => return ("error".to_string(), e.to_string()),
+        };
+        let decision = reply.header(DECISION_HEADER).unwrap_or("?").to_string();
+        let backend = if decision == "skipped" {
+            ""
+        } else {
+            webhook
+                .review_version
+                .map(admission_proxy::review::ReviewVersion::as_str)
+                .unwrap_or("?")
+        };
+        let mut what = summarize(&reply.status, &reply.body, backend, version);
+        // matchPolicy Equivalent: say when the backend saw another version. A skipped webhook
+        // called nothing: a call counted meanwhile is another admission's, after its answer
+        // (Shadow, candidates).
+        if decision != "skipped" && self.recorder.calls() > calls_before {
+            if let Some(seen) = self
+                .recorder
+                .last()
+                .and_then(|(_, b)| object_api_version(&serde_json::from_slice(&b).ok()?))
+            {
+                if seen != object_version {
+                    what.push_str(&format!("; object {object_version} → {seen}"));
+                }
+            }
+        }
+        (decision, what)
+    }
+}
+
+/// The reviews to replay: every `*.json` in `opts.reviews` but `index.json` (`--all`), else
+/// [`DEMO_REVIEWS`].
+fn review_files(opts: &DemoOptions) -> Result<Vec<PathBuf>, DemoError> {
+    if !opts.all {
+        return Ok(DEMO_REVIEWS.iter().map(|f| opts.reviews.join(f)).collect());
+    }
+    let mut all: Vec<PathBuf> = std::fs::read_dir(&opts.reviews)
+        .map_err(io(format!("read {}", opts.reviews.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("index.json"))
+        .collect();
+    all.sort();
+    Ok(all)
 }
 
 /// Waits (bounded: 250 x 20 ms) for the candidates' `compared` comparisons in the background,

@@ -122,8 +122,7 @@ fn init_logging(level: &str, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the command; an error is printed once, its causes joined (without repeating a cause
-/// its context already quotes), and the exit code is 1.
+/// Runs the command; an error is printed once, its causes joined, and the exit code is 1.
 ///
 /// The command runs on a thread of [`deep_json::THREAD_STACK_BYTES`], as do the runtime's
 /// threads: an object as deep as kube-apiserver sends (10,000 levels) is recursed into by
@@ -142,17 +141,10 @@ fn main() -> std::process::ExitCode {
     match command {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            let mut message = String::new();
-            for cause in e.chain() {
-                let text = cause.to_string();
-                if !message.contains(&text) {
-                    if !message.is_empty() {
-                        message.push_str(": ");
-                    }
-                    message.push_str(&text);
-                }
-            }
-            eprintln!("error: {message}");
+            // `{:#}`: each layer's message, then its source's, joined by ": ". The library's
+            // errors say only their own layer, or quote a dependency's message whole and end
+            // the chain there, so nothing is printed twice.
+            eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

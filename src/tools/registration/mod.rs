@@ -150,13 +150,13 @@ pub enum Endpoint {
 pub enum UrlError {
     /// Not a URL at all.
     #[error("url must be a valid URL: {0}; desired format: https://host[:port]")]
-    Parse(#[from] url::ParseError),
+    Parse(url::ParseError),
     /// A scheme other than https.
     #[error("{0:?}: 'https' is the only allowed URL scheme; desired format: https://host[:port]")]
     Scheme(String),
     /// No host, a user, a query or a fragment: what kube-apiserver refuses in any webhook URL.
     #[error("{0}; desired format: https://host[:port]")]
-    Refused(#[from] crate::backend::UrlRefusal),
+    Refused(crate::backend::UrlRefusal),
     /// A path other than `/`.
     #[error("{0:?}: give the proxy's URL without a path; each webhook's route (/webhooks/...) is appended")]
     Path(String),
@@ -168,11 +168,11 @@ pub enum UrlError {
 /// # Errors
 /// [`UrlError`] for what kube-apiserver refuses in a webhook URL, and for a path.
 pub fn parse_url(s: &str) -> Result<String, UrlError> {
-    let url = url::Url::parse(s)?;
+    let url = url::Url::parse(s).map_err(UrlError::Parse)?;
     if url.scheme() != "https" {
         return Err(UrlError::Scheme(url.scheme().to_string()));
     }
-    crate::backend::refuse_url_parts(s, &url)?;
+    crate::backend::refuse_url_parts(s, &url).map_err(UrlError::Refused)?;
     if url.path() != "/" {
         return Err(UrlError::Path(url.path().to_string()));
     }
