@@ -4,11 +4,11 @@
 //!
 //! - leaves: `deep_json` (JSON as deep as kube-apiserver reads it), `field_error`
 //!   (apimachinery's field errors), `files` (bounded reads of regular files, the nesting
-//!   check), `names` (Kubernetes name formats), `memory`, `tls`, `served` (what kube-apiserver
-//!   serves), `decision`, `log_value` (request-supplied values in log lines and error bodies),
-//!   `clock` (the proxy's one time source), `kube_client` (the Kubernetes API client and its
-//!   configuration); `redact` uses `deep_json`; `metrics` uses `decision` and `memory`;
-//!   `kube_version` (what the cluster runs, its `/version`) uses `kube_client`;
+//!   check), `names` (Kubernetes name formats), `memory`, `tls`, `decision`, `log_value`
+//!   (request-supplied values in log lines and error bodies), `clock` (the proxy's one time
+//!   source), `kube_client` (the Kubernetes API client and its configuration); `redact` uses
+//!   `deep_json`; `metrics` uses `decision` and `memory`; `served` (what kube-apiserver serves)
+//!   and `kube_version` (what the cluster runs, its `/version`) use `kube_client`;
 //! - `api` (webhook configuration types) → `backend` (clientConfig) → `resources` (the
 //!   equivalence table, declared custom resources); `review` (AdmissionReview envelopes);
 //! - `conversion` (objects between versions) and `matching` (`ShouldCallHook`'s selection and
