@@ -167,6 +167,55 @@ fn cel(c: &mut Criterion) {
     c.bench_function("cel/object_walk", |b| {
         b.iter(|| black_box(walking.evaluate(&review)));
     });
+    let labels = MatchConditions::new(vec![MatchCondition::compile(
+        "c",
+        "has(object.metadata.labels) && object.metadata.labels.exists(k, k == 'app')",
+    )
+    .unwrap()]);
+    c.bench_function("cel/object_labels", |b| {
+        b.iter(|| black_box(labels.evaluate(&review)));
+    });
+}
+
+/// The bundled policy candidate (`config/candidates.yaml`: `require-labels`, its matchConditions
+/// and its validation over `object` and `oldObject`) evaluated on a Pod's creation.
+fn policy(c: &mut Criterion) {
+    let pod = fixture("0096-create-core-v1-pods-v1.json");
+    let review = ParsedReview::parse(&pod).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/candidates.yaml"
+    ))
+    .unwrap();
+    let documents: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let of_kind = |kind: &str| {
+        documents
+            .iter()
+            .filter(|d| d["kind"] == kind)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let policy = of_kind("ValidatingAdmissionPolicy")
+        .into_iter()
+        .find(|p| p["metadata"]["name"] == "require-labels")
+        .unwrap();
+    let bindings: Vec<_> = of_kind("ValidatingAdmissionPolicyBinding")
+        .into_iter()
+        .filter(|b| b["spec"]["policyName"] == "require-labels")
+        .collect();
+    let policy = admission_proxy::policy::Policy::compile(&policy, &bindings, &[]).unwrap();
+    let ns = namespaces();
+    c.bench_function("policy/bundled_candidate", |b| {
+        b.iter(|| {
+            black_box(policy.evaluate(
+                &review,
+                Some(&ns),
+                &mut admission_proxy::matching::authz::Decisions::default(),
+            ))
+        });
+    });
 }
 
 fn pipeline(c: &mut Criterion) {
@@ -219,6 +268,6 @@ fn pipeline(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = parse_and_convert, object_conversion, matching, cel, pipeline
+    targets = parse_and_convert, object_conversion, matching, cel, policy, pipeline
 }
 criterion_main!(benches);

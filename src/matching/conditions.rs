@@ -14,6 +14,7 @@ use super::cel_env::Program;
 
 use super::authz::{self, CheckKey, Decisions};
 use super::cel_env;
+use super::cel_json;
 use super::cel_types::{self, Ty};
 use super::cost::{self, Cancelled};
 
@@ -832,16 +833,19 @@ impl MatchConditions {
     /// A value that cannot be read (nested past kube-apiserver's own limit): never bound as
     /// `null`, which would make the conditions decide on an object that is not absent. The
     /// caller decides as for a condition's error, by failurePolicy.
-    fn with_bound<R>(
+    fn with_bound<'v, R>(
         &self,
-        review: &ParsedReview<'_>,
-        f: impl Fn(&cel::Context<'_, 'static>) -> R,
+        review: &ParsedReview<'v>,
+        f: impl Fn(&cel::Context<'_, '_>) -> R,
     ) -> Result<R, ReadError> {
         let request = &review.request;
         let raw = [request.object, request.old_object, request.options]
             .map(|v| v.map(serde_json::value::RawValue::get));
         deep_json::read_deep(&raw, |unbounded| {
-            cel_env::with_root_context(|mut context| {
+            cel_env::with_root_context(|context| {
+                // The request's values borrow from its body: a scope for values that live
+                // as long as the body does.
+                let mut context: cel::Context<'_, 'v> = context;
                 self.bind(&mut context, review, unbounded)?;
                 Ok(f(&context))
             })
@@ -969,7 +973,7 @@ impl MatchConditions {
     /// # Errors
     /// The budget ran out: the evaluator as a whole fails; the results so far (the condition
     /// that ran out included) are returned for `explain`.
-    fn run(&self, context: &cel::Context<'_, 'static>, track: bool) -> Result<Vec<Ran>, Vec<Ran>> {
+    fn run(&self, context: &cel::Context<'_, '_>, track: bool) -> Result<Vec<Ran>, Vec<Ran>> {
         let mut remaining = cost::WEBHOOK_BUDGET;
         let mut ran = Vec::with_capacity(self.conditions.len());
         for condition in &self.conditions {
@@ -1015,29 +1019,20 @@ impl MatchConditions {
     ///
     /// # Errors
     /// A raw value that does not read (serde_json's recursion limit, when bounded).
-    fn bind(
+    fn bind<'v>(
         &self,
-        context: &mut cel::Context<'_, 'static>,
-        review: &ParsedReview<'_>,
+        context: &mut cel::Context<'_, 'v>,
+        review: &ParsedReview<'v>,
         unbounded: bool,
     ) -> Result<(), serde_json::Error> {
         let request = &review.request;
         if self.uses.object {
-            context.add_variable_from_value(
-                "object",
-                raw_to_cel(
-                    request.object.map(serde_json::value::RawValue::get),
-                    unbounded,
-                )?,
-            );
+            context.add_variable_as_val("object", cel_json::read_raw(request.object, unbounded)?);
         }
         if self.uses.old_object {
-            context.add_variable_from_value(
+            context.add_variable_as_val(
                 "oldObject",
-                raw_to_cel(
-                    request.old_object.map(serde_json::value::RawValue::get),
-                    unbounded,
-                )?,
+                cel_json::read_raw(request.old_object, unbounded)?,
             );
         }
         if self.uses.request {

@@ -6,6 +6,7 @@
 
 pub mod authz;
 pub mod cel_env;
+pub(crate) mod cel_json;
 pub mod cel_limits;
 pub(crate) mod cel_names;
 pub(crate) mod cel_two_var;

@@ -25,6 +25,7 @@ use crate::matching::cel_env::Program;
 
 use crate::matching::authz::{self, User};
 use crate::matching::cel_env;
+use crate::matching::cel_json::{self, JsonVal};
 use crate::matching::cel_types::Ty;
 use crate::matching::conditions::{self, CompileError, EvaluationError};
 use crate::matching::cost::{self, Cancelled};
@@ -286,31 +287,31 @@ fn references(expr: &Ast, out: &mut Vec<String>) -> bool {
 /// The request's part of every activation, converted once per evaluation: `object`,
 /// `oldObject`, `request`, and the authorizer values for the requesting user
 /// (`newActivation` in `activation.go`).
-pub(crate) struct Inputs {
-    object: Value,
-    old_object: Value,
-    request: Value,
-    authorizer: Value,
-    request_resource: Value,
+pub(crate) struct Inputs<'v> {
+    object: JsonVal<'v>,
+    old_object: JsonVal<'v>,
+    request: JsonVal<'v>,
+    authorizer: JsonVal<'v>,
+    request_resource: JsonVal<'v>,
 }
 
-impl Inputs {
+impl<'v> Inputs<'v> {
     /// Converts `review`'s values (read without serde_json's recursion limit when
     /// `unbounded`, inside `deep_json::read_deep`).
     ///
     /// # Errors
     /// serde_json's, when bounded and an object nests past its limit.
     pub(crate) fn new(
-        review: &ParsedReview<'_>,
+        review: &ParsedReview<'v>,
         unbounded: bool,
         reads: &Reads,
     ) -> serde_json::Result<Self> {
         let request = &review.request;
-        let raw = |read: bool, v: Option<&serde_json::value::RawValue>| {
+        let raw = |read: bool, v: Option<&'v serde_json::value::RawValue>| {
             if read {
-                conditions::raw_to_cel(v.map(serde_json::value::RawValue::get), unbounded)
+                cel_json::read_raw(v, unbounded)
             } else {
-                Ok(Value::Null)
+                Ok(cel_json::null())
             }
         };
         let (authorizer, request_resource) = if reads.authorizer {
@@ -325,12 +326,12 @@ impl Inputs {
         Ok(Inputs {
             object: raw(reads.object, request.object)?,
             old_object: raw(reads.old_object, request.old_object)?,
-            request: match &reads.request {
+            request: cel_json::from_value(match &reads.request {
                 None => Value::Null,
                 Some(fields) => conditions::request_to_cel(review, fields.as_deref(), unbounded)?,
-            },
-            authorizer,
-            request_resource,
+            }),
+            authorizer: cel_json::from_value(authorizer),
+            request_resource: cel_json::from_value(request_resource),
         })
     }
 }
@@ -371,14 +372,16 @@ struct VariableFailed {
 
 /// Everything an activation binds but the request: `params`, `namespaceObject`, and the
 /// policy's variables.
-pub(crate) struct Activation<'a> {
-    pub(crate) inputs: &'a Inputs,
-    pub(crate) params: Value,
-    pub(crate) namespace: Value,
+pub(crate) struct Activation<'a, 'v> {
+    pub(crate) inputs: &'a Inputs<'v>,
+    /// Bound to every `ForInput` of the activation: built once, each binding a reference
+    /// count.
+    pub(crate) params: JsonVal<'v>,
+    pub(crate) namespace: JsonVal<'v>,
     pub(crate) variables: &'a [(String, Expression)],
 }
 
-impl Activation<'_> {
+impl<'v> Activation<'_, 'v> {
     /// `ForInput`: evaluates `expressions` in order (`None`: a placeholder), spending at most
     /// `budget`; `namespaceObject` is null when `with_namespace` is false (matchConditions).
     /// Returns the results and the budget left.
@@ -391,7 +394,9 @@ impl Activation<'_> {
         with_namespace: bool,
         budget: u64,
     ) -> Result<(Vec<Outcome>, u64), OutOfBudget> {
-        cel_env::with_root_context(|mut context| {
+        cel_env::with_root_context(|context| {
+            // The request's values borrow from its body.
+            let mut context: Context<'_, 'v> = context;
             self.bind(&mut context, with_namespace);
             let mut composition = Composition {
                 values: vec![None; self.variables.len()],
@@ -413,28 +418,30 @@ impl Activation<'_> {
     }
 
     /// Binds everything but `variables`.
-    fn bind(&self, context: &mut Context<'_, 'static>, with_namespace: bool) {
+    fn bind(&self, context: &mut Context<'_, 'v>, with_namespace: bool) {
         let i = self.inputs;
-        context.add_variable_from_value("object", i.object.clone());
-        context.add_variable_from_value("oldObject", i.old_object.clone());
-        context.add_variable_from_value("request", i.request.clone());
-        context.add_variable_from_value("params", self.params.clone());
+        context.add_variable_as_val("object", i.object.clone_as_boxed());
+        context.add_variable_as_val("oldObject", i.old_object.clone_as_boxed());
+        context.add_variable_as_val("request", i.request.clone_as_boxed());
+        context.add_variable_as_val("params", self.params.clone_as_boxed());
         let namespace = if with_namespace {
-            self.namespace.clone()
+            self.namespace.clone_as_boxed()
         } else {
-            Value::Null
+            cel_json::null()
         };
-        context.add_variable_from_value("namespaceObject", namespace);
-        context.add_variable_from_value("authorizer", i.authorizer.clone());
-        context
-            .add_variable_from_value(authz::REQUEST_RESOURCE_VARIABLE, i.request_resource.clone());
+        context.add_variable_as_val("namespaceObject", namespace);
+        context.add_variable_as_val("authorizer", i.authorizer.clone_as_boxed());
+        context.add_variable_as_val(
+            authz::REQUEST_RESOURCE_VARIABLE,
+            i.request_resource.clone_as_boxed(),
+        );
     }
 
     /// `Evaluate` (`activation.go`): the variables it needs first (their cost is the
     /// composition's), then the expression under `PerCallLimit`; both charged to `remaining`.
     fn evaluate(
         &self,
-        context: &mut Context<'_, 'static>,
+        context: &mut Context<'_, 'v>,
         composition: &mut Composition,
         expression: &Expression,
         remaining: u64,
@@ -458,7 +465,7 @@ impl Activation<'_> {
 }
 
 /// Runs `program` under `PerCallLimit`: its result and the cost cel-go would charge.
-fn run(program: &Program, context: &Context<'_, 'static>) -> (Result<Value, EvaluationError>, u64) {
+fn run(program: &Program, context: &Context<'_, '_>) -> (Result<Value, EvaluationError>, u64) {
     match cost::actual_cost(program.expression(), context, cost::PER_CALL_LIMIT) {
         Ok(spent) => (
             program.execute(context).map_err(EvaluationError::from),
@@ -478,7 +485,7 @@ impl Composition {
     /// Evaluates the variables in `needs` not evaluated yet, in order; returns their cost.
     fn ensure(
         &mut self,
-        context: &mut Context<'_, 'static>,
+        context: &mut Context<'_, '_>,
         needs: &[usize],
         variables: &[(String, Expression)],
     ) -> u64 {

@@ -9,6 +9,7 @@ use ::cel::Value;
 use super::*;
 use crate::conversion;
 use crate::deep_json;
+use crate::matching::cel_json;
 
 /// `reasonToCode` (`policy_decision.go`).
 fn reason_to_code(reason: &str) -> u16 {
@@ -234,7 +235,7 @@ impl<'p> Run<'p> {
         review: &ParsedReview<'_>,
         request_namespace: &str,
         namespaces: Option<&Namespaces>,
-        inputs: &Inputs,
+        inputs: &Inputs<'_>,
     ) -> PolicyVerdict {
         let policy = self.policy;
         let mut namespace = None;
@@ -280,14 +281,14 @@ impl<'p> Run<'p> {
         &mut self,
         binding: &Binding,
         param: Option<&Param>,
-        inputs: &Inputs,
+        inputs: &Inputs<'_>,
         namespace: Value,
     ) -> ParamOutcome {
         let policy = self.policy;
         let activation = Activation {
             inputs,
-            params: param.map_or(Value::Null, |p| p.value.clone()),
-            namespace,
+            params: cel_json::from_value(param.map_or(Value::Null, |p| p.value.clone())),
+            namespace: cel_json::from_value(namespace),
             variables: &policy.variables,
         };
         let result = policy.validator.validate(&activation);

@@ -120,7 +120,7 @@ impl Validator {
 
     /// `Validate`: matchConditions, validations, their messageExpressions (on the budget the
     /// validations left), audit annotations (on a budget of their own).
-    pub(crate) fn validate(&self, activation: &Activation<'_>) -> ValidateResult {
+    pub(crate) fn validate(&self, activation: &Activation<'_, '_>) -> ValidateResult {
         match self.conditions(activation) {
             Err(failed) => return self.error(failed.to_string()),
             Ok(false) => {
@@ -174,7 +174,7 @@ impl Validator {
     ///
     /// # Errors
     /// [`ConditionsFailed`] under Fail.
-    fn conditions(&self, activation: &Activation<'_>) -> Result<bool, ConditionsFailed> {
+    fn conditions(&self, activation: &Activation<'_, '_>) -> Result<bool, ConditionsFailed> {
         if self.match_conditions.is_empty() {
             return Ok(true);
         }
@@ -243,7 +243,7 @@ impl Validator {
     ///
     /// # Errors
     /// [`OutOfBudget`]: the call's error.
-    fn audit(&self, activation: &Activation<'_>) -> Result<Vec<AuditOutcome>, OutOfBudget> {
+    fn audit(&self, activation: &Activation<'_, '_>) -> Result<Vec<AuditOutcome>, OutOfBudget> {
         if self.audit_annotations.is_empty() {
             return Ok(Vec::new());
         }

@@ -1,3 +1,4 @@
+use std::sync::Arc;
 use crate::common::traits::{Adder, Container, Indexer, Iterable, Sizer, Zeroer};
 use crate::common::types::map::double_to_int_lossless;
 use crate::common::types::{CelDouble, CelInt, CelUInt, Kind, Type};
@@ -14,13 +15,17 @@ use std::ops::Deref;
 /// value), `[i]` with an `int`, `uint` or whole `double` index, `size()`, and
 /// the comprehensions, which iterate over its elements in order. Two lists
 /// are equal when their elements are, pairwise.
+///
+/// admission-proxy: the elements are shared (`Arc`), so that a clone, which the interpreter
+/// makes to bind each element of a list to a comprehension's variable, costs a reference count,
+/// not a copy of the element's whole tree.
 #[derive(Debug, Default)]
-pub struct DefaultList<'v>(Vec<Box<dyn Val + 'v>>);
+pub struct DefaultList<'v>(Arc<Vec<Box<dyn Val + 'v>>>);
 
 impl<'v> DefaultList<'v> {
-    /// The elements.
+    /// The elements (copied when the list is shared).
     pub fn into_inner(self) -> Vec<Box<dyn Val + 'v>> {
-        self.0
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| shared.to_vec())
     }
 
     /// The elements, borrowed from `self`.
@@ -31,7 +36,7 @@ impl<'v> DefaultList<'v> {
 
 impl<'v> Clone for DefaultList<'v> {
     fn clone(&self) -> Self {
-        Self(self.0.clone())
+        Self(Arc::clone(&self.0))
     }
 }
 
@@ -138,13 +143,13 @@ impl<'v> Adder for DefaultList<'v> {
         while let Some(other) = rhs.next() {
             list.push(other.clone_as_boxed());
         }
-        Ok(CowVal::owned(DefaultList(list)))
+        Ok(CowVal::owned(DefaultList(Arc::new(list))))
     }
 }
 
 impl Container for DefaultList<'_> {
     fn contains(&self, value: &dyn Val) -> Result<bool, ExecutionError> {
-        for i in &self.0 {
+        for i in self.0.iter() {
             if i.equals(value) {
                 return Ok(true);
             }
@@ -215,12 +220,15 @@ impl<'v> Indexer for DefaultList<'v> {
     where
         Self: 'w,
     {
-        let mut list = self;
+        let list = self;
         let i = index(list.as_ref(), idx)?;
         if i >= list.0.len() {
             return Err(out_of_bounds(idx));
         }
-        Ok(list.0.swap_remove(i))
+        match Arc::try_unwrap(list.0) {
+            Ok(mut items) => Ok(items.swap_remove(i)),
+            Err(shared) => Ok(shared[i].clone_as_boxed()),
+        }
     }
 }
 
@@ -247,7 +255,7 @@ impl Zeroer for DefaultList<'_> {
 
 impl<'v> From<Vec<Box<dyn Val + 'v>>> for DefaultList<'v> {
     fn from(v: Vec<Box<dyn Val + 'v>>) -> Self {
-        Self(v)
+        Self(Arc::new(v))
     }
 }
 
@@ -340,7 +348,7 @@ impl<'v> MutableList<'v> {
     /// Converts the mutable list into an immutable [`DefaultList`], reusing
     /// the backing storage.
     pub fn to_immutable(self) -> DefaultList<'v> {
-        DefaultList(self.0)
+        DefaultList(Arc::new(self.0))
     }
 
     #[cfg(test)]
@@ -380,14 +388,14 @@ pub mod tests {
 
     #[test]
     fn list_has_indexer() {
-        let list = Box::new(DefaultList(vec![]));
+        let list = Box::new(DefaultList::from(vec![]));
         assert!(list.as_indexer().is_some());
         assert!(list.into_indexer().is_some());
     }
 
     #[test]
     fn errs_out_of_index() {
-        let list = DefaultList(vec![]);
+        let list = DefaultList::from(vec![]);
         let idx: CelInt = 1.into();
         assert_eq!(
             Indexer::get(&list, &idx).err(),
@@ -401,7 +409,7 @@ pub mod tests {
 
     #[test]
     fn errs_unexpected_type() {
-        let list = DefaultList(vec![]);
+        let list = DefaultList::from(vec![]);
         let idx: CelString = "foo".into();
         assert_eq!(
             Indexer::get(&list, &idx).err(),
@@ -423,7 +431,7 @@ pub mod tests {
     fn get() {
         let val: CelString = "cel".into();
         let val: Box<dyn Val> = Box::new(val.clone());
-        let list = DefaultList(vec![val]);
+        let list = DefaultList::from(vec![val]);
         let idx: CelInt = 0.into();
         let expected: CowVal<'_, '_> = CowVal::owned(Into::<CelString>::into("cel"));
         assert_eq!(Indexer::get(&list, &idx), Ok(expected));
@@ -432,7 +440,7 @@ pub mod tests {
     #[test]
     fn get_with_uint_index() {
         let val: Box<dyn Val> = Box::new(Into::<CelString>::into("cel"));
-        let list = DefaultList(vec![val]);
+        let list = DefaultList::from(vec![val]);
         let idx: CelUInt = 0u64.into();
         let expected: CowVal<'_, '_> = CowVal::owned(Into::<CelString>::into("cel"));
         assert_eq!(Indexer::get(&list, &idx), Ok(expected));
@@ -441,7 +449,7 @@ pub mod tests {
     #[test]
     fn get_with_whole_double_index() {
         let val: Box<dyn Val> = Box::new(Into::<CelString>::into("cel"));
-        let list = DefaultList(vec![val]);
+        let list = DefaultList::from(vec![val]);
         let idx: CelDouble = 0.0.into();
         let expected: CowVal<'_, '_> = CowVal::owned(Into::<CelString>::into("cel"));
         assert_eq!(Indexer::get(&list, &idx), Ok(expected));
@@ -450,7 +458,7 @@ pub mod tests {
     #[test]
     fn get_with_fractional_double_index_errs() {
         let val: Box<dyn Val> = Box::new(Into::<CelString>::into("cel"));
-        let list = DefaultList(vec![val]);
+        let list = DefaultList::from(vec![val]);
         let idx: CelDouble = 0.5.into();
         let err = Indexer::get(&list, &idx).unwrap_err();
         assert!(matches!(err, UnsupportedIndex(..)), "got {err:?}");
@@ -491,7 +499,7 @@ pub mod tests {
     fn steal() {
         let val: CelString = "cel".into();
         let val: Box<dyn Val> = Box::new(val.clone());
-        let list = DefaultList(vec![val]);
+        let list = DefaultList::from(vec![val]);
         let idx: CelInt = 0.into();
         let expected: Box<dyn Val> = Box::new(Into::<CelString>::into("cel"));
         assert_eq!(Indexer::steal(list.into(), &idx), Ok(expected));
@@ -501,7 +509,7 @@ pub mod tests {
     fn try_into_vec() {
         let v1: Box<dyn Val> = Box::new(Into::<CelString>::into("cel"));
         let v2: Box<dyn Val> = Box::new(Into::<CelString>::into("rust"));
-        let list: Box<dyn Val> = Box::new(DefaultList(vec![v1, v2]));
+        let list: Box<dyn Val> = Box::new(DefaultList::from(vec![v1, v2]));
         let list: Vec<Box<dyn Val>> = list.try_into().unwrap();
         assert_eq!(list[0].downcast_ref::<CelString>().unwrap().inner(), "cel");
         assert_eq!(list[1].downcast_ref::<CelString>().unwrap().inner(), "rust");
@@ -511,7 +519,7 @@ pub mod tests {
     fn try_into_slice() {
         let v1: Box<dyn Val> = Box::new(Into::<CelString>::into("cel"));
         let v2: Box<dyn Val> = Box::new(Into::<CelString>::into("rust"));
-        let list: Box<dyn Val> = Box::new(DefaultList(vec![v1, v2]));
+        let list: Box<dyn Val> = Box::new(DefaultList::from(vec![v1, v2]));
         let list: &[Box<dyn Val>] = list.as_ref().try_into().unwrap();
         assert_eq!(list[0].downcast_ref::<CelString>().unwrap().inner(), "cel");
         assert_eq!(list[1].downcast_ref::<CelString>().unwrap().inner(), "rust");

@@ -22,13 +22,22 @@ use std::sync::Arc;
 ///
 /// Numeric keys are looked up by numeric value, as the spec requires:
 /// `{1u: 'one'}[1]` and `{1: 'one'}[1.0]` both find `'one'`.
+///
+/// admission-proxy: the entries are shared (`Arc`), so that a clone, which the interpreter
+/// makes to bind a map to a comprehension's variable, costs a reference count, not a copy of
+/// the map's whole tree.
 #[derive(Debug, Default)]
-pub struct DefaultMap<'v>(HashMap<Key<'v>, Box<dyn Val + 'v>>);
+pub struct DefaultMap<'v>(Arc<HashMap<Key<'v>, Box<dyn Val + 'v>>>);
 
 impl<'v> DefaultMap<'v> {
-    /// The entries.
+    /// The entries (copied when the map is shared).
     pub fn into_inner(self) -> HashMap<Key<'v>, Box<dyn Val + 'v>> {
-        self.0
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| {
+            shared
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
     }
 
     /// The entries, borrowed from `self`.
@@ -47,7 +56,7 @@ impl<'v> Deref for DefaultMap<'v> {
 
 impl<'v> Clone for DefaultMap<'v> {
     fn clone(&self) -> Self {
-        Self(self.0.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        Self(Arc::clone(&self.0))
     }
 }
 
@@ -260,8 +269,11 @@ impl<'v> Indexer for DefaultMap<'v> {
     where
         Self: 'w,
     {
-        let mut map = self;
-        match lookup(key, |k| map.0.remove(k)) {
+        let found = match Arc::try_unwrap(self.0) {
+            Ok(mut map) => lookup(key, |k| map.remove(k)),
+            Err(shared) => lookup(key, |k| shared.get(k)).map(|v| v.clone_as_boxed()),
+        };
+        match found {
             Some(v) => Ok(v as Box<dyn Val + 'w>),
             None if is_lookup_key(key) => Err(no_such_key(key)),
             None => Err(unsupported_key(key)),
@@ -292,7 +304,7 @@ impl Zeroer for DefaultMap<'_> {
 
 impl<'v> From<HashMap<Key<'v>, Box<dyn Val + 'v>>> for DefaultMap<'v> {
     fn from(value: HashMap<Key<'v>, Box<dyn Val + 'v>>) -> Self {
-        Self(value)
+        Self(Arc::new(value))
     }
 }
 
