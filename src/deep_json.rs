@@ -75,6 +75,41 @@ pub fn nesting_depth(text: &str) -> usize {
     deepest
 }
 
+/// Whether JSON `text` nests deeper than `limit` (arrays and objects open at once): as
+/// `nesting_depth(text) > limit`, but it stops at the first bracket past `limit` and jumps
+/// over strings with `memchr` (most of a Kubernetes object's bytes are in its keys and
+/// values), so that asking costs a fraction of reading.
+pub fn nests_deeper_than(text: &str, limit: usize) -> bool {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b'"' => {
+                // To the closing quote, escapes skipped.
+                i += 1;
+                while let Some(at) = memchr::memchr2(b'"', b'\\', &bytes[i.min(bytes.len())..]) {
+                    i += at;
+                    if bytes[i] == b'"' {
+                        break;
+                    }
+                    i += 2;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
 /// Whether `e` is serde_json's recursion limit (the value may still be valid JSON).
 pub fn is_recursion_limit(e: &serde_json::Error) -> bool {
     e.classify() == serde_json::error::Category::Syntax
@@ -149,6 +184,26 @@ mod tests {
         assert_eq!(nesting_depth("1"), 0);
         assert_eq!(nesting_depth(r#"{"a":[1,{"b":"[[[\"{"}]}"#), 3);
         assert_eq!(nesting_depth(&nested(300)), 300);
+    }
+
+    /// The early-stopping check agrees with the depth, brackets in strings and escaped quotes
+    /// included.
+    #[test]
+    fn nests_deeper_than_agrees_with_the_depth() {
+        for text in [
+            "1",
+            r#"{"a":[1,{"b":"[[[\"{"}]}"#,
+            r#"["\\",["\"[",[]]]"#,
+            r#""unterminated \"#,
+            &nested(127),
+            &nested(128),
+            &nested(300),
+        ] {
+            let depth = nesting_depth(text);
+            for limit in [0, 1, 2, 3, 126, 127, 128, 299, 300] {
+                assert_eq!(nests_deeper_than(text, limit), depth > limit, "{text} {limit}");
+            }
+        }
     }
 
     /// serde_json alone stops at 128 levels; kube-apiserver's limit is 10,000.

@@ -68,7 +68,7 @@ pub(crate) fn read_raw(
     let text = raw.get();
     match text.as_bytes().first() {
         Some(b'{' | b'[') => {
-            if !unbounded && deep_json::nesting_depth(text) > SERDE_JSON_MAX_DEPTH {
+            if !unbounded && deep_json::nests_deeper_than(text, SERDE_JSON_MAX_DEPTH) {
                 return Err(recursion_limit());
             }
             Ok(Box::new(Lazy::new(text)))

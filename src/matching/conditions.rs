@@ -4,9 +4,11 @@
 //! converted to CEL values only when an expression references them. Depends on `review` and
 //! the `cel` crate.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use cel::common::types::{CelBool, CelList, CelMap, CelMapKey, CelString};
 use cel::objects::{Key, Map};
 use cel::Value;
 
@@ -14,7 +16,7 @@ use super::cel_env::Program;
 
 use super::authz::{self, CheckKey, Decisions};
 use super::cel_env;
-use super::cel_json;
+use super::cel_json::{self, JsonVal};
 use super::cel_types::{self, Ty};
 use super::cost::{self, Cancelled};
 
@@ -1036,7 +1038,7 @@ impl MatchConditions {
             );
         }
         if self.uses.request {
-            context.add_variable_from_value(
+            context.add_variable_as_val(
                 "request",
                 request_to_cel(review, self.uses.request_fields.as_deref(), unbounded)?,
             );
@@ -1102,21 +1104,6 @@ impl MatchConditions {
     }
 }
 
-/// Converts a raw JSON value (absent = null) into a CEL value, read without serde_json's
-/// recursion limit when `unbounded` (on a stack grown for it, [`deep_json::read_deep`]).
-///
-/// # Errors
-/// serde_json's: its recursion limit when bounded (the raw value was read once, so nothing
-/// else in practice). Never `null` for a value that is there.
-pub(crate) fn raw_to_cel(raw: Option<&str>, unbounded: bool) -> Result<Value, serde_json::Error> {
-    match raw {
-        None => Ok(Value::Null),
-        Some(raw) => Ok(json_to_cel(&deep_json::from_str::<serde_json::Value>(
-            raw, unbounded,
-        )?)),
-    }
-}
-
 /// JSON → CEL: integers become `int` (or `uint` beyond i64), other numbers `double`.
 pub(crate) fn json_to_cel(value: &serde_json::Value) -> Value {
     match value {
@@ -1143,83 +1130,107 @@ pub(crate) fn json_to_cel(value: &serde_json::Value) -> Value {
     }
 }
 
-/// A CEL string.
-fn string(s: &str) -> Value {
-    Value::String(Arc::new(s.to_string()))
+/// A string of the request as a CEL string, borrowed from the body where the body holds it
+/// as is.
+fn text<'v>(s: &Cow<'v, str>) -> JsonVal<'v> {
+    match s {
+        Cow::Borrowed(s) => Box::new(CelString::from(*s)),
+        Cow::Owned(s) => Box::new(CelString::from(s.clone())),
+    }
 }
 
-/// A CEL list of strings.
-fn strings(list: &[String]) -> Value {
-    Value::List(Arc::new(list.iter().map(|s| string(s)).collect()))
-}
-
-/// A CEL map with string keys.
-fn map<const N: usize>(entries: [(&str, Value); N]) -> Value {
-    let map: HashMap<Key, Value> = entries
+/// A CEL map of `entries`, keyed by field name.
+fn fields<'v>(entries: impl IntoIterator<Item = (&'static str, JsonVal<'v>)>) -> JsonVal<'v> {
+    let map: HashMap<CelMapKey<'v>, JsonVal<'v>> = entries
         .into_iter()
-        .map(|(k, v)| (Key::String(Arc::new(k.to_string())), v))
+        .map(|(k, v)| (CelMapKey::from(k), v))
         .collect();
-    Value::Map(Map { map: Arc::new(map) })
+    Box::new(CelMap::from(map))
 }
 
-/// `request.userInfo` (`authenticationv1.UserInfo`): every field present, empty when absent.
-fn user_info_to_cel(raw: Option<&serde_json::value::RawValue>) -> Value {
-    let user = authz::User::from_user_info(raw);
-    let extra: HashMap<Key, Value> = user
+/// A CEL list of the request's strings.
+fn texts<'v>(list: &[Cow<'v, str>]) -> JsonVal<'v> {
+    Box::new(CelList::from(list.iter().map(text).collect::<Vec<_>>()))
+}
+
+/// `request.userInfo` as the request holds it (`authenticationv1.UserInfo`), borrowed.
+#[derive(Default, serde::Deserialize)]
+struct UserInfo<'a> {
+    #[serde(default, borrow)]
+    username: Cow<'a, str>,
+    #[serde(default, borrow)]
+    uid: Cow<'a, str>,
+    #[serde(default, borrow)]
+    groups: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    extra: BTreeMap<Cow<'a, str>, Vec<Cow<'a, str>>>,
+}
+
+/// `request.userInfo` (`authenticationv1.UserInfo`): every field present, empty when absent
+/// (as [`authz::User::from_user_info`] reads it for the authorizer).
+fn user_info<'v>(raw: Option<&'v serde_json::value::RawValue>) -> JsonVal<'v> {
+    let user: UserInfo<'v> = raw
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or_default();
+    let extra: HashMap<CelMapKey<'v>, JsonVal<'v>> = user
         .extra
         .iter()
-        .map(|(k, v)| (Key::String(Arc::new(k.clone())), strings(v)))
+        .map(|(k, v)| {
+            let key = match k {
+                Cow::Borrowed(k) => CelMapKey::from(*k),
+                Cow::Owned(k) => CelMapKey::from(k.clone()),
+            };
+            (key, texts(v))
+        })
         .collect();
-    map([
-        ("username", string(&user.username)),
-        ("uid", string(&user.uid)),
-        ("groups", strings(&user.groups)),
-        (
-            "extra",
-            Value::Map(Map {
-                map: Arc::new(extra),
-            }),
-        ),
+    fields([
+        ("username", text(&user.username)),
+        ("uid", text(&user.uid)),
+        ("groups", texts(&user.groups)),
+        ("extra", Box::new(CelMap::from(extra)) as JsonVal<'v>),
     ])
 }
 
 /// The `request` variable: the AdmissionRequest without uid, object and oldObject, with every
 /// field present (a typed Go struct in kube-apiserver, so `request.subResource == ""` holds
-/// when the JSON omits it). Built as CEL values directly: going through `serde_json::Value`
-/// cost 12 µs per request (benches/README.md).
+/// when the JSON omits it). Built as CEL values directly, its strings borrowed from the body:
+/// going through `serde_json::Value` cost 12 µs per request (benches/README.md).
 ///
 /// With `only`, just those top-level fields are built: handing `cel` a larger map costs
 /// about 10 µs per evaluation whatever is read from it (benches/README.md).
-pub(crate) fn request_to_cel(
-    review: &ParsedReview<'_>,
+///
+/// # Errors
+/// serde_json's recursion limit for `options`, bounded ([`cel_json::read_raw`]).
+pub(crate) fn request_to_cel<'v>(
+    review: &ParsedReview<'v>,
     only: Option<&[String]>,
     unbounded: bool,
-) -> Result<Value, serde_json::Error> {
-    let gvk = |g: &crate::review::GroupVersionKind| {
-        map([
-            ("group", string(&g.group)),
-            ("version", string(&g.version)),
-            ("kind", string(&g.kind)),
+) -> Result<JsonVal<'v>, serde_json::Error> {
+    let gvk = |g: &crate::review::GroupVersionKind<'v>| {
+        fields([
+            ("group", text(&g.group)),
+            ("version", text(&g.version)),
+            ("kind", text(&g.kind)),
         ])
     };
-    let gvr = |g: &crate::review::GroupVersionResource| {
-        map([
-            ("group", string(&g.group)),
-            ("version", string(&g.version)),
-            ("resource", string(&g.resource)),
+    let gvr = |g: &crate::review::GroupVersionResource<'v>| {
+        fields([
+            ("group", text(&g.group)),
+            ("version", text(&g.version)),
+            ("resource", text(&g.resource)),
         ])
     };
     let r = &review.request;
     let want = |field: &str| only.is_none_or(|f| f.iter().any(|x| x == field));
-    let mut entries: HashMap<Key, Value> = HashMap::new();
-    let mut put = |field: &'static str, value: &dyn Fn() -> Value| {
+    let mut entries: Vec<(&'static str, JsonVal<'v>)> = Vec::new();
+    let mut put = |field: &'static str, value: &dyn Fn() -> JsonVal<'v>| {
         if want(field) {
-            entries.insert(Key::String(Arc::new(field.to_string())), value());
+            entries.push((field, value()));
         }
     };
     put("kind", &|| gvk(&r.kind));
     put("resource", &|| gvr(&r.resource));
-    put("subResource", &|| string(&r.sub_resource));
+    put("subResource", &|| text(&r.sub_resource));
     put("requestKind", &|| {
         gvk(r.request_kind.as_ref().unwrap_or(&Default::default()))
     });
@@ -1227,20 +1238,19 @@ pub(crate) fn request_to_cel(
         gvr(r.request_resource.as_ref().unwrap_or(&Default::default()))
     });
     put("requestSubResource", &|| {
-        string(r.request_sub_resource.as_deref().unwrap_or(""))
+        r.request_sub_resource
+            .as_ref()
+            .map_or_else(|| Box::new(CelString::from("")) as JsonVal<'v>, text)
     });
-    put("name", &|| string(&r.name));
-    put("namespace", &|| string(&r.namespace));
-    put("operation", &|| string(&r.operation));
-    put("userInfo", &|| user_info_to_cel(r.user_info));
-    put("dryRun", &|| Value::Bool(r.is_dry_run()));
+    put("name", &|| text(&r.name));
+    put("namespace", &|| text(&r.namespace));
+    put("operation", &|| text(&r.operation));
+    put("userInfo", &|| user_info(r.user_info));
+    put("dryRun", &|| Box::new(CelBool::from(r.is_dry_run())));
     if want("options") {
-        let options = raw_to_cel(r.options.map(serde_json::value::RawValue::get), unbounded)?;
-        entries.insert(Key::String(Arc::new("options".to_string())), options);
+        entries.push(("options", cel_json::read_raw(r.options, unbounded)?));
     }
-    Ok(Value::Map(Map {
-        map: Arc::new(entries),
-    }))
+    Ok(fields(entries))
 }
 
 #[cfg(test)]

@@ -326,10 +326,10 @@ impl<'v> Inputs<'v> {
         Ok(Inputs {
             object: raw(reads.object, request.object)?,
             old_object: raw(reads.old_object, request.old_object)?,
-            request: cel_json::from_value(match &reads.request {
-                None => Value::Null,
+            request: match &reads.request {
+                None => cel_json::null(),
                 Some(fields) => conditions::request_to_cel(review, fields.as_deref(), unbounded)?,
-            }),
+            },
             authorizer: cel_json::from_value(authorizer),
             request_resource: cel_json::from_value(request_resource),
         })
