@@ -201,7 +201,11 @@ mod tests {
         ] {
             let depth = nesting_depth(text);
             for limit in [0, 1, 2, 3, 126, 127, 128, 299, 300] {
-                assert_eq!(nests_deeper_than(text, limit), depth > limit, "{text} {limit}");
+                assert_eq!(
+                    nests_deeper_than(text, limit),
+                    depth > limit,
+                    "{text} {limit}"
+                );
             }
         }
     }
