@@ -110,6 +110,28 @@ pub fn nests_deeper_than(text: &str, limit: usize) -> bool {
     false
 }
 
+/// The deepest nesting serde_json reads with its recursion limit on (it refuses 128).
+pub const SERDE_JSON_MAX_DEPTH: usize = 127;
+
+/// For a reader that does not recurse as it reads (one level at a time): refuses `text` as
+/// serde_json's bounded read would, with serde_json's own recursion-limit error, when it
+/// nests past [`SERDE_JSON_MAX_DEPTH`]. What is built from such a value later recurses as deep
+/// as the value, so [`read_deep`] must see the refusal and read it again on a grown stack.
+///
+/// # Errors
+/// serde_json's recursion limit ([`is_recursion_limit`]).
+pub fn refuse_past_recursion_limit(text: &str) -> serde_json::Result<()> {
+    if !nests_deeper_than(text, SERDE_JSON_MAX_DEPTH) {
+        return Ok(());
+    }
+    let too_deep = "[".repeat(SERDE_JSON_MAX_DEPTH + 1);
+    match serde_json::from_str::<serde_json::Value>(&too_deep) {
+        Err(e) => Err(e),
+        // serde_json reads no deeper than its limit: not reached.
+        Ok(_) => Err(serde::de::Error::custom("recursion limit exceeded")),
+    }
+}
+
 /// Whether `e` is serde_json's recursion limit (the value may still be valid JSON).
 pub fn is_recursion_limit(e: &serde_json::Error) -> bool {
     e.classify() == serde_json::error::Category::Syntax

@@ -9,10 +9,11 @@
 //! `double`, `bool`, `null`), so every operator, function and conversion treats them as it
 //! treats any other; their maps and lists share their contents, so binding one to a variable
 //! again (another condition, another policy, a comprehension's element) costs a reference
-//! count. Numbers read as kube-apiserver's CEL values of unstructured JSON read them
-//! (`staging/src/k8s.io/apiserver/pkg/cel/types.go`, `UnstructuredToVal`): an integer is an
-//! `int`, an integer past `int64` that fits `uint64` a `uint` (as the `serde_json::Value`
-//! path read it), anything else a `double`.
+//! count. Numbers: an integer is an `int` and a fraction or exponent a `double`, as
+//! kube-apiserver decodes unstructured JSON (`sigs.k8s.io/json`, integers as `int64`) and
+//! `UnstructuredToVal` (`staging/src/k8s.io/apiserver/pkg/cel/common/values.go`) turns it
+//! into CEL; an integer past `int64` that fits `uint64` is a `uint`, as the proxy has always
+//! read it, where kube-apiserver falls back to a `double`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -32,17 +33,15 @@ use crate::deep_json;
 /// A CEL value that may borrow from the JSON text it was read from.
 pub(crate) type JsonVal<'v> = Box<dyn Val + 'v>;
 
-/// Reads `text` (one JSON value) as a CEL value; with serde_json's recursion limit unless
-/// `unbounded` (only inside `deep_json::read_deep`'s `read`, on a stack grown for it).
+/// Reads `text`, one JSON scalar (a string, number, `true`, `false` or `null`), as a CEL value;
+/// objects and arrays are [`Lazy`].
 ///
 /// # Errors
-/// serde_json's: its recursion limit when bounded, or text that is not JSON.
-pub(crate) fn read(text: &str, unbounded: bool) -> Result<JsonVal<'_>, serde_json::Error> {
+/// serde_json's, for text that is not a JSON scalar (not a member of a request's `RawValue`,
+/// which is one).
+fn scalar(text: &str) -> Result<JsonVal<'_>, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_str(text);
-    if unbounded {
-        de.disable_recursion_limit();
-    }
-    let value = ValueSeed.deserialize(&mut de)?;
+    let value = de.deserialize_any(ScalarVisitor)?;
     de.end()?;
     Ok(value)
 }
@@ -52,9 +51,8 @@ pub(crate) fn read(text: &str, unbounded: bool) -> Result<JsonVal<'_>, serde_jso
 ///
 /// `raw` is JSON serde_json has read already (a `RawValue` of the request), so every level
 /// parses. Bounded (`unbounded` false), a value nested past serde_json's recursion limit is
-/// refused with that limit's error, as [`read`] refuses it, so that `deep_json::read_deep`
-/// reads it again on a stack grown for its depth: what is built from a value (its conversion,
-/// its drop) recurses as deep as the value.
+/// refused with that limit's error (`deep_json::refuse_past_recursion_limit`), so that
+/// `deep_json::read_deep` reads it again on a stack grown for its depth.
 ///
 /// # Errors
 /// serde_json's recursion limit, bounded.
@@ -65,29 +63,10 @@ pub(crate) fn read_raw(
     let Some(raw) = raw else {
         return Ok(null());
     };
-    let text = raw.get();
-    match text.as_bytes().first() {
-        Some(b'{' | b'[') => {
-            if !unbounded && deep_json::nests_deeper_than(text, SERDE_JSON_MAX_DEPTH) {
-                return Err(recursion_limit());
-            }
-            Ok(Box::new(Lazy::new(text)))
-        }
-        _ => read(text, unbounded),
+    if !unbounded {
+        deep_json::refuse_past_recursion_limit(raw.get())?;
     }
-}
-
-/// The deepest nesting serde_json reads with its recursion limit on (it refuses 128).
-const SERDE_JSON_MAX_DEPTH: usize = 127;
-
-/// serde_json's own error for its recursion limit (what `deep_json::is_recursion_limit` knows).
-fn recursion_limit() -> serde_json::Error {
-    let too_deep = "[".repeat(SERDE_JSON_MAX_DEPTH + 1);
-    match serde_json::from_str::<serde_json::Value>(&too_deep) {
-        Err(e) => e,
-        // serde_json reads no deeper than its limit: not reached.
-        Ok(_) => serde::de::Error::custom("recursion limit exceeded"),
-    }
+    member(raw)
 }
 
 /// A JSON object or array, read on first use: its members (scalars as values, objects and
@@ -228,7 +207,7 @@ fn member(raw: &serde_json::value::RawValue) -> Result<JsonVal<'_>, serde_json::
     let text = raw.get();
     match text.as_bytes().first() {
         Some(b'{' | b'[') => Ok(Box::new(Lazy::new(text))),
-        _ => read(text, false),
+        _ => scalar(text),
     }
 }
 
@@ -313,6 +292,29 @@ pub(crate) fn null() -> JsonVal<'static> {
     Box::new(CelNull)
 }
 
+/// A JSON tree the proxy holds (a parameter object, a namespace) as a CEL value, its strings
+/// borrowed from it, numbers as [`ScalarVisitor`] reads them; made once to be bound many times.
+pub(crate) fn from_json(value: &serde_json::Value) -> JsonVal<'_> {
+    match value {
+        serde_json::Value::Null => null(),
+        serde_json::Value::Bool(b) => Box::new(CelBool::from(*b)),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Box::new(CelInt::from(i)),
+            (None, Some(u)) => Box::new(CelUInt::from(u)),
+            _ => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
+        },
+        serde_json::Value::String(s) => Box::new(CelString::from(s.as_str())),
+        serde_json::Value::Array(a) => {
+            Box::new(CelList::from(a.iter().map(from_json).collect::<Vec<_>>()))
+        }
+        serde_json::Value::Object(o) => Box::new(CelMap::from(
+            o.iter()
+                .map(|(k, v)| (CelMapKey::from(k.as_str()), from_json(v)))
+                .collect::<HashMap<_, _>>(),
+        )),
+    }
+}
+
 /// `value` as a CEL value of the same shape, made once to be bound many times (each binding
 /// of a map or list is then a reference count).
 pub(crate) fn from_value(value: cel::Value) -> JsonVal<'static> {
@@ -320,24 +322,13 @@ pub(crate) fn from_value(value: cel::Value) -> JsonVal<'static> {
     JsonVal::try_from(value).unwrap_or_else(|_| null())
 }
 
-/// Reads one JSON value as a CEL value.
-struct ValueSeed;
+struct ScalarVisitor;
 
-impl<'de> DeserializeSeed<'de> for ValueSeed {
-    type Value = JsonVal<'de>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(ValueVisitor)
-    }
-}
-
-struct ValueVisitor;
-
-impl<'de> Visitor<'de> for ValueVisitor {
+impl<'de> Visitor<'de> for ScalarVisitor {
     type Value = JsonVal<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        f.write_str("a JSON scalar")
     }
 
     fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
@@ -377,24 +368,6 @@ impl<'de> Visitor<'de> for ValueVisitor {
 
     fn visit_none<E>(self) -> Result<Self::Value, E> {
         Ok(Box::new(CelNull))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(ValueSeed)? {
-            items.push(item);
-        }
-        Ok(Box::new(CelList::from(items)))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut entries = HashMap::with_capacity(map.size_hint().unwrap_or(0));
-        // A repeated key keeps its last value, as encoding/json's decoder and serde_json's do.
-        while let Some(key) = map.next_key_seed(KeySeed)? {
-            let value = map.next_value_seed(ValueSeed)?;
-            entries.insert(key, value);
-        }
-        Ok(Box::new(CelMap::from(entries)))
     }
 }
 
@@ -447,20 +420,22 @@ mod tests {
             r#""\u00e9""#,
             "[1e400]",
         ] {
-            let Ok(ours) = read(text, false) else {
-                // 1e400 is out of f64's range: both paths refuse it.
-                assert!(
-                    serde_json::from_str::<serde_json::Value>(text).is_err(),
+            let raw: &serde_json::value::RawValue = serde_json::from_str(text).unwrap();
+            let ours = read_raw(Some(raw), false).unwrap();
+            let ours = Value::try_from(ours.as_ref());
+            match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(tree) => assert_eq!(
+                    ours.unwrap(),
+                    super::super::conditions::json_to_cel(&tree),
                     "{text}"
-                );
-                continue;
-            };
-            let ours = Value::try_from(ours.as_ref()).unwrap();
-            let tree: serde_json::Value = serde_json::from_str(text).unwrap();
-            assert_eq!(ours, super::super::conditions::json_to_cel(&tree), "{text}");
+                ),
+                // 1e400 is out of f64's range: the tree path refuses it, and so does the level
+                // that holds it when it is read (never read as absent).
+                Err(_) => assert!(ours.is_err(), "{text}"),
+            }
         }
-        assert!(read("{\"a\":", false).is_err());
-        assert!(read("1 2", false).is_err());
+        assert!(scalar("{\"a\":").is_err());
+        assert!(scalar("1 2").is_err());
     }
 
     /// Read level by level, a value is the same value: every level reached by the conversion
@@ -477,8 +452,8 @@ mod tests {
             let tree: serde_json::Value = serde_json::from_str(text).unwrap();
             let want = super::super::conditions::json_to_cel(&tree);
             assert_eq!(Value::try_from(lazy.as_ref()).unwrap(), want, "{text}");
-            // Compared with the eager reading, in both orders.
-            let eager = read(text, false).unwrap();
+            // Compared with the same value built whole, in both orders.
+            let eager = from_value(want);
             assert!(
                 lazy.equals(eager.as_ref()) && eager.equals(lazy.as_ref()),
                 "{text}"

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use ::cel::Value;
+use ::cel::common::value::Val;
 
 use super::*;
 use crate::conversion;
 use crate::deep_json;
-use crate::matching::cel_json;
+use crate::matching::cel_json::{self, JsonVal};
 
 /// `reasonToCode` (`policy_decision.go`).
 fn reason_to_code(reason: &str) -> u16 {
@@ -30,8 +30,10 @@ struct Denied {
 }
 
 /// The outcome of a namespace lookup for `namespaceObject`.
-enum NamespaceValue {
-    Value(Value),
+enum NamespaceValue<'n> {
+    /// Built once per evaluation, its strings borrowed from the namespace; bound to each
+    /// validate call by reference.
+    Value(JsonVal<'n>),
     NotFound(String),
     Undecided(String),
 }
@@ -129,28 +131,28 @@ impl Policy {
 
     /// `namespaceObject` for `review`: null for cluster-scoped requests and Namespaces
     /// themselves (`Dispatch` unsets the name for a v1 Namespace).
-    fn namespace_value(
+    fn namespace_value<'n>(
         &self,
         review: &ParsedReview<'_>,
-        namespaces: Option<&Namespaces>,
-    ) -> NamespaceValue {
+        namespaces: Option<&'n Namespaces>,
+    ) -> NamespaceValue<'n> {
         let request = &review.request;
         let kind = request.effective_kind();
         let is_namespace =
             kind.kind == "Namespace" && kind.version == "v1" && kind.group.is_empty();
         let name = &*request.namespace;
         if name.is_empty() || is_namespace {
-            return NamespaceValue::Value(Value::Null);
+            return NamespaceValue::Value(cel_json::null());
         }
         match namespaces {
-            None if !self.reads.namespace => NamespaceValue::Value(Value::Null),
+            None if !self.reads.namespace => NamespaceValue::Value(cel_json::null()),
             None => {
                 NamespaceValue::Undecided(format!("the labels of namespace {name:?} are not known"))
             }
             Some(n) => match (n.object(name), n.unavailable_reason()) {
-                (Some(object), _) => {
-                    NamespaceValue::Value(crate::matching::conditions::json_to_cel(object))
-                }
+                // Not built for a policy that never reads it.
+                (Some(_), _) if !self.reads.namespace => NamespaceValue::Value(cel_json::null()),
+                (Some(object), _) => NamespaceValue::Value(cel_json::from_json(object)),
                 (None, Some(reason)) => NamespaceValue::Undecided(format!(
                     "cannot read the labels of namespace {name:?}: {reason}"
                 )),
@@ -263,13 +265,13 @@ impl<'p> Run<'p> {
             };
             let namespace =
                 match namespace.get_or_insert_with(|| policy.namespace_value(review, namespaces)) {
-                    NamespaceValue::Value(v) => v.clone(),
+                    NamespaceValue::Value(v) => &**v,
                     NamespaceValue::NotFound(message) => return not_found(message),
                     NamespaceValue::Undecided(reason) => return undecided(reason.clone()),
                 };
             let outcomes = params
                 .into_iter()
-                .map(|param| self.validate(binding, param, inputs, namespace.clone()))
+                .map(|param| self.validate(binding, param, inputs, namespace))
                 .collect();
             self.outcome(binding, BindingResult::Evaluated(outcomes));
         }
@@ -282,13 +284,13 @@ impl<'p> Run<'p> {
         binding: &Binding,
         param: Option<&Param>,
         inputs: &Inputs<'_>,
-        namespace: Value,
+        namespace: &dyn Val,
     ) -> ParamOutcome {
         let policy = self.policy;
         let activation = Activation {
             inputs,
-            params: cel_json::from_value(param.map_or(Value::Null, |p| p.value.clone())),
-            namespace: cel_json::from_value(namespace),
+            params: param.map_or_else(cel_json::null, |p| p.value.clone_as_boxed()),
+            namespace: namespace.clone_as_boxed(),
             variables: &policy.variables,
         };
         let result = policy.validator.validate(&activation);

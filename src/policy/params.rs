@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use cel::Value;
+use crate::matching::cel_json::{self, JsonVal};
 
 use super::spec::{ObjectMeta, ParamKind, ParamRef};
 use crate::matching::conditions::json_to_cel;
@@ -21,8 +21,9 @@ pub(crate) struct Param {
     pub(crate) namespace: String,
     pub(crate) name: String,
     labels: BTreeMap<String, String>,
-    /// The object as CEL sees it (`params`).
-    pub(crate) value: Value,
+    /// The object as CEL sees it (`params`), built at load; each evaluation binds it by
+    /// reference.
+    pub(crate) value: JsonVal<'static>,
 }
 
 /// The parameter objects of a policy's paramKind, sorted by namespace and name (kube-apiserver's
@@ -98,7 +99,7 @@ impl ParamStore {
                     namespace: meta.namespace,
                     name: meta.name,
                     labels: meta.labels.unwrap_or_default(),
-                    value: json_to_cel(o),
+                    value: cel_json::from_value(json_to_cel(o)),
                 }
             })
             .collect();
